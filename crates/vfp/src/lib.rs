@@ -1,0 +1,1 @@
+//! VFP-style packet engine. Pure: no I/O, no async.
