@@ -1,0 +1,600 @@
+//! Endpoint, network and subnet policies: `{"Type": <name>, "Settings": {...}}` with one typed
+//! settings struct per type, as in hcsshim's `hcnpolicy.go`. An unknown `Type` is refused.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::serde_util::{is_default, opt_ip, opt_prefix, prefix_list, protocol, string_enum};
+use crate::types::MacAddress;
+
+/// A policy on an endpoint (`EndpointPolicyType`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "Type", content = "Settings")]
+pub enum EndpointPolicy {
+    PortMapping(PortMappingPolicySetting),
+    #[serde(rename = "ACL")]
+    Acl(AclPolicySetting),
+    #[serde(rename = "QOS")]
+    Qos(QosPolicySetting),
+    L2Driver(serde_json::Map<String, serde_json::Value>),
+    #[serde(rename = "OutBoundNAT")]
+    OutBoundNat(OutboundNatPolicySetting),
+    #[serde(rename = "SDNRoute")]
+    SdnRoute(SdnRoutePolicySetting),
+    L4Proxy(L4ProxyPolicySetting),
+    #[serde(rename = "L4WFPPROXY")]
+    L4WfpProxy(L4WfpProxyPolicySetting),
+    PortName(PortnamePolicySetting),
+    EncapOverhead(EncapOverheadPolicySetting),
+    Iov(IovPolicySetting),
+    ProviderAddress(ProviderAddressPolicySetting),
+    InterfaceConstraint(InterfaceConstraintPolicySetting),
+    TierAcl(TierAclPolicySetting),
+}
+
+impl EndpointPolicy {
+    /// The canonical `Type` string.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EndpointPolicy::PortMapping(_) => "PortMapping",
+            EndpointPolicy::Acl(_) => "ACL",
+            EndpointPolicy::Qos(_) => "QOS",
+            EndpointPolicy::L2Driver(_) => "L2Driver",
+            EndpointPolicy::OutBoundNat(_) => "OutBoundNAT",
+            EndpointPolicy::SdnRoute(_) => "SDNRoute",
+            EndpointPolicy::L4Proxy(_) => "L4Proxy",
+            EndpointPolicy::L4WfpProxy(_) => "L4WFPPROXY",
+            EndpointPolicy::PortName(_) => "PortName",
+            EndpointPolicy::EncapOverhead(_) => "EncapOverhead",
+            EndpointPolicy::Iov(_) => "Iov",
+            EndpointPolicy::ProviderAddress(_) => "ProviderAddress",
+            EndpointPolicy::InterfaceConstraint(_) => "InterfaceConstraint",
+            EndpointPolicy::TierAcl(_) => "TierAcl",
+        }
+    }
+}
+
+/// A policy on a network (`NetworkPolicyType`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "Type", content = "Settings")]
+pub enum NetworkPolicy {
+    SourceMacAddress(SourceMacAddressPolicySetting),
+    NetAdapterName(NetAdapterNamePolicySetting),
+    VSwitchExtension(VSwitchExtensionPolicySetting),
+    DrMacAddress(DrMacAddressPolicySetting),
+    #[serde(rename = "AutomaticDNS")]
+    AutomaticDns(AutomaticDnsPolicySetting),
+    InterfaceConstraint(InterfaceConstraintPolicySetting),
+    ProviderAddress(ProviderAddressPolicySetting),
+    RemoteSubnetRoute(RemoteSubnetRoutePolicySetting),
+    VxlanPort(VxlanPortPolicySetting),
+    HostRoute(HostRoutePolicySetting),
+    SetPolicy(SetPolicySetting),
+    L4Proxy(L4ProxyPolicySetting),
+    LayerConstraint(LayerConstraintPolicySetting),
+    #[serde(rename = "NetworkACL")]
+    NetworkAcl(AclPolicySetting),
+    NeighborDiscovery(NeighborDiscoveryPolicySetting),
+}
+
+impl NetworkPolicy {
+    /// The canonical `Type` string.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            NetworkPolicy::SourceMacAddress(_) => "SourceMacAddress",
+            NetworkPolicy::NetAdapterName(_) => "NetAdapterName",
+            NetworkPolicy::VSwitchExtension(_) => "VSwitchExtension",
+            NetworkPolicy::DrMacAddress(_) => "DrMacAddress",
+            NetworkPolicy::AutomaticDns(_) => "AutomaticDNS",
+            NetworkPolicy::InterfaceConstraint(_) => "InterfaceConstraint",
+            NetworkPolicy::ProviderAddress(_) => "ProviderAddress",
+            NetworkPolicy::RemoteSubnetRoute(_) => "RemoteSubnetRoute",
+            NetworkPolicy::VxlanPort(_) => "VxlanPort",
+            NetworkPolicy::HostRoute(_) => "HostRoute",
+            NetworkPolicy::SetPolicy(_) => "SetPolicy",
+            NetworkPolicy::L4Proxy(_) => "L4Proxy",
+            NetworkPolicy::LayerConstraint(_) => "LayerConstraint",
+            NetworkPolicy::NetworkAcl(_) => "NetworkACL",
+            NetworkPolicy::NeighborDiscovery(_) => "NeighborDiscovery",
+        }
+    }
+}
+
+/// A policy on a subnet: its VLAN or its VSID (the VXLAN VNI on Overlay).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "Type", content = "Settings")]
+pub enum SubnetPolicy {
+    #[serde(rename = "VLAN")]
+    Vlan(IsolationIdSetting),
+    #[serde(rename = "VSID")]
+    Vsid(IsolationIdSetting),
+}
+
+/// `PortMapping`: a host port forwarded to the endpoint (NAT networks, win-bridge portMappings).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct PortMappingPolicySetting {
+    #[serde(deserialize_with = "protocol", skip_serializing_if = "is_default")]
+    pub protocol: u32,
+    #[serde(skip_serializing_if = "is_default")]
+    pub internal_port: u16,
+    #[serde(skip_serializing_if = "is_default")]
+    pub external_port: u16,
+    #[serde(
+        rename = "VIP",
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vip: Option<IpAddr>,
+    /// `NatFlags`: 1 LocalRoutedVip, 2 IPv6, 4 ExternalPortReserved.
+    #[serde(skip_serializing_if = "is_default")]
+    pub flags: u32,
+}
+
+string_enum! {
+    /// What an ACL rule does with a matching packet.
+    AclAction { Allow = "Allow", Block = "Block", Pass = "Pass" }
+}
+
+string_enum! {
+    /// Which way an ACL rule applies, seen from the endpoint.
+    AclDirection { In = "In", Out = "Out" }
+}
+
+string_enum! {
+    /// Where an ACL is enforced: `Host` (WFP) or `Switch` (VFP).
+    AclRuleType { Host = "Host", Switch = "Switch" }
+}
+
+/// `ACL` (and the network policy `NetworkACL`): a prioritised allow/block rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AclPolicySetting {
+    /// Protocol numbers, comma separated ("6", "6,17").
+    #[serde(
+        default,
+        deserialize_with = "acl_protocols",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub protocols: String,
+    pub action: AclAction,
+    pub direction: AclDirection,
+    #[serde(
+        default,
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_addresses: String,
+    #[serde(
+        default,
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_addresses: String,
+    #[serde(
+        default,
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_ports: String,
+    #[serde(
+        default,
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_ports: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_type: Option<AclRuleType>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub priority: u16,
+}
+
+/// `QOS`: an egress bandwidth cap.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct QosPolicySetting {
+    pub maximum_outgoing_bandwidth_in_bytes: u64,
+}
+
+/// `OutBoundNAT`: SNAT to the host address except toward `Exceptions`; `Destinations` for
+/// loopback DSR.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct OutboundNatPolicySetting {
+    #[serde(
+        rename = "VirtualIP",
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub virtual_ip: Option<IpAddr>,
+    #[serde(
+        deserialize_with = "prefix_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub exceptions: Vec<String>,
+    #[serde(
+        deserialize_with = "prefix_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub destinations: Vec<String>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub flags: u32,
+    #[serde(skip_serializing_if = "is_default")]
+    pub max_port_pool_usage: u16,
+}
+
+/// `SDNRoute` (endpoint policy, and each entry of an SDN route object's `Setting`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SdnRoutePolicySetting {
+    #[serde(
+        deserialize_with = "opt_prefix",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub destination_prefix: Option<IpNet>,
+    #[serde(deserialize_with = "opt_ip", skip_serializing_if = "Option::is_none")]
+    pub next_hop: Option<IpAddr>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub need_encap: bool,
+}
+
+/// `L4Proxy`: redirect matching traffic to a local proxy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct L4ProxyPolicySetting {
+    #[serde(
+        rename = "IP",
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ip: Option<IpAddr>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub port: String,
+    #[serde(deserialize_with = "protocol", skip_serializing_if = "is_default")]
+    pub protocol: u32,
+    #[serde(
+        deserialize_with = "prefix_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub exceptions: Vec<String>,
+    pub destination: String,
+    #[serde(rename = "OutboundNAT", skip_serializing_if = "is_default")]
+    pub outbound_nat: bool,
+}
+
+/// The 5-tuple filter of an `L4WFPPROXY` policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct FiveTuple {
+    #[serde(
+        deserialize_with = "acl_protocols",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub protocols: String,
+    #[serde(
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_addresses: String,
+    #[serde(
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_addresses: String,
+    #[serde(
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_ports: String,
+    #[serde(
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_ports: String,
+    #[serde(skip_serializing_if = "is_default")]
+    pub priority: u16,
+}
+
+/// Addresses and ports an `L4WFPPROXY` policy leaves alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ProxyExceptions {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ip_address_exceptions: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub port_exceptions: Vec<String>,
+}
+
+/// `L4WFPPROXY`: a WFP-based transparent proxy (Istio-style sidecars on Windows).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct L4WfpProxyPolicySetting {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub inbound_proxy_port: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub outbound_proxy_port: String,
+    pub filter_tuple: FiveTuple,
+    #[serde(rename = "UserSID", skip_serializing_if = "String::is_empty")]
+    pub user_sid: String,
+    pub inbound_exceptions: ProxyExceptions,
+    pub outbound_exceptions: ProxyExceptions,
+}
+
+/// `PortName`: the switch port name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct PortnamePolicySetting {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// `EncapOverhead`: bytes the encapsulation takes from the MTU (50 for VXLAN).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct EncapOverheadPolicySetting {
+    #[serde(skip_serializing_if = "is_default")]
+    pub overhead: u16,
+}
+
+/// `Iov`: SR-IOV offload settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct IovPolicySetting {
+    #[serde(skip_serializing_if = "is_default")]
+    pub iov_offload_weight: u32,
+    #[serde(skip_serializing_if = "is_default")]
+    pub queue_pairs_requested: u32,
+    #[serde(skip_serializing_if = "is_default")]
+    pub interrupt_moderation: u32,
+}
+
+/// `ProviderAddress`: the underlay (PA) address that hosts a remote endpoint, or the network's
+/// management address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ProviderAddressPolicySetting {
+    pub provider_address: IpAddr,
+}
+
+/// `InterfaceConstraint`: binds to one host interface.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct InterfaceConstraintPolicySetting {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub interface_guid: String,
+    #[serde(skip_serializing_if = "is_default")]
+    pub interface_luid: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    pub interface_index: u32,
+    #[serde(skip_serializing_if = "is_default")]
+    pub interface_media_type: u32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub interface_alias: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub interface_description: String,
+}
+
+/// One rule of a `TierAcl`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct TierAclRule {
+    #[serde(rename = "Id", alias = "ID", skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(
+        deserialize_with = "acl_protocols",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub protocols: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tier_acl_rule_action: String,
+    #[serde(
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_addresses: String,
+    #[serde(
+        deserialize_with = "acl_addresses",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_addresses: String,
+    #[serde(
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub local_ports: String,
+    #[serde(
+        deserialize_with = "acl_ports",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub remote_ports: String,
+    #[serde(skip_serializing_if = "is_default")]
+    pub priority: u16,
+}
+
+/// `TierAcl`: an ordered tier of ACL rules.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TierAclPolicySetting {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    pub direction: AclDirection,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub order: u16,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tier_acl_rules: Vec<TierAclRule>,
+}
+
+/// `SourceMacAddress`: the MAC the switch uses as source.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SourceMacAddressPolicySetting {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_mac_address: Option<MacAddress>,
+}
+
+/// `NetAdapterName`: binds the vSwitch to this host NIC.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NetAdapterNamePolicySetting {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub network_adapter_name: String,
+}
+
+/// `VSwitchExtension`: enables a vSwitch extension.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct VSwitchExtensionPolicySetting {
+    #[serde(rename = "ExtensionID", skip_serializing_if = "String::is_empty")]
+    pub extension_id: String,
+    #[serde(skip_serializing_if = "is_default")]
+    pub enable: bool,
+}
+
+/// `DrMacAddress`: the distributed-router MAC of an Overlay network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DrMacAddressPolicySetting {
+    pub address: MacAddress,
+}
+
+/// `AutomaticDNS`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AutomaticDnsPolicySetting {
+    #[serde(skip_serializing_if = "is_default")]
+    pub enable: bool,
+}
+
+/// `RemoteSubnetRoute`: a remote node's pod subnet behind its PA, encapsulated with the VSID.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RemoteSubnetRoutePolicySetting {
+    pub destination_prefix: IpNet,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub isolation_id: u16,
+    pub provider_address: IpAddr,
+    pub distributed_router_mac_address: MacAddress,
+}
+
+/// `VxlanPort`: the UDP port of VXLAN (4789 unless set).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct VxlanPortPolicySetting {
+    #[serde(skip_serializing_if = "is_default")]
+    pub port: u16,
+}
+
+/// `HostRoute`: host <-> local pod on Overlay. No settings (`{}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRoutePolicySetting {}
+
+/// `SetPolicy`: a named IP set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SetPolicySetting {
+    #[serde(rename = "Id", alias = "ID", skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(
+        deserialize_with = "set_policy_type",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub policy_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub values: String,
+}
+
+/// `LayerConstraint`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct LayerConstraintPolicySetting {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub layer_id: String,
+}
+
+/// `NeighborDiscovery` (SDN PowerShell module only).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct NeighborDiscoveryPolicySetting {
+    #[serde(
+        deserialize_with = "opt_prefix",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub target_ip_prefix: Option<IpNet>,
+    #[serde(deserialize_with = "opt_ip", skip_serializing_if = "Option::is_none")]
+    pub sender_ip_address: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_mac_address: Option<MacAddress>,
+}
+
+/// `VLAN` / `VSID` settings: `{"IsolationId": n}`, always written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct IsolationIdSetting {
+    pub isolation_id: u32,
+}
+
+/// `Protocols` of an ACL: comma-separated protocol numbers.
+fn acl_protocols<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if p.parse::<u8>().is_err() {
+            return Err(serde::de::Error::custom(format!(
+                "\"{p}\" is not a protocol number; write numbers separated by commas, e.g. \"6,17\""
+            )));
+        }
+    }
+    Ok(s)
+}
+
+/// Addresses of an ACL: comma-separated IPs or prefixes.
+fn acl_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    for a in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        crate::serde_util::parse_prefix(a).map_err(serde::de::Error::custom)?;
+    }
+    Ok(s)
+}
+
+/// Ports of an ACL: comma-separated ports or `low-high` ranges.
+fn acl_ports<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        parse_port_range(p).map_err(serde::de::Error::custom)?;
+    }
+    Ok(s)
+}
+
+/// Parses `80` or `8000-8080` into an inclusive range.
+pub fn parse_port_range(p: &str) -> Result<(u16, u16), String> {
+    let bad =
+        || format!("\"{p}\" is not a port or port range; write e.g. 80 or 8000-8080 (0-65535)");
+    let (lo, hi) = match p.split_once('-') {
+        Some((a, b)) => (a.trim(), b.trim()),
+        None => (p, p),
+    };
+    let lo: u16 = lo.parse().map_err(|_| bad())?;
+    let hi: u16 = hi.parse().map_err(|_| bad())?;
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+/// `PolicyType` of a set policy: `IPSET` or `NESTEDIPSET`; the PowerShell module sends 0 or 1.
+fn set_policy_type<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("IPSET") => Ok("IPSET".into()),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("NESTEDIPSET") => {
+            Ok("NESTEDIPSET".into())
+        }
+        serde_json::Value::Number(n) if n.as_u64() == Some(0) => Ok("IPSET".into()),
+        serde_json::Value::Number(n) if n.as_u64() == Some(1) => Ok("NESTEDIPSET".into()),
+        other => Err(serde::de::Error::custom(format!(
+            "{other} is not a set policy type; use \"IPSET\" or \"NESTEDIPSET\""
+        ))),
+    }
+}
