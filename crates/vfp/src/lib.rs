@@ -1,1 +1,3 @@
 //! VFP-style packet engine. Pure: no I/O, no async.
+
+pub mod wire;
