@@ -227,3 +227,9 @@ impl Validate for crate::modify::NamespaceEndpointRequest {
         Ok(())
     }
 }
+
+impl Validate for crate::types::Dns {
+    fn validate(&self) -> Result<(), DecodeError> {
+        Ok(())
+    }
+}

@@ -11,6 +11,8 @@ impl HResult {
     pub const E_INVALIDARG: HResult = HResult(0x8007_0057);
     pub const ERROR_NOT_FOUND: HResult = HResult(0x8007_0490);
     pub const E_OUTOFMEMORY: HResult = HResult(0x8007_000E);
+    /// "Cannot create a file when that file already exists": an ID already in use.
+    pub const ERROR_ALREADY_EXISTS: HResult = HResult(0x8007_00B7);
     pub const HCN_E_NETWORK_NOT_FOUND: HResult = HResult(0x803B_0001);
     pub const HCN_E_ENDPOINT_NOT_FOUND: HResult = HResult(0x803B_0002);
     pub const HCN_E_SUBNET_NOT_FOUND: HResult = HResult(0x803B_0005);
@@ -57,6 +59,7 @@ impl HResult {
         match self {
             c if c.is_not_found() => 404,
             HResult::HCN_E_PORT_ALREADY_EXISTS
+            | HResult::ERROR_ALREADY_EXISTS
             | HResult::HCN_E_NETWORK_ALREADY_EXISTS
             | HResult::HCN_E_POLICY_ALREADY_EXISTS
             | HResult::HCN_E_ENDPOINT_ALREADY_ATTACHED
@@ -76,6 +79,7 @@ impl HResult {
             HResult::E_INVALIDARG => "The parameter is incorrect.",
             HResult::ERROR_NOT_FOUND => "Element not found.",
             HResult::E_OUTOFMEMORY => "Not enough memory resources are available.",
+            HResult::ERROR_ALREADY_EXISTS => "Cannot create a file when that file already exists.",
             HResult::HCN_E_NETWORK_NOT_FOUND => "The network was not found.",
             HResult::HCN_E_ENDPOINT_NOT_FOUND => "The endpoint was not found.",
             HResult::HCN_E_SUBNET_NOT_FOUND => {

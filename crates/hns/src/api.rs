@@ -1,0 +1,148 @@
+//! The HTTP/JSON API: HCN's functions as routes (DESIGN §3.1). Bodies are HNS v2 JSON; errors
+//! are HNS error records with the HRESULT.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State as AxState};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hcn::error::{HResult, HnsError};
+use hcn::query::Filter;
+use hcn::{Guid, decode};
+use serde_json::Value;
+
+use crate::service::Service;
+use crate::state::{Kind, Object, WriteOp};
+
+type Svc = AxState<Arc<Service>>;
+
+/// The router of hnsd.
+pub fn router(service: Arc<Service>) -> Router {
+    Router::new()
+        .route("/globals/version", get(version))
+        .route("/globals/features", get(features))
+        .route("/{kind}", get(list).post(create))
+        .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
+        .with_state(service)
+}
+
+/// An HNS failure as an HTTP response.
+struct ApiError(HnsError);
+
+impl From<HnsError> for ApiError {
+    fn from(e: HnsError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl From<hcn::DecodeError> for ApiError {
+    fn from(e: hcn::DecodeError) -> Self {
+        ApiError(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        (status, axum::Json(self.0.record())).into_response()
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+async fn version(AxState(svc): Svc) -> ApiResult {
+    Ok(axum::Json(svc.profile().version()).into_response())
+}
+
+async fn features(AxState(svc): Svc) -> ApiResult {
+    Ok(axum::Json(svc.profile().features()).into_response())
+}
+
+fn kind(s: &str) -> Result<Kind, ApiError> {
+    Kind::ALL.into_iter().find(|k| k.plural() == s).ok_or_else(|| {
+        ApiError(HnsError::new(
+            HResult::ERROR_NOT_FOUND,
+            format!("no route /{s}; use /networks, /endpoints, /namespaces, /loadbalancers or /routes"),
+        ))
+    })
+}
+
+fn guid(s: &str) -> Result<Guid, ApiError> {
+    s.parse().map_err(|e: String| {
+        ApiError(HnsError::new(
+            HResult::E_INVALIDARG,
+            format!("ID in the path: {e}"),
+        ))
+    })
+}
+
+async fn list(
+    AxState(svc): Svc,
+    Path(k): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let kind = kind(&k)?;
+    let filter = q
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("filter"))
+        .map(|(_, f)| Filter::parse(f))
+        .transpose()
+        .map_err(|m| HnsError::new(HResult::E_INVALIDARG, m))?
+        .unwrap_or_default();
+    let items: Vec<Value> = svc.read(|s| {
+        s.list_json(kind)
+            .into_iter()
+            .filter(|o| filter.matches(o))
+            .collect()
+    });
+    Ok(axum::Json(items).into_response())
+}
+
+async fn query(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> ApiResult {
+    let (kind, id) = (kind(&k)?, guid(&id)?);
+    let obj = svc
+        .read(|s| s.get(kind, id))
+        .ok_or_else(|| kind.not_found(&id))?;
+    Ok(axum::Json(obj.to_json()).into_response())
+}
+
+async fn create(AxState(svc): Svc, Path(k): Path<String>, body: Bytes) -> ApiResult {
+    let obj = match kind(&k)? {
+        Kind::Network => Object::Network(decode(&body)?),
+        Kind::Endpoint => Object::Endpoint(decode(&body)?),
+        Kind::Namespace => Object::Namespace(decode(&body)?),
+        Kind::LoadBalancer => Object::LoadBalancer(decode(&body)?),
+        Kind::Route => Object::Route(decode(&body)?),
+    };
+    let created = svc.write(WriteOp::Create(obj)).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(created.map(|o| o.to_json())),
+    )
+        .into_response())
+}
+
+async fn modify(
+    AxState(svc): Svc,
+    Path((k, id)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let (kind, id) = (kind(&k)?, guid(&id)?);
+    let op = match kind {
+        Kind::LoadBalancer => WriteOp::UpdateLoadBalancer(id, decode(&body)?),
+        _ => WriteOp::Modify(kind, id, decode(&body)?),
+    };
+    let modified = svc.write(op).await?;
+    Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
+}
+
+async fn delete(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> ApiResult {
+    let (kind, id) = (kind(&k)?, guid(&id)?);
+    svc.write(WriteOp::Delete(kind, id)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

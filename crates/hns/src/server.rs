@@ -1,0 +1,98 @@
+//! Serving the API on a Unix socket: one hnsd per socket, mode 0600, a stale socket replaced.
+
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::UnixListener;
+
+use crate::profile::Profile;
+use crate::service::Service;
+use crate::store::{Store, StoreError};
+
+/// Why hnsd could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("another hnsd is already serving on {0}; stop it or choose another --socket")]
+    AlreadyServing(PathBuf),
+    #[error("cannot bind {path}: {source}")]
+    Bind { path: PathBuf, source: io::Error },
+    #[error("cannot create the state dir {path}: {source}")]
+    StateDir { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("serving failed: {0}")]
+    Serve(io::Error),
+}
+
+/// What `winnet hnsd` is started with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub profile: Profile,
+}
+
+/// Opens the store, binds the socket and serves until `shutdown` completes; removes the socket
+/// on the way out.
+pub async fn run(
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    // Refuse a live socket before touching the state dir, so the message names the real cause.
+    let listener = bind(&config.socket)?;
+    if let Err(source) = std::fs::create_dir_all(&config.state_dir) {
+        let _ = std::fs::remove_file(&config.socket);
+        return Err(ServerError::StateDir {
+            path: config.state_dir.clone(),
+            source,
+        });
+    }
+    let store = match Store::open(&config.state_dir.join("hns.redb")) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&config.socket);
+            return Err(e.into());
+        }
+    };
+    let service = Arc::new(Service::start(store, config.profile)?);
+    tracing::info!(socket = %config.socket.display(), profile = %config.profile, "hnsd serving");
+    let served = axum::serve(listener, crate::api::router(service))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    let _ = std::fs::remove_file(&config.socket);
+    served.map_err(ServerError::Serve)
+}
+
+/// Binds `path` with mode 0600. A socket that answers belongs to a live hnsd: refused. One that
+/// does not is stale (a killed hnsd): replaced.
+pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ServerError::AlreadyServing(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(|source| ServerError::Bind {
+            path: path.into(),
+            source,
+        })?;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| ServerError::Bind {
+            path: path.into(),
+            source,
+        })?;
+    }
+    let listener = UnixListener::bind(path).map_err(|source| ServerError::Bind {
+        path: path.into(),
+        source,
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
+        ServerError::Bind {
+            path: path.into(),
+            source,
+        }
+    })?;
+    Ok(listener)
+}

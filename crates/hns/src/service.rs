@@ -1,0 +1,148 @@
+//! The service core: reads go straight to the in-memory state; writes go through one committer
+//! thread that plans, applies and then commits them to the store in batches (group commit), so
+//! concurrent clients share an fsync and a call returns only once its write is durable.
+
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread;
+
+use hcn::error::{HResult, HnsError};
+use tokio::sync::oneshot;
+
+use crate::profile::Profile;
+use crate::state::{Change, Object, State, WriteOp};
+use crate::store::{Store, StoreError};
+
+/// Most writes one transaction takes; bounds the latency of the first caller in a batch.
+const MAX_BATCH: usize = 512;
+
+type Reply = Result<Option<Object>, HnsError>;
+
+struct Job {
+    op: WriteOp,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// hnsd's objects: the state in memory, the store on disk, and the committer between them.
+pub struct Service {
+    state: Arc<RwLock<State>>,
+    jobs: mpsc::Sender<Job>,
+    profile: Profile,
+}
+
+impl Service {
+    /// Loads the state from `store` and starts the committer.
+    pub fn start(store: Store, profile: Profile) -> Result<Service, StoreError> {
+        let state = Arc::new(RwLock::new(store.load(profile)?));
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let shared = Arc::clone(&state);
+        thread::Builder::new()
+            .name("hns-committer".into())
+            .spawn(move || commit_loop(&store, &shared, &rx))
+            .map_err(|e| StoreError::Db(format!("cannot start the committer thread: {e}")))?;
+        Ok(Service {
+            state,
+            jobs,
+            profile,
+        })
+    }
+
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// Runs `f` on the current (committed) state.
+    pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&read_lock(&self.state))
+    }
+
+    /// Makes a write durable and returns the object as it now is.
+    pub async fn write(&self, op: WriteOp) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        let stopped = || HnsError::new(HResult::HCN_E_MANAGER_STOPPED, "hnsd is stopping");
+        self.jobs.send(Job { op, reply }).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+}
+
+fn read_lock(state: &RwLock<State>) -> RwLockReadGuard<'_, State> {
+    // A panic while holding the lock cannot leave the state half-changed: changes are applied
+    // whole or undone below. So a poisoned lock is still consistent.
+    state.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write_lock(state: &RwLock<State>) -> RwLockWriteGuard<'_, State> {
+    state.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn commit_loop(store: &Store, state: &RwLock<State>, rx: &mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let replies = commit_batch(store, &mut write_lock(state), batch);
+        for (reply, result) in replies {
+            // The caller may have gone away (client disconnected); the write stands.
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Plans and applies each job in order (so later jobs see earlier ones), then commits all the
+/// changes at once. If the commit fails, every change is undone and every job fails.
+fn commit_batch(
+    store: &Store,
+    state: &mut State,
+    batch: Vec<Job>,
+) -> Vec<(oneshot::Sender<Reply>, Reply)> {
+    let mut replies = Vec::with_capacity(batch.len());
+    let mut changes: Vec<Change> = Vec::new();
+    let mut undo: Vec<Change> = Vec::new();
+    for job in batch {
+        match state.plan(job.op) {
+            Ok(plan) => {
+                for c in &plan.changes {
+                    undo.push(undo_of(state, c));
+                }
+                state.apply(&plan.changes);
+                changes.extend(plan.changes);
+                replies.push((job.reply, Ok(plan.result)));
+            }
+            Err(e) => replies.push((job.reply, Err(e))),
+        }
+    }
+    if changes.is_empty() {
+        return replies;
+    }
+    if let Err(e) = store.commit(&changes) {
+        tracing::error!(error = %e, "commit failed; undoing the batch");
+        undo.reverse();
+        state.apply(&undo);
+        let failed = HnsError::new(
+            HResult::E_OUTOFMEMORY,
+            format!("the write was not stored: {e}"),
+        );
+        for r in replies.iter_mut() {
+            if r.1.is_ok() {
+                r.1 = Err(failed.clone());
+            }
+        }
+    }
+    replies
+}
+
+/// The change that reverses `c` on the current state.
+fn undo_of(state: &State, c: &Change) -> Change {
+    let (kind, id) = match c {
+        Change::Put(obj) => (obj.kind(), obj.id()),
+        Change::Delete(kind, id) => (*kind, *id),
+    };
+    match state.get(kind, id) {
+        Some(old) => Change::Put(old),
+        None => Change::Delete(kind, id),
+    }
+}

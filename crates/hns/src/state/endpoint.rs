@@ -1,0 +1,260 @@
+//! Endpoint rules: the network must exist, addresses come from its subnets (HNS IPAM) and MACs
+//! from its pool, no address twice on one side, no delete while attached.
+
+use std::net::IpAddr;
+
+use hcn::error::{HResult, HnsError};
+use hcn::modify::{ModifyRequest, PolicyRequest};
+use hcn::network::SubnetFlags;
+use hcn::{Endpoint, EndpointPolicy, Guid, IpConfig, MacAddress, Network, ResourceType, Subnet};
+use ipnet::IpNet;
+
+use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+
+impl State {
+    pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
+        ep.id = self.new_id(Kind::Endpoint, ep.id)?;
+        if ep.host_compute_network.is_nil() {
+            return Err(HnsError::new(
+                HResult::E_INVALIDARG,
+                "HostComputeNetwork: name the network the endpoint is on (its ID)",
+            ));
+        }
+        let net = self
+            .networks
+            .get(&ep.host_compute_network)
+            .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
+        if !ep.host_compute_namespace.is_nil() {
+            return Err(HnsError::new(
+                HResult::E_INVALIDARG,
+                "HostComputeNamespace is read-only; create the endpoint, then add it to the namespace with a namespace modify request",
+            ));
+        }
+        self.assign_addresses(net, &mut ep)?;
+        self.assign_mac(net, &mut ep)?;
+        let obj = Object::Endpoint(ep);
+        Ok(Plan {
+            changes: vec![Change::Put(obj.clone())],
+            result: Some(obj),
+        })
+    }
+
+    pub(super) fn plan_modify_endpoint(
+        &self,
+        id: Guid,
+        req: ModifyRequest,
+    ) -> Result<Plan, HnsError> {
+        let mut ep = self
+            .endpoints
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
+        if req.resource_type != ResourceType::Policy {
+            return Err(HnsError::new(
+                HResult::HCN_E_REQUEST_UNSUPPORTED,
+                format!(
+                    "ResourceType {} cannot be modified on an endpoint here; use Policy",
+                    req.resource_type
+                ),
+            ));
+        }
+        let given: PolicyRequest<EndpointPolicy> = settings(&req)?;
+        edit_policies(
+            &mut ep.policies,
+            req.request_type,
+            given.policies,
+            EndpointPolicy::type_name,
+        )?;
+        let obj = Object::Endpoint(ep);
+        Ok(Plan {
+            changes: vec![Change::Put(obj.clone())],
+            result: Some(obj),
+        })
+    }
+
+    /// Deleting an endpoint attached to a namespace is refused (detach first, as the CNI
+    /// plugins do). Load balancers and routes that name it lose it, as on Windows, where
+    /// deleting an endpoint that another Service still used succeeded (kubernetes#76316).
+    pub(super) fn plan_delete_endpoint(&self, id: Guid) -> Result<Plan, HnsError> {
+        let ep = self
+            .endpoints
+            .get(&id)
+            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
+        if !ep.host_compute_namespace.is_nil() {
+            return Err(HnsError::new(
+                HResult::HCN_E_ENTITY_HAS_REFERENCES,
+                format!(
+                    "endpoint {id} is attached to namespace {}; remove it from the namespace first",
+                    ep.host_compute_namespace
+                ),
+            ));
+        }
+        let mut changes = Vec::new();
+        for (kind, user) in self.endpoint_users.get(&id).into_iter().flatten() {
+            match self.get(*kind, *user) {
+                Some(Object::LoadBalancer(mut lb)) => {
+                    lb.host_compute_endpoints.retain(|e| *e != id);
+                    changes.push(Change::Put(Object::LoadBalancer(lb)));
+                }
+                Some(Object::Route(mut r)) => {
+                    r.host_compute_endpoints.retain(|e| *e != id);
+                    changes.push(Change::Put(Object::Route(r)));
+                }
+                _ => {}
+            }
+        }
+        changes.push(Change::Delete(Kind::Endpoint, id));
+        Ok(Plan {
+            changes,
+            result: None,
+        })
+    }
+
+    /// Fills in missing addresses from the network's subnets (HNS IPAM) and checks given ones.
+    fn assign_addresses(&self, net: &Network, ep: &mut Endpoint) -> Result<(), HnsError> {
+        let remote = ep.is_remote();
+        if ep.ip_configurations.is_empty() {
+            ep.ip_configurations.push(IpConfig::default());
+        }
+        let mut taken: Vec<IpAddr> = Vec::new();
+        for (i, config) in ep.ip_configurations.iter_mut().enumerate() {
+            let at = format!("IpConfigurations[{i}].IpAddress");
+            let ip = match config.ip_address {
+                Some(ip) => ip,
+                None if remote => {
+                    return Err(HnsError::new(
+                        HResult::E_INVALIDARG,
+                        format!("{at}: a remote endpoint needs its address"),
+                    ));
+                }
+                None => {
+                    let subnet = net.subnets().find(|s| s.ip_address_prefix.is_some()).ok_or_else(|| {
+                        HnsError::new(
+                            HResult::HCN_E_SUBNET_NOT_FOUND,
+                            format!("{at}: network \"{}\" has no subnet to take an address from; give one", net.name),
+                        )
+                    })?;
+                    self.free_ip(net.id, subnet, &taken).ok_or_else(|| {
+                        HnsError::new(
+                            HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                            format!(
+                                "{at}: no free address left in {:?}",
+                                subnet.ip_address_prefix
+                            ),
+                        )
+                    })?
+                }
+            };
+            if !remote {
+                let subnet = net.subnet_for(ip).ok_or_else(|| {
+                    HnsError::new(
+                        HResult::HCN_E_INVALID_IP,
+                        format!(
+                            "{at}: {ip} is not in any subnet of network \"{}\"",
+                            net.name
+                        ),
+                    )
+                })?;
+                if reserved(subnet).contains(&ip) {
+                    return Err(HnsError::new(
+                        HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                        format!("{at}: {ip} is the subnet's gateway, which HNS reserves"),
+                    ));
+                }
+                if config.prefix_length == 0 {
+                    config.prefix_length = subnet.ip_address_prefix.map_or(0, |p| p.prefix_len());
+                }
+            }
+            if let Some(other) = self.ips.get(&(net.id, remote, ip)) {
+                return Err(HnsError::new(
+                    HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                    format!(
+                        "{at}: {ip} is already the address of endpoint {other} on this network"
+                    ),
+                ));
+            }
+            config.ip_address = Some(ip);
+            taken.push(ip);
+        }
+        Ok(())
+    }
+
+    /// The first free host address of `subnet`, skipping the network address, the gateway, the
+    /// broadcast address and addresses in use.
+    fn free_ip(&self, net: Guid, subnet: &Subnet, also_taken: &[IpAddr]) -> Option<IpAddr> {
+        let prefix = subnet.ip_address_prefix?;
+        let reserved = reserved(subnet);
+        hosts(prefix).find(|ip| {
+            !reserved.contains(ip)
+                && !also_taken.contains(ip)
+                && !self.ips.contains_key(&(net, false, *ip))
+        })
+    }
+
+    /// Gives the endpoint a MAC from the network's pool when it has none; refuses a local MAC
+    /// already in use on the network.
+    fn assign_mac(&self, net: &Network, ep: &mut Endpoint) -> Result<(), HnsError> {
+        if let Some(mac) = ep.mac_address {
+            if !ep.is_remote() {
+                if let Some(other) = self.macs.get(&(net.id, mac)) {
+                    return Err(HnsError::new(
+                        HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                        format!(
+                            "MacAddress: {mac} is already the MAC of endpoint {other} on this network"
+                        ),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        let ranges: Vec<(u64, u64)> = if net.mac_pool.ranges.is_empty() {
+            vec![default_pool(net.id)]
+        } else {
+            net.mac_pool
+                .ranges
+                .iter()
+                .map(|r| (r.start_mac_address.to_u64(), r.end_mac_address.to_u64()))
+                .collect()
+        };
+        let free = ranges
+            .into_iter()
+            .flat_map(|(lo, hi)| lo..=hi)
+            .map(MacAddress::from_u64)
+            .find(|m| !self.macs.contains_key(&(net.id, *m)));
+        ep.mac_address = Some(free.ok_or_else(|| {
+            HnsError::new(
+                HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                format!(
+                    "MacAddress: the MAC pool of network \"{}\" is exhausted",
+                    net.name
+                ),
+            )
+        })?);
+        Ok(())
+    }
+}
+
+/// Addresses of a subnet that endpoints may not take: the gateway, unless the subnet says not
+/// to reserve it.
+fn reserved(subnet: &Subnet) -> Vec<IpAddr> {
+    if subnet.flags & SubnetFlags::DO_NOT_RESERVE_GATEWAY_ADDRESS != 0 {
+        return Vec::new();
+    }
+    subnet.routes.iter().filter_map(|r| r.next_hop).collect()
+}
+
+/// The host addresses of a prefix, in order (all of them for /31, /32, /127, /128).
+fn hosts(prefix: IpNet) -> Box<dyn Iterator<Item = IpAddr>> {
+    match prefix {
+        IpNet::V4(p) => Box::new(p.hosts().map(IpAddr::V4)),
+        IpNet::V6(p) => Box::new(p.hosts().skip(1).map(IpAddr::V6)),
+    }
+}
+
+/// A network without a MAC pool draws from Hyper-V's prefix 00-15-5D with 16 bits of the
+/// network ID, so two networks' endpoints do not collide.
+fn default_pool(net: Guid) -> (u64, u64) {
+    let b = net.0.as_bytes();
+    let base = MacAddress([0x00, 0x15, 0x5D, b[0], 0, 0]).to_u64();
+    (base + 1, base + 0xFFFF)
+}

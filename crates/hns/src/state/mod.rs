@@ -1,0 +1,520 @@
+//! hnsd's objects in memory, with the indexes HNS's rules need, and the rules themselves.
+//!
+//! A write is planned against the current state without touching it ([`State::plan`]), which
+//! either refuses it with an HNS error or yields the [`Change`]s to make; the service makes them
+//! durable and then [`State::apply`]s them. So a refused call changes nothing.
+
+mod endpoint;
+mod loadbalancer;
+mod namespace;
+mod network;
+mod route;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use hcn::error::{HResult, HnsError};
+use hcn::modify::ModifyRequest;
+use hcn::{Endpoint, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
+use serde_json::Value;
+
+use crate::profile::Profile;
+
+/// The kinds of HNS object, named as in the API paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Network,
+    Endpoint,
+    Namespace,
+    LoadBalancer,
+    Route,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Network,
+        Kind::Endpoint,
+        Kind::Namespace,
+        Kind::LoadBalancer,
+        Kind::Route,
+    ];
+
+    /// The path segment and store table: `networks`, `endpoints`, ...
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Network => "networks",
+            Kind::Endpoint => "endpoints",
+            Kind::Namespace => "namespaces",
+            Kind::LoadBalancer => "loadbalancers",
+            Kind::Route => "routes",
+        }
+    }
+
+    /// The HRESULT for "no such object" of this kind.
+    pub fn not_found(self, id: &dyn fmt::Display) -> HnsError {
+        let code = match self {
+            Kind::Network => HResult::HCN_E_NETWORK_NOT_FOUND,
+            Kind::Endpoint => HResult::HCN_E_ENDPOINT_NOT_FOUND,
+            _ => HResult::ERROR_NOT_FOUND,
+        };
+        HnsError::new(code, format!("no {} with ID {id}", self.singular()))
+    }
+
+    fn singular(self) -> &'static str {
+        match self {
+            Kind::Network => "network",
+            Kind::Endpoint => "endpoint",
+            Kind::Namespace => "namespace",
+            Kind::LoadBalancer => "load balancer",
+            Kind::Route => "SDN route",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.plural())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        let s = s.to_ascii_lowercase();
+        let s = s.trim_end_matches('s');
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.plural().trim_end_matches('s') == s || k.singular().replace(' ', "") == s)
+            .ok_or_else(|| {
+                format!("unknown kind \"{s}\"; use networks, endpoints, namespaces, loadbalancers or routes")
+            })
+    }
+}
+
+/// One HNS object of any kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    Network(Network),
+    Endpoint(Endpoint),
+    Namespace(Namespace),
+    LoadBalancer(LoadBalancer),
+    Route(SdnRoute),
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Network(_) => Kind::Network,
+            Object::Endpoint(_) => Kind::Endpoint,
+            Object::Namespace(_) => Kind::Namespace,
+            Object::LoadBalancer(_) => Kind::LoadBalancer,
+            Object::Route(_) => Kind::Route,
+        }
+    }
+
+    pub fn id(&self) -> Guid {
+        match self {
+            Object::Network(o) => o.id,
+            Object::Endpoint(o) => o.id,
+            Object::Namespace(o) => o.id,
+            Object::LoadBalancer(o) => o.id,
+            Object::Route(o) => o.id,
+        }
+    }
+
+    /// The object as hcsshim marshals it.
+    pub fn to_json(&self) -> Value {
+        let v = match self {
+            Object::Network(o) => serde_json::to_value(o),
+            Object::Endpoint(o) => serde_json::to_value(o),
+            Object::Namespace(o) => serde_json::to_value(o),
+            Object::LoadBalancer(o) => serde_json::to_value(o),
+            Object::Route(o) => serde_json::to_value(o),
+        };
+        // Serialising plain data with string keys cannot fail.
+        v.unwrap_or(Value::Null)
+    }
+
+    /// Reads an object of `kind` from its stored (canonical) JSON.
+    pub fn from_stored(kind: Kind, bytes: &[u8]) -> Result<Object, serde_json::Error> {
+        Ok(match kind {
+            Kind::Network => Object::Network(serde_json::from_slice(bytes)?),
+            Kind::Endpoint => Object::Endpoint(serde_json::from_slice(bytes)?),
+            Kind::Namespace => Object::Namespace(serde_json::from_slice(bytes)?),
+            Kind::LoadBalancer => Object::LoadBalancer(serde_json::from_slice(bytes)?),
+            Kind::Route => Object::Route(serde_json::from_slice(bytes)?),
+        })
+    }
+}
+
+/// One change to make: an object written whole, or removed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    Put(Object),
+    Delete(Kind, Guid),
+}
+
+/// A write that a client asked for, already decoded.
+#[derive(Clone, Debug)]
+pub enum WriteOp {
+    Create(Object),
+    Modify(Kind, Guid, ModifyRequest),
+    /// `HcnModifyLoadBalancer`: the whole object replaced.
+    UpdateLoadBalancer(Guid, LoadBalancer),
+    Delete(Kind, Guid),
+}
+
+/// What a planned write does, and what the client gets back.
+#[derive(Debug)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    /// The object as it will be after the write (none for a delete).
+    pub result: Option<Object>,
+}
+
+/// Which frontend a load balancer port mapping claims. `None` VIP = every node address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Frontend {
+    vip: Option<IpAddr>,
+    protocol: u32,
+    port: u16,
+}
+
+/// Every object hnsd holds, with indexes.
+#[derive(Debug, Default)]
+pub struct State {
+    profile: Profile,
+    networks: BTreeMap<Guid, Network>,
+    endpoints: BTreeMap<Guid, Endpoint>,
+    namespaces: BTreeMap<Guid, Namespace>,
+    load_balancers: BTreeMap<Guid, LoadBalancer>,
+    routes: BTreeMap<Guid, SdnRoute>,
+    /// Network name (lower case) -> ID.
+    network_names: HashMap<String, Guid>,
+    /// (network, remote?, IP) -> endpoint. Local and remote endpoints may share an IP, as on
+    /// Windows (kubernetes#131138); two of the same side may not.
+    ips: HashMap<(Guid, bool, IpAddr), Guid>,
+    /// (network, MAC) -> local endpoint.
+    macs: HashMap<(Guid, MacAddress), Guid>,
+    /// Claimed frontends -> load balancer.
+    frontends: HashMap<Frontend, Guid>,
+    /// Endpoint -> the load balancers and routes that name it.
+    endpoint_users: HashMap<Guid, Vec<(Kind, Guid)>>,
+}
+
+impl State {
+    pub fn new(profile: Profile) -> State {
+        State {
+            profile,
+            ..State::default()
+        }
+    }
+
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// The object of `kind` with `id`.
+    pub fn get(&self, kind: Kind, id: Guid) -> Option<Object> {
+        match kind {
+            Kind::Network => self.networks.get(&id).cloned().map(Object::Network),
+            Kind::Endpoint => self.endpoints.get(&id).cloned().map(Object::Endpoint),
+            Kind::Namespace => self.namespaces.get(&id).cloned().map(Object::Namespace),
+            Kind::LoadBalancer => self
+                .load_balancers
+                .get(&id)
+                .cloned()
+                .map(Object::LoadBalancer),
+            Kind::Route => self.routes.get(&id).cloned().map(Object::Route),
+        }
+    }
+
+    /// Every object of `kind` as JSON, in ID order.
+    pub fn list_json(&self, kind: Kind) -> Vec<Value> {
+        fn all<T: serde::Serialize>(m: &BTreeMap<Guid, T>) -> Vec<Value> {
+            m.values()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .collect()
+        }
+        match kind {
+            Kind::Network => all(&self.networks),
+            Kind::Endpoint => all(&self.endpoints),
+            Kind::Namespace => all(&self.namespaces),
+            Kind::LoadBalancer => all(&self.load_balancers),
+            Kind::Route => all(&self.routes),
+        }
+    }
+
+    /// Number of objects of `kind`.
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Network => self.networks.len(),
+            Kind::Endpoint => self.endpoints.len(),
+            Kind::Namespace => self.namespaces.len(),
+            Kind::LoadBalancer => self.load_balancers.len(),
+            Kind::Route => self.routes.len(),
+        }
+    }
+
+    pub fn networks(&self) -> impl Iterator<Item = &Network> {
+        self.networks.values()
+    }
+
+    pub fn endpoints(&self) -> impl Iterator<Item = &Endpoint> {
+        self.endpoints.values()
+    }
+
+    pub fn namespaces(&self) -> impl Iterator<Item = &Namespace> {
+        self.namespaces.values()
+    }
+
+    pub fn load_balancers(&self) -> impl Iterator<Item = &LoadBalancer> {
+        self.load_balancers.values()
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = &SdnRoute> {
+        self.routes.values()
+    }
+
+    /// Decides what a write does without changing anything.
+    pub fn plan(&self, op: WriteOp) -> Result<Plan, HnsError> {
+        match op {
+            WriteOp::Create(Object::Network(n)) => self.plan_create_network(n),
+            WriteOp::Create(Object::Endpoint(e)) => self.plan_create_endpoint(e),
+            WriteOp::Create(Object::Namespace(n)) => self.plan_create_namespace(n),
+            WriteOp::Create(Object::LoadBalancer(lb)) => self.plan_create_load_balancer(lb),
+            WriteOp::Create(Object::Route(r)) => self.plan_create_route(r),
+            WriteOp::Modify(Kind::Network, id, req) => self.plan_modify_network(id, req),
+            WriteOp::Modify(Kind::Endpoint, id, req) => self.plan_modify_endpoint(id, req),
+            WriteOp::Modify(Kind::Namespace, id, req) => self.plan_modify_namespace(id, req),
+            WriteOp::Modify(kind, _, _) => Err(HnsError::new(
+                HResult::HCN_E_REQUEST_UNSUPPORTED,
+                format!(
+                    "{kind} take no modify request; PATCH a load balancer with the whole object"
+                ),
+            )),
+            WriteOp::UpdateLoadBalancer(id, lb) => self.plan_update_load_balancer(id, lb),
+            WriteOp::Delete(Kind::Network, id) => self.plan_delete_network(id),
+            WriteOp::Delete(Kind::Endpoint, id) => self.plan_delete_endpoint(id),
+            WriteOp::Delete(Kind::Namespace, id) => self.plan_delete_namespace(id),
+            WriteOp::Delete(Kind::LoadBalancer, id) => self.plan_delete_load_balancer(id),
+            WriteOp::Delete(Kind::Route, id) => self.plan_delete_route(id),
+        }
+    }
+
+    /// Makes planned changes, keeping the indexes in step.
+    pub fn apply(&mut self, changes: &[Change]) {
+        for change in changes {
+            match change {
+                Change::Put(obj) => {
+                    self.unindex(obj.kind(), obj.id());
+                    self.index(obj);
+                    self.insert(obj.clone());
+                }
+                Change::Delete(kind, id) => {
+                    self.unindex(*kind, *id);
+                    self.remove(*kind, *id);
+                }
+            }
+        }
+    }
+
+    /// A fresh ID for a create that named none; refuses an ID already taken.
+    fn new_id(&self, kind: Kind, asked: Guid) -> Result<Guid, HnsError> {
+        if asked.is_nil() {
+            return Ok(Guid::new_v4());
+        }
+        if self.get(kind, asked).is_some() {
+            return Err(HnsError::new(
+                HResult::ERROR_ALREADY_EXISTS,
+                format!("a {} with ID {asked} already exists", kind.singular()),
+            ));
+        }
+        Ok(asked)
+    }
+
+    fn insert(&mut self, obj: Object) {
+        match obj {
+            Object::Network(o) => {
+                self.networks.insert(o.id, o);
+            }
+            Object::Endpoint(o) => {
+                self.endpoints.insert(o.id, o);
+            }
+            Object::Namespace(o) => {
+                self.namespaces.insert(o.id, o);
+            }
+            Object::LoadBalancer(o) => {
+                self.load_balancers.insert(o.id, o);
+            }
+            Object::Route(o) => {
+                self.routes.insert(o.id, o);
+            }
+        }
+    }
+
+    fn remove(&mut self, kind: Kind, id: Guid) {
+        match kind {
+            Kind::Network => drop(self.networks.remove(&id)),
+            Kind::Endpoint => drop(self.endpoints.remove(&id)),
+            Kind::Namespace => drop(self.namespaces.remove(&id)),
+            Kind::LoadBalancer => drop(self.load_balancers.remove(&id)),
+            Kind::Route => drop(self.routes.remove(&id)),
+        }
+    }
+
+    fn index(&mut self, obj: &Object) {
+        match obj {
+            Object::Network(n) => {
+                self.network_names.insert(n.name.to_ascii_lowercase(), n.id);
+            }
+            Object::Endpoint(e) => {
+                for ip in e.ips() {
+                    self.ips
+                        .insert((e.host_compute_network, e.is_remote(), ip), e.id);
+                }
+                if let (Some(mac), false) = (e.mac_address, e.is_remote()) {
+                    self.macs.insert((e.host_compute_network, mac), e.id);
+                }
+            }
+            Object::Namespace(_) => {}
+            Object::LoadBalancer(lb) => {
+                for f in frontends(lb) {
+                    self.frontends.insert(f, lb.id);
+                }
+                for ep in &lb.host_compute_endpoints {
+                    self.endpoint_users
+                        .entry(*ep)
+                        .or_default()
+                        .push((Kind::LoadBalancer, lb.id));
+                }
+            }
+            Object::Route(r) => {
+                for ep in &r.host_compute_endpoints {
+                    self.endpoint_users
+                        .entry(*ep)
+                        .or_default()
+                        .push((Kind::Route, r.id));
+                }
+            }
+        }
+    }
+
+    fn unindex(&mut self, kind: Kind, id: Guid) {
+        let Some(old) = self.get(kind, id) else {
+            return;
+        };
+        match old {
+            Object::Network(n) => {
+                self.network_names.remove(&n.name.to_ascii_lowercase());
+            }
+            Object::Endpoint(e) => {
+                for ip in e.ips() {
+                    self.ips
+                        .remove(&(e.host_compute_network, e.is_remote(), ip));
+                }
+                if let Some(mac) = e.mac_address {
+                    if self.macs.get(&(e.host_compute_network, mac)) == Some(&e.id) {
+                        self.macs.remove(&(e.host_compute_network, mac));
+                    }
+                }
+            }
+            Object::Namespace(_) => {}
+            Object::LoadBalancer(lb) => {
+                for f in frontends(&lb) {
+                    self.frontends.remove(&f);
+                }
+                self.forget_user(&lb.host_compute_endpoints, (Kind::LoadBalancer, lb.id));
+            }
+            Object::Route(r) => self.forget_user(&r.host_compute_endpoints, (Kind::Route, r.id)),
+        }
+    }
+
+    fn forget_user(&mut self, endpoints: &[Guid], user: (Kind, Guid)) {
+        for ep in endpoints {
+            if let Some(users) = self.endpoint_users.get_mut(ep) {
+                users.retain(|u| *u != user);
+                if users.is_empty() {
+                    self.endpoint_users.remove(ep);
+                }
+            }
+        }
+    }
+}
+
+/// The frontends a load balancer claims: each VIP (or "every node address") x each mapping.
+fn frontends(lb: &LoadBalancer) -> Vec<Frontend> {
+    let vips: Vec<Option<IpAddr>> = if lb.frontend_vips.is_empty() {
+        vec![None]
+    } else {
+        lb.frontend_vips.iter().copied().map(Some).collect()
+    };
+    vips.iter()
+        .flat_map(|vip| {
+            lb.port_mappings.iter().map(move |pm| Frontend {
+                vip: *vip,
+                protocol: pm.protocol,
+                port: pm.external_port,
+            })
+        })
+        .collect()
+}
+
+/// Decodes the `Settings` of a modify request into `T`, naming the field on failure.
+fn settings<T>(req: &ModifyRequest) -> Result<T, HnsError>
+where
+    T: serde::de::DeserializeOwned + hcn::Validate,
+{
+    hcn::decode_value(req.settings.clone())
+        .map_err(|e| HnsError::new(e.code, format!("Settings.{}: {}", e.path, e.message)))
+}
+
+/// Applies a policy modify request to a policy list: `Add` appends (an identical policy is
+/// refused), `Remove` removes identical ones (a missing one is refused), `Update` replaces every
+/// policy of the given types.
+fn edit_policies<P: PartialEq>(
+    current: &mut Vec<P>,
+    request: hcn::RequestType,
+    given: Vec<P>,
+    type_name: fn(&P) -> &'static str,
+) -> Result<(), HnsError> {
+    use hcn::RequestType;
+    match request {
+        RequestType::Add => {
+            for p in given {
+                if current.contains(&p) {
+                    return Err(HnsError::new(
+                        HResult::HCN_E_POLICY_ALREADY_EXISTS,
+                        format!("an identical {} policy is already there", type_name(&p)),
+                    ));
+                }
+                current.push(p);
+            }
+        }
+        RequestType::Remove => {
+            for p in given {
+                let Some(at) = current.iter().position(|c| *c == p) else {
+                    return Err(HnsError::new(
+                        HResult::HCN_E_POLICY_NOT_FOUND,
+                        format!("no identical {} policy to remove", type_name(&p)),
+                    ));
+                };
+                current.remove(at);
+            }
+        }
+        RequestType::Update => {
+            let types: Vec<&str> = given.iter().map(type_name).collect();
+            current.retain(|c| !types.contains(&type_name(c)));
+            current.extend(given);
+        }
+        RequestType::Refresh => {
+            return Err(HnsError::new(
+                HResult::HCN_E_REQUEST_UNSUPPORTED,
+                "RequestType Refresh is not supported for policies; use Add, Remove or Update",
+            ));
+        }
+    }
+    Ok(())
+}

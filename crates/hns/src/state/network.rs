@@ -1,0 +1,138 @@
+//! Network rules: unique names, Overlay VSIDs, policy edits, no delete while endpoints remain.
+
+use hcn::error::{HResult, HnsError};
+use hcn::modify::{ModifyRequest, PolicyRequest};
+use hcn::{Guid, Network, NetworkPolicy, NetworkType, ResourceType};
+
+use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+
+/// VSIDs below 4096 are reserved on Windows (flannel refuses a VNI below 4096 for this reason).
+const MIN_VSID: u32 = 4096;
+const MAX_VSID: u32 = (1 << 24) - 1;
+
+impl State {
+    pub(super) fn plan_create_network(&self, mut net: Network) -> Result<Plan, HnsError> {
+        net.id = self.new_id(Kind::Network, net.id)?;
+        if !net.name.is_empty() && self.network_by_name(&net.name).is_some() {
+            return Err(HnsError::new(
+                HResult::HCN_E_NETWORK_ALREADY_EXISTS,
+                format!("Name: a network named \"{}\" already exists", net.name),
+            ));
+        }
+        check_network(&net)?;
+        Ok(put(net))
+    }
+
+    pub(super) fn plan_modify_network(
+        &self,
+        id: Guid,
+        req: ModifyRequest,
+    ) -> Result<Plan, HnsError> {
+        let mut net = self
+            .networks
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Kind::Network.not_found(&id))?;
+        match req.resource_type {
+            ResourceType::Policy => {
+                let given: PolicyRequest<NetworkPolicy> = settings(&req)?;
+                edit_policies(
+                    &mut net.policies,
+                    req.request_type,
+                    given.policies,
+                    NetworkPolicy::type_name,
+                )?;
+            }
+            ResourceType::Dns => net.dns = settings(&req)?,
+            other => {
+                return Err(HnsError::new(
+                    HResult::HCN_E_REQUEST_UNSUPPORTED,
+                    format!(
+                        "ResourceType {other} cannot be modified on a network; use Policy or DNS"
+                    ),
+                ));
+            }
+        }
+        check_network(&net)?;
+        Ok(put(net))
+    }
+
+    pub(super) fn plan_delete_network(&self, id: Guid) -> Result<Plan, HnsError> {
+        if !self.networks.contains_key(&id) {
+            return Err(Kind::Network.not_found(&id));
+        }
+        let in_use = self
+            .endpoints
+            .values()
+            .filter(|e| e.host_compute_network == id)
+            .count();
+        if in_use > 0 {
+            return Err(HnsError::new(
+                HResult::HCN_E_ENTITY_HAS_REFERENCES,
+                format!("{in_use} endpoint(s) are still on network {id}; delete them first"),
+            ));
+        }
+        Ok(Plan {
+            changes: vec![Change::Delete(Kind::Network, id)],
+            result: None,
+        })
+    }
+
+    /// The network called `name` (case-insensitive, as HNS compares names).
+    pub fn network_by_name(&self, name: &str) -> Option<&Network> {
+        self.network_names
+            .get(&name.to_ascii_lowercase())
+            .and_then(|id| self.networks.get(id))
+    }
+}
+
+fn put(net: Network) -> Plan {
+    let obj = Object::Network(net);
+    Plan {
+        changes: vec![Change::Put(obj.clone())],
+        result: Some(obj),
+    }
+}
+
+/// Rules that depend on the network mode.
+fn check_network(net: &Network) -> Result<(), HnsError> {
+    let overlay = net.network_type == NetworkType::Overlay;
+    for (i, subnet) in net.subnets().enumerate() {
+        match subnet.vsid() {
+            Some(v) if !(MIN_VSID..=MAX_VSID).contains(&v) => {
+                return Err(HnsError::new(
+                    HResult::HCN_E_INVALID_SUBNET,
+                    format!(
+                        "subnet {i}: VSID {v} is out of range; use {MIN_VSID}-{MAX_VSID} (e.g. 4096)"
+                    ),
+                ));
+            }
+            None if overlay => {
+                return Err(HnsError::new(
+                    HResult::HCN_E_INVALID_SUBNET,
+                    format!(
+                        "subnet {i}: an Overlay subnet needs a VSID policy, e.g. {{\"Type\":\"VSID\",\"Settings\":{{\"IsolationId\":4096}}}}"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    for p in &net.policies {
+        let overlay_only = matches!(
+            p,
+            NetworkPolicy::RemoteSubnetRoute(_) | NetworkPolicy::HostRoute(_)
+        );
+        if overlay_only && !overlay {
+            return Err(HnsError::new(
+                HResult::HCN_E_INVALID_POLICY,
+                format!(
+                    "{} policies apply to Overlay networks only; this one is {}",
+                    p.type_name(),
+                    net.network_type
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

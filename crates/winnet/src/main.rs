@@ -1,0 +1,43 @@
+//! `winnet`: one binary, every program of the stack as a subcommand.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+
+/// winnet: the Windows-node networking stack of Kubernetes, on Linux with real packets.
+#[derive(Parser)]
+#[command(name = "winnet", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the Host Networking Service for one node.
+    Hnsd(commands::hnsd::Args),
+    /// Talk to hnsd: list, get, create, modify, delete and dump HNS objects.
+    Hns(commands::hns::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Hnsd(args) => commands::hnsd::run(args),
+        Command::Hns(args) => commands::hns::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("winnet: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
