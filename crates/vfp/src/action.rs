@@ -1,0 +1,220 @@
+//! Rule actions: allow, block, or a header transposition, and how each changes a packet's
+//! headers on the slow path. The fast path never looks at actions: it replays their combined
+//! effect from the flow table.
+
+use crate::disposition::DropReason;
+use crate::encap::Encap;
+use crate::headers::PacketHeaders;
+use crate::lb::LoadBalancer;
+use crate::nat::{NatPools, PoolId, SnatAlloc, port_class};
+use crate::wire::MacAddr;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// What a matching rule does with a packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Let the packet (and its connection) pass unchanged.
+    Allow,
+    /// Drop the packet.
+    Block,
+    /// Rewrite Ethernet addresses (L2Bridge / L2Tunnel container MAC <-> host MAC).
+    MacRewrite {
+        /// New source MAC.
+        src: Option<MacAddr>,
+        /// New destination MAC.
+        dst: Option<MacAddr>,
+    },
+    /// Rewrite the destination (port mappings, DSR at the backend's own port).
+    Dnat {
+        /// New destination address.
+        ip: IpAddr,
+        /// New destination port (TCP/UDP only); `None` keeps it.
+        port: Option<u16>,
+    },
+    /// Rewrite the source to a pool address and a port allocated for the connection
+    /// (`OutBoundNAT`).
+    Snat {
+        /// The pool to allocate from.
+        pool: PoolId,
+    },
+    /// Pick a backend and rewrite the destination to it (and the source, for non-DSR).
+    LoadBalance(Arc<LoadBalancer>),
+    /// Wrap the packet in VXLAN towards a remote provider address (`RemoteSubnetRoute`).
+    Encap {
+        /// The outer headers.
+        outer: Arc<Encap>,
+        /// Inner destination MAC to set (HNS `DistributedRouterMacAddress`).
+        inner_dst_mac: Option<MacAddr>,
+    },
+    /// Remove VXLAN outer headers.
+    Decap,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Allow => write!(f, "allow"),
+            Action::Block => write!(f, "block"),
+            Action::MacRewrite { src, dst } => {
+                write!(f, "mac rewrite")?;
+                if let Some(s) = src {
+                    write!(f, " src={s}")?;
+                }
+                if let Some(d) = dst {
+                    write!(f, " dst={d}")?;
+                }
+                Ok(())
+            }
+            Action::Dnat { ip, port: Some(p) } => write!(f, "dnat to {ip}:{p}"),
+            Action::Dnat { ip, port: None } => write!(f, "dnat to {ip}"),
+            Action::Snat { pool } => write!(f, "snat from pool {}", pool.0),
+            Action::LoadBalance(lb) => {
+                write!(
+                    f,
+                    "load balance over {} backends ({:?})",
+                    lb.backends.len(),
+                    lb.distribution
+                )?;
+                if let Some(p) = lb.source_nat {
+                    write!(f, ", snat from pool {}", p.0)?;
+                }
+                if lb.preserve_dst {
+                    write!(f, ", preserving the destination")?;
+                }
+                Ok(())
+            }
+            Action::Encap { outer, .. } => write!(f, "encap {outer}"),
+            Action::Decap => write!(f, "decap"),
+        }
+    }
+}
+
+/// What a previous evaluation of the same connection chose, so that re-evaluating after a rule
+/// change keeps the connection's backend and SNAT ports where the rules still allow them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Prior {
+    /// Final destination address and port of the connection.
+    pub dst: Option<(IpAddr, u16)>,
+    /// SNAT ports the connection holds.
+    pub snat: [Option<SnatAlloc>; 2],
+}
+
+/// Slow-path state threaded through the actions of one evaluation.
+pub(crate) struct ActionCtx<'a> {
+    pub pools: &'a mut NatPools,
+    /// False in traces: show what would be allocated, allocate nothing.
+    pub commit: bool,
+    pub prior: Prior,
+    /// SNAT ports this evaluation holds (fresh or taken over from `prior`).
+    pub snat: [Option<SnatAlloc>; 2],
+    pub seed: u64,
+}
+
+impl ActionCtx<'_> {
+    /// Takes a port for a connection: the prior one from this pool if there is one, else a new
+    /// one (or, in a trace, the one that would be handed out).
+    fn take_port(&mut self, pool: PoolId, class: u8) -> Result<u16, DropReason> {
+        if self.pools.get(pool).is_none() {
+            return Err(DropReason::NoSuchPool);
+        }
+        let slot = self
+            .snat
+            .iter()
+            .position(Option::is_none)
+            .ok_or(DropReason::SnatExhausted)?;
+        let reuse = self.prior.snat.iter_mut().find(|a| {
+            a.is_some_and(|a| a.pool == pool && a.class == class)
+        });
+        let alloc = match reuse {
+            Some(a) => a.take(),
+            None if self.commit => self.pools.alloc(pool, class),
+            None => self.pools.peek(pool, class).map(|port| SnatAlloc { pool, class, port }),
+        }
+        .ok_or(DropReason::SnatExhausted)?;
+        self.snat[slot] = Some(alloc);
+        Ok(alloc.port)
+    }
+}
+
+/// Applies `action` to the headers; an error is the reason the packet is dropped.
+pub(crate) fn apply(
+    action: &Action,
+    h: &mut PacketHeaders,
+    cx: &mut ActionCtx<'_>,
+) -> Result<(), DropReason> {
+    match action {
+        Action::Allow => {}
+        Action::Block => return Err(DropReason::BlockedByRule),
+        Action::MacRewrite { src, dst } => {
+            h.inner.src_mac = src.unwrap_or(h.inner.src_mac);
+            h.inner.dst_mac = dst.unwrap_or(h.inner.dst_mac);
+        }
+        Action::Dnat { ip, port } => {
+            h.inner.dst_ip = *ip;
+            if let Some(p) = port
+                && !h.inner.is_icmp()
+                && h.inner.has_ports()
+            {
+                h.inner.dst_port = *p;
+            }
+        }
+        Action::Snat { pool } => snat(h, *pool, cx)?,
+        Action::LoadBalance(lb) => load_balance(lb, h, cx)?,
+        Action::Encap {
+            outer,
+            inner_dst_mac,
+        } => {
+            h.outer = Some(outer.clone());
+            h.inner.dst_mac = inner_dst_mac.unwrap_or(h.inner.dst_mac);
+        }
+        Action::Decap => h.outer = None,
+    }
+    Ok(())
+}
+
+fn snat(h: &mut PacketHeaders, pool: PoolId, cx: &mut ActionCtx<'_>) -> Result<(), DropReason> {
+    let ip = cx.pools.get(pool).ok_or(DropReason::NoSuchPool)?.ip;
+    if ip.is_ipv4() != h.inner.src_ip.is_ipv4() {
+        return Err(DropReason::RewriteFailed);
+    }
+    h.inner.src_ip = ip;
+    if let Some(class) = port_class(h.inner.proto) {
+        let port = cx.take_port(pool, class)?;
+        h.inner.src_port = port;
+        if h.inner.is_icmp() {
+            // The echo identifier lives in both "ports" (see `Headers`).
+            h.inner.dst_port = port;
+        }
+    }
+    Ok(())
+}
+
+fn load_balance(
+    lb: &LoadBalancer,
+    h: &mut PacketHeaders,
+    cx: &mut ActionCtx<'_>,
+) -> Result<(), DropReason> {
+    let b = *lb
+        .select(&h.inner, cx.seed, cx.prior.dst)
+        .ok_or(DropReason::NoBackends)?;
+    if !lb.preserve_dst {
+        if b.ip.is_ipv4() != h.inner.dst_ip.is_ipv4() {
+            return Err(DropReason::RewriteFailed);
+        }
+        h.inner.dst_ip = b.ip;
+        if let Some(p) = b.port
+            && !h.inner.is_icmp()
+        {
+            h.inner.dst_port = p;
+        }
+    }
+    if let Some(mac) = b.mac {
+        h.inner.dst_mac = mac;
+    }
+    if let Some(pool) = lb.source_nat {
+        snat(h, pool, cx)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,324 @@
+//! The unified flow table: one record per connection holding the headers it entered with and
+//! the headers it leaves with, indexed under two keys — the forward key and the reverse key —
+//! so that packets of both directions find the composite transposition with one lookup.
+//!
+//! Memory: records live in a slab (`Vec`), and the hash index stores only a `u32` (slot and
+//! side) per key; keys are compared against the record itself. That keeps the index at about
+//! five bytes per key instead of repeating a 40-byte key twice per connection.
+
+use crate::encap::Encap;
+use crate::headers::{FlowKey, Headers};
+use crate::nat::SnatAlloc;
+use crate::tcp_state::{FlowSide, TcpTracker};
+use crate::time::Timestamp;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+/// A cached connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRecord {
+    /// The first packet's headers as it entered the switch at `port_a`.
+    pub orig: Headers,
+    /// Its headers as it left at `port_b`, after every layer on the way.
+    pub fin: Headers,
+    /// Outer headers added on the forward path (encapsulated towards the underlay).
+    pub fin_outer: Option<Arc<Encap>>,
+    /// Outer headers for replies, when the forward packet arrived encapsulated (and so its
+    /// replies must be encapsulated back); its VNI is part of the forward key.
+    pub rev_outer: Option<Arc<Encap>>,
+    /// Port the connection entered at.
+    pub port_a: u16,
+    /// Port the forward direction leaves at.
+    pub port_b: u16,
+    /// Generations of port_a, port_b and the switch topology when evaluated.
+    pub generation: [u32; 3],
+    /// When the last packet of either direction was seen.
+    pub last_seen: Timestamp,
+    /// TCP flags seen.
+    pub tcp: TcpTracker,
+    /// False for connections decided by a stateless rule: no reverse key.
+    pub stateful: bool,
+    /// Outer UDP source port for encapsulated packets of this flow.
+    pub entropy: u16,
+    /// SNAT ports held by this connection, released when it goes.
+    pub snat: [Option<SnatAlloc>; 2],
+    /// Packets seen (both directions).
+    pub packets: u64,
+    /// Bytes seen (both directions).
+    pub bytes: u64,
+}
+
+impl FlowRecord {
+    /// The key packets of `side` arrive with.
+    #[inline(always)]
+    pub fn key(&self, side: FlowSide) -> FlowKey {
+        match side {
+            FlowSide::Forward => {
+                let vni = self.rev_outer.as_ref().map_or(0, |o| o.vni);
+                FlowKey::of(self.port_a, vni, &self.orig)
+            }
+            FlowSide::Reverse => {
+                let vni = self.fin_outer.as_ref().map_or(0, |o| o.vni);
+                FlowKey::of(self.port_b, vni, &self.fin.reversed())
+            }
+        }
+    }
+}
+
+const SIDE_BIT: u32 = 1 << 31;
+
+fn pack(slot: u32, side: FlowSide) -> u32 {
+    match side {
+        FlowSide::Forward => slot,
+        FlowSide::Reverse => slot | SIDE_BIT,
+    }
+}
+
+fn unpack(v: u32) -> (u32, FlowSide) {
+    if v & SIDE_BIT == 0 {
+        (v, FlowSide::Forward)
+    } else {
+        (v & !SIDE_BIT, FlowSide::Reverse)
+    }
+}
+
+/// The table of cached connections, bounded in size.
+#[derive(Debug)]
+pub struct FlowTable {
+    slab: Vec<Option<FlowRecord>>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    hasher: foldhash::fast::FixedState,
+    limit: usize,
+    live: usize,
+}
+
+/// The table is at its connection limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableFull;
+
+impl FlowTable {
+    /// An empty table holding at most `limit` connections (at most 2^31 - 1), hashing with
+    /// `seed` (a fixed seed keeps runs repeatable; a random one resists hash flooding).
+    pub fn new(limit: usize, seed: u64) -> FlowTable {
+        FlowTable {
+            slab: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::FixedState::with_seed(seed),
+            limit: limit.min((SIDE_BIT - 1) as usize),
+            live: 0,
+        }
+    }
+
+    /// Connections in the table.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True if no connection is cached.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The connection limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Pre-sizes the table for `n` connections, so that filling it does not rehash.
+    pub fn reserve(&mut self, n: usize) {
+        let (slab, hasher) = (&self.slab, &self.hasher);
+        self.index.reserve(2 * n, |&v| rehash(slab, hasher, v));
+        self.slab.reserve(n);
+    }
+
+    /// Heap bytes held: the slab and the index, capacity included (what the table really
+    /// costs, not only what it uses).
+    pub fn memory_bytes(&self) -> usize {
+        self.slab.capacity() * std::mem::size_of::<Option<FlowRecord>>()
+            + self.free.capacity() * 4
+            + self.index.allocation_size()
+    }
+
+    /// The hash of a key.
+    #[inline(always)]
+    pub fn hash(&self, key: &FlowKey) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
+    #[inline(always)]
+    pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
+        let slab = &self.slab;
+        self.index
+            .find(hash, |&v| {
+                let (slot, side) = unpack(v);
+                slab[slot as usize]
+                    .as_ref()
+                    .is_some_and(|r| r.key(side) == *key)
+            })
+            .map(|&v| unpack(v))
+    }
+
+    /// The record in `slot`.
+    #[inline(always)]
+    pub fn get(&self, slot: u32) -> Option<&FlowRecord> {
+        self.slab.get(slot as usize)?.as_ref()
+    }
+
+    /// The record in `slot`, writable (its keys must not change).
+    #[inline(always)]
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut FlowRecord> {
+        self.slab.get_mut(slot as usize)?.as_mut()
+    }
+
+    /// Installs a connection under its forward key and, if stateful, its reverse key. Records
+    /// already holding either key are displaced and returned, so the caller can release what
+    /// they hold.
+    pub fn insert(&mut self, rec: FlowRecord) -> Result<(u32, Vec<FlowRecord>), TableFull> {
+        let mut displaced = Vec::new();
+        let sides: &[FlowSide] = if rec.stateful {
+            &[FlowSide::Forward, FlowSide::Reverse]
+        } else {
+            &[FlowSide::Forward]
+        };
+        for &side in sides {
+            let k = rec.key(side);
+            if let Some((slot, _)) = self.find(&k, self.hash(&k))
+                && let Some(old) = self.remove(slot)
+            {
+                displaced.push(old);
+            }
+        }
+        if self.live >= self.limit {
+            return Err(TableFull);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slab.push(None);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        for &side in sides {
+            let h = self.hash(&rec.key(side));
+            let (slab, hasher) = (&self.slab, &self.hasher);
+            self.index.insert_unique(h, pack(slot, side), |&v| rehash(slab, hasher, v));
+        }
+        self.slab[slot as usize] = Some(rec);
+        self.live += 1;
+        Ok((slot, displaced))
+    }
+
+    /// Removes a connection and both its keys.
+    pub fn remove(&mut self, slot: u32) -> Option<FlowRecord> {
+        let rec = self.slab.get_mut(slot as usize)?.take()?;
+        for side in [FlowSide::Forward, FlowSide::Reverse] {
+            let h = self.hasher.hash_one(rec.key(side));
+            if let Ok(e) = self.index.find_entry(h, |&v| v == pack(slot, side)) {
+                e.remove();
+            }
+        }
+        self.free.push(slot);
+        self.live -= 1;
+        Some(rec)
+    }
+
+    /// Slots of every live connection.
+    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slab
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some())
+            .map(|(i, _)| i as u32)
+    }
+}
+
+fn rehash(slab: &[Option<FlowRecord>], hasher: &foldhash::fast::FixedState, v: u32) -> u64 {
+    let (slot, side) = unpack(v);
+    match &slab[slot as usize] {
+        Some(r) => hasher.hash_one(r.key(side)),
+        None => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::proto;
+
+    fn rec(n: u16) -> FlowRecord {
+        let orig = Headers {
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.96.0.1".parse().unwrap(),
+            proto: proto::TCP,
+            src_port: n,
+            dst_port: 80,
+            ..Headers::empty()
+        };
+        let mut fin = orig;
+        fin.dst_ip = "10.1.0.5".parse().unwrap();
+        fin.dst_port = 8080;
+        FlowRecord {
+            orig,
+            fin,
+            fin_outer: None,
+            rev_outer: None,
+            port_a: 1,
+            port_b: 2,
+            generation: [0; 3],
+            last_seen: Timestamp(0),
+            tcp: TcpTracker::default(),
+            stateful: true,
+            entropy: 0,
+            snat: [None, None],
+            packets: 0,
+            bytes: 0,
+        }
+    }
+
+    fn find(t: &FlowTable, k: FlowKey) -> Option<(u32, FlowSide)> {
+        t.find(&k, t.hash(&k))
+    }
+
+    #[test]
+    fn both_directions_find_the_record_until_removed() {
+        let mut t = FlowTable::new(10, 1);
+        let r = rec(1000);
+        let (fk, rk) = (r.key(FlowSide::Forward), r.key(FlowSide::Reverse));
+        assert_eq!(rk.src_port, 8080);
+        assert_eq!(rk.port, 2);
+        let (slot, displaced) = t.insert(r).unwrap();
+        assert!(displaced.is_empty());
+        assert_eq!(find(&t, fk), Some((slot, FlowSide::Forward)));
+        assert_eq!(find(&t, rk), Some((slot, FlowSide::Reverse)));
+        assert!(t.remove(slot).is_some());
+        assert_eq!(find(&t, fk), None);
+        assert_eq!(find(&t, rk), None);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn limit_refuses_and_duplicate_keys_displace() {
+        let mut t = FlowTable::new(2, 1);
+        t.insert(rec(1)).unwrap();
+        t.insert(rec(2)).unwrap();
+        assert_eq!(t.insert(rec(3)).unwrap_err(), TableFull);
+        let (_, displaced) = t.insert(rec(2)).unwrap();
+        assert_eq!(displaced.len(), 1);
+        assert_eq!(t.len(), 2);
+        let mut stateless = rec(9);
+        stateless.stateful = false;
+        t.remove(0);
+        t.insert(stateless.clone()).unwrap();
+        assert!(find(&t, stateless.key(FlowSide::Reverse)).is_none());
+    }
+
+    #[test]
+    fn record_fits_the_memory_budget() {
+        // DESIGN.md §6: <= 256 bytes per cached flow; the index adds ~2 x 5 bytes / load.
+        assert!(std::mem::size_of::<Option<FlowRecord>>() <= 200);
+    }
+}

@@ -1,0 +1,292 @@
+//! The engine's one-pass parse of a frame: where each header starts and the fields the flow key
+//! and the layers need. Built on the `wire` views, so it inherits their bounds checks.
+
+use crate::encap::Encap;
+use crate::headers::Headers;
+use crate::wire::{
+    self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket,
+    UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
+};
+use std::net::IpAddr;
+
+/// What follows the IP header, as far as the engine cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum L4Kind {
+    /// TCP with its flags.
+    Tcp { flags: u8 },
+    /// UDP; `checksum` is false when the (IPv4) checksum field is zero.
+    Udp { checksum: bool },
+    /// ICMP or ICMPv6 echo request/reply; the identifier is in both ports.
+    IcmpEcho,
+    /// An ICMP error embedding the offending packet's headers.
+    IcmpError(Embedded),
+    /// Neighbour discovery (ICMPv6 133-137), handled at layer 2.
+    NeighborDiscovery { msg_type: u8 },
+    /// Another ICMP message.
+    IcmpOther,
+    /// No L4 header the engine reads: a later fragment or another protocol.
+    Opaque,
+}
+
+/// The packet embedded in an ICMP error: its IP header offset and the fields NAT rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Embedded {
+    /// Offset of the embedded IP header in the frame.
+    pub l3: usize,
+    /// Offset of the embedded L4 header (its first 8 bytes at least are present).
+    pub l4: usize,
+    /// True if the L4 header is absent (the error quotes fewer than 8 bytes of it).
+    pub truncated: bool,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+/// Outer VXLAN headers of a frame addressed to one of this switch's provider addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OuterInfo {
+    /// Bytes of outer headers before the inner Ethernet frame.
+    pub len: usize,
+    /// The outer addresses and VNI as seen on arrival.
+    pub encap: Encap,
+}
+
+/// The kind of frame, by EtherType.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// IPv4 or IPv6.
+    Ip,
+    /// ARP.
+    Arp,
+    /// Anything else; forwarded at layer 2 only.
+    Other,
+}
+
+/// A parsed frame: offsets into the frame bytes and the fields the engine uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    pub outer: Option<OuterInfo>,
+    /// Offset of the (inner) Ethernet header.
+    pub eth: usize,
+    pub kind: Kind,
+    /// Offset of the IP header (Kind::Ip) or ARP packet (Kind::Arp).
+    pub l3: usize,
+    /// Offset of the L4 header; meaningful unless `l4_kind` is `Opaque`.
+    pub l4: usize,
+    pub l4_kind: L4Kind,
+    pub headers: Headers,
+}
+
+impl Parsed {
+    /// The VNI of an encapsulated frame, 0 otherwise.
+    #[inline(always)]
+    pub fn vni(&self) -> u32 {
+        self.outer.as_ref().map_or(0, |o| o.encap.vni)
+    }
+
+    /// TCP flags, 0 for other protocols.
+    pub fn tcp_flags(&self) -> u8 {
+        match self.l4_kind {
+            L4Kind::Tcp { flags } => flags,
+            _ => 0,
+        }
+    }
+}
+
+/// What the parser needs to know about the switch: which UDP port is VXLAN and which
+/// addresses are this host's provider addresses (only VXLAN to those is decapsulated).
+pub(crate) struct ParseContext<'a> {
+    pub vxlan_port: u16,
+    pub provider_addrs: &'a [IpAddr],
+}
+
+/// Parses a frame; VXLAN to a provider address is looked through to the inner frame.
+pub(crate) fn parse(bytes: &[u8], cx: &ParseContext<'_>) -> Result<Parsed, WireError> {
+    let p = parse_at(bytes, 0)?;
+    if let Some(outer) = vxlan_outer(bytes, &p, cx)? {
+        let mut inner = parse_at(bytes, outer.len)?;
+        inner.outer = Some(outer);
+        return Ok(inner);
+    }
+    Ok(p)
+}
+
+/// Recognises VXLAN addressed to a provider address and reads its outer headers.
+fn vxlan_outer(
+    bytes: &[u8],
+    p: &Parsed,
+    cx: &ParseContext<'_>,
+) -> Result<Option<OuterInfo>, WireError> {
+    let is_vxlan = matches!(p.l4_kind, L4Kind::Udp { .. }) && p.headers.dst_port == cx.vxlan_port;
+    if !is_vxlan || !cx.provider_addrs.contains(&p.headers.dst_ip) {
+        return Ok(None);
+    }
+    let vx = VxlanPacket::new_checked(&bytes[p.l4 + 8..])?;
+    let h = &p.headers;
+    Ok(Some(OuterInfo {
+        len: p.l4 + 16,
+        encap: Encap {
+            vni: vx.vni(),
+            src_mac: h.src_mac,
+            dst_mac: h.dst_mac,
+            src_ip: h.src_ip,
+            dst_ip: h.dst_ip,
+            udp_port: h.dst_port,
+        },
+    }))
+}
+
+/// Parses the Ethernet frame starting at `eth`.
+fn parse_at(bytes: &[u8], eth: usize) -> Result<Parsed, WireError> {
+    let f = EthernetFrame::new_checked(&bytes[eth..])?;
+    let mut h = Headers::empty();
+    h.src_mac = f.src();
+    h.dst_mac = f.dst();
+    let l3 = eth + f.header_len();
+    let mut p = Parsed {
+        outer: None,
+        eth,
+        kind: Kind::Other,
+        l3,
+        l4: 0,
+        l4_kind: L4Kind::Opaque,
+        headers: h,
+    };
+    match f.ethertype() {
+        EtherType::IPV4 => parse_ipv4(bytes, &mut p)?,
+        EtherType::IPV6 => parse_ipv6(bytes, &mut p)?,
+        EtherType::ARP => p.kind = Kind::Arp,
+        _ => {}
+    }
+    Ok(p)
+}
+
+fn parse_ipv4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
+    let ip = Ipv4Packet::new_checked(&bytes[p.l3..])?;
+    p.kind = Kind::Ip;
+    p.headers.src_ip = IpAddr::V4(ip.src());
+    p.headers.dst_ip = IpAddr::V4(ip.dst());
+    p.headers.proto = ip.protocol();
+    if ip.is_later_fragment() {
+        return Ok(());
+    }
+    p.l4 = p.l3 + ip.header_len();
+    let end = p.l3 + ip.total_len();
+    parse_l4(&bytes[..end], p)
+}
+
+fn parse_ipv6(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
+    let ip = Ipv6Packet::new_checked(&bytes[p.l3..])?;
+    p.kind = Kind::Ip;
+    p.headers.src_ip = IpAddr::V6(ip.src());
+    p.headers.dst_ip = IpAddr::V6(ip.dst());
+    let ul = ip.upper_layer()?;
+    p.headers.proto = ul.protocol;
+    if ul.later_fragment {
+        return Ok(());
+    }
+    p.l4 = p.l3 + ul.offset;
+    let end = p.l3 + wire::ipv6::HEADER_LEN + ip.payload_len();
+    parse_l4(&bytes[..end], p)
+}
+
+/// Reads ports, flags or the ICMP kind. `bytes` ends where the IP datagram ends.
+fn parse_l4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
+    let seg = &bytes[p.l4..];
+    let h = &mut p.headers;
+    p.l4_kind = match h.proto {
+        proto::TCP => {
+            let t = TcpPacket::new_checked(seg)?;
+            (h.src_port, h.dst_port) = (t.src_port(), t.dst_port());
+            L4Kind::Tcp { flags: t.flags().0 }
+        }
+        proto::UDP => {
+            let u = UdpPacket::new_checked(seg)?;
+            (h.src_port, h.dst_port) = (u.src_port(), u.dst_port());
+            L4Kind::Udp {
+                checksum: u.checksum() != 0,
+            }
+        }
+        proto::ICMP => {
+            let i = Icmpv4Packet::new_checked(seg)?;
+            match i.msg_type() {
+                icmpv4::ECHO_REQUEST | icmpv4::ECHO_REPLY => {
+                    (h.src_port, h.dst_port) = (i.echo_ident(), i.echo_ident());
+                    L4Kind::IcmpEcho
+                }
+                t if icmpv4::is_error(t) => embedded(bytes, p.l4 + 8)?,
+                _ => L4Kind::IcmpOther,
+            }
+        }
+        proto::ICMPV6 => {
+            let i = Icmpv6Packet::new_checked(seg)?;
+            match i.msg_type() {
+                icmpv6::ECHO_REQUEST | icmpv6::ECHO_REPLY => {
+                    (h.src_port, h.dst_port) = (i.echo_ident(), i.echo_ident());
+                    L4Kind::IcmpEcho
+                }
+                t if icmpv6::is_error(t) => embedded(bytes, p.l4 + 8)?,
+                t if icmpv6::is_neighbor_discovery(t) => L4Kind::NeighborDiscovery { msg_type: t },
+                _ => L4Kind::IcmpOther,
+            }
+        }
+        _ => L4Kind::Opaque,
+    };
+    Ok(())
+}
+
+/// Reads the packet quoted by an ICMP error. The quote is usually cut short, so the embedded IP
+/// header is read field by field rather than through `new_checked` (whose total length check
+/// would fail); only the bytes actually present are used.
+fn embedded(bytes: &[u8], l3: usize) -> Result<L4Kind, WireError> {
+    let b = bytes.get(l3..).ok_or(WireError::Truncated)?;
+    wire::need(b, 1)?;
+    let (src, dst, proto, hl) = match b[0] >> 4 {
+        4 => {
+            wire::need(b, 20)?;
+            let hl = usize::from(b[0] & 0x0f) * 4;
+            if hl < 20 {
+                return Err(WireError::Malformed);
+            }
+            let s: [u8; 4] = [b[12], b[13], b[14], b[15]];
+            let d: [u8; 4] = [b[16], b[17], b[18], b[19]];
+            (IpAddr::from(s), IpAddr::from(d), b[9], hl)
+        }
+        6 => {
+            wire::need(b, 40)?;
+            let s = wire::ipv6::addr_at(b, 8);
+            let d = wire::ipv6::addr_at(b, 24);
+            (IpAddr::V6(s), IpAddr::V6(d), b[6], 40)
+        }
+        _ => return Err(WireError::Malformed),
+    };
+    let l4 = l3 + hl;
+    let quote = bytes.get(l4..).unwrap_or(&[]);
+    let truncated = quote.len() < 8;
+    let (mut src_port, mut dst_port) = (0, 0);
+    if !truncated {
+        match proto {
+            proto::TCP | proto::UDP => {
+                src_port = wire::be16(quote, 0);
+                dst_port = wire::be16(quote, 2);
+            }
+            proto::ICMP | proto::ICMPV6 => {
+                src_port = wire::be16(quote, 4);
+                dst_port = src_port;
+            }
+            _ => {}
+        }
+    }
+    Ok(L4Kind::IcmpError(Embedded {
+        l3,
+        l4,
+        truncated,
+        src,
+        dst,
+        proto,
+        src_port,
+        dst_port,
+    }))
+}

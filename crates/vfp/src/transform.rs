@@ -1,0 +1,245 @@
+//! Applies a header transposition to frame bytes in place: the one routine both the fast path
+//! and the slow path use, so a cached flow rewrites exactly as its first packet did.
+//! Every address or port change patches the checksums that cover it incrementally (RFC 1624).
+
+use crate::encap::{self, Encap};
+use crate::frame::Frame;
+use crate::headers::Headers;
+use crate::parse::{Embedded, L4Kind, Parsed};
+use crate::wire::{WireError, checksum, proto};
+use std::net::IpAddr;
+
+/// Offsets of the packet proper after any outer headers were removed.
+#[derive(Clone, Copy)]
+struct Offsets {
+    eth: usize,
+    l3: usize,
+    l4: usize,
+}
+
+/// Rewrites the frame from its parsed headers to `target`: strips arrival encapsulation, sets
+/// MACs, addresses and ports, then adds `outer` (with UDP source port `entropy`) if given.
+#[inline]
+pub(crate) fn apply(
+    frame: &mut Frame,
+    p: &Parsed,
+    target: &Headers,
+    outer: Option<&Encap>,
+    entropy: u16,
+) -> Result<(), WireError> {
+    let o = strip_outer(frame, p);
+    match p.l4_kind {
+        L4Kind::IcmpError(e) => rewrite_icmp_error(frame.bytes_mut(), p, o, &e, target)?,
+        _ => rewrite(frame.bytes_mut(), p, o, target)?,
+    }
+    if let Some(e) = outer {
+        encap::push(frame, e, entropy)?;
+    }
+    Ok(())
+}
+
+fn strip_outer(frame: &mut Frame, p: &Parsed) -> Offsets {
+    let base = p.outer.as_ref().map_or(0, |o| o.len);
+    frame.pull_front(base);
+    Offsets {
+        eth: p.eth - base,
+        l3: p.l3 - base,
+        l4: p.l4.saturating_sub(base),
+    }
+}
+
+/// The one's-complement change of the pseudo-header addresses, shared by the IPv4 header
+/// checksum and the L4 checksum.
+#[inline(always)]
+fn write_addrs(b: &mut [u8], l3: usize, cur: &Headers, t: &Headers) -> Result<u32, WireError> {
+    let mut d = 0u32;
+    match (cur.src_ip, t.src_ip, cur.dst_ip, t.dst_ip) {
+        (IpAddr::V4(os), IpAddr::V4(ns), IpAddr::V4(od), IpAddr::V4(nd)) => {
+            if os != ns {
+                d += checksum::delta(&os.octets(), &ns.octets());
+                b[l3 + 12..l3 + 16].copy_from_slice(&ns.octets());
+            }
+            if od != nd {
+                d += checksum::delta(&od.octets(), &nd.octets());
+                b[l3 + 16..l3 + 20].copy_from_slice(&nd.octets());
+            }
+            if d != 0 {
+                let c = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+                let c = checksum::apply_delta(c, d);
+                b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            }
+        }
+        (IpAddr::V6(os), IpAddr::V6(ns), IpAddr::V6(od), IpAddr::V6(nd)) => {
+            if os != ns {
+                d += checksum::delta(&os.octets(), &ns.octets());
+                b[l3 + 8..l3 + 24].copy_from_slice(&ns.octets());
+            }
+            if od != nd {
+                d += checksum::delta(&od.octets(), &nd.octets());
+                b[l3 + 24..l3 + 40].copy_from_slice(&nd.octets());
+            }
+        }
+        // Translating between address families (NAT64) is not something VFP layers express.
+        _ => return Err(WireError::Unsupported),
+    }
+    Ok(d)
+}
+
+/// Patches a 16-bit checksum field at `off` by `d`. UDP's "no checksum" zero stays zero and a
+/// result of zero is sent as all ones (RFC 768).
+#[inline(always)]
+fn patch(b: &mut [u8], off: usize, d: u32, udp: bool) {
+    let c = u16::from_be_bytes([b[off], b[off + 1]]);
+    let mut n = checksum::apply_delta(c, d);
+    if udp && n == 0 {
+        n = 0xffff;
+    }
+    b[off..off + 2].copy_from_slice(&n.to_be_bytes());
+}
+
+#[inline(always)]
+fn write_port(b: &mut [u8], off: usize, old: u16, new: u16) -> u32 {
+    if old == new {
+        return 0;
+    }
+    b[off..off + 2].copy_from_slice(&new.to_be_bytes());
+    checksum::delta(&old.to_be_bytes(), &new.to_be_bytes())
+}
+
+#[inline]
+fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), WireError> {
+    let cur = &p.headers;
+    b[o.eth..o.eth + 6].copy_from_slice(&t.dst_mac.0);
+    b[o.eth + 6..o.eth + 12].copy_from_slice(&t.src_mac.0);
+    let d = write_addrs(b, o.l3, cur, t)?;
+    let l4 = o.l4;
+    match p.l4_kind {
+        L4Kind::Tcp { .. } => {
+            let d = d
+                + write_port(b, l4, cur.src_port, t.src_port)
+                + write_port(b, l4 + 2, cur.dst_port, t.dst_port);
+            if d != 0 {
+                patch(b, l4 + 16, d, false);
+            }
+        }
+        L4Kind::Udp { checksum } => {
+            let d = d
+                + write_port(b, l4, cur.src_port, t.src_port)
+                + write_port(b, l4 + 2, cur.dst_port, t.dst_port);
+            if checksum && d != 0 {
+                patch(b, l4 + 6, d, true);
+            }
+        }
+        L4Kind::IcmpEcho => {
+            let di = write_port(b, l4 + 4, cur.src_port, t.src_port);
+            // ICMPv4 has no pseudo-header; ICMPv6 does.
+            let d = if cur.proto == proto::ICMPV6 { d + di } else { di };
+            if d != 0 {
+                patch(b, l4 + 2, d, false);
+            }
+        }
+        L4Kind::NeighborDiscovery { .. } | L4Kind::IcmpOther if cur.proto == proto::ICMPV6 => {
+            if d != 0 {
+                patch(b, l4 + 2, d, false);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Rewrites an ICMP error travelling like a packet with headers `t`: the outer destination
+/// (and the source, if the error came from the flow's peer), and the quoted packet, which
+/// travelled the other way, with the reverse of `t`. Checksums of the quoted headers are
+/// patched; the outer IPv4 and ICMP checksums are recomputed, as errors are rare and small.
+fn rewrite_icmp_error(
+    b: &mut [u8],
+    p: &Parsed,
+    o: Offsets,
+    e: &Embedded,
+    t: &Headers,
+) -> Result<(), WireError> {
+    let cur = &p.headers;
+    let base = p.l4 - o.l4;
+    let (el3, el4) = (e.l3 - base, e.l4 - base);
+    b[o.eth..o.eth + 6].copy_from_slice(&t.dst_mac.0);
+    b[o.eth + 6..o.eth + 12].copy_from_slice(&t.src_mac.0);
+    let mut outer_t = *cur;
+    outer_t.dst_ip = t.dst_ip;
+    if cur.src_ip == e.dst {
+        outer_t.src_ip = t.src_ip;
+    }
+    write_addrs(b, o.l3, cur, &outer_t)?;
+    let quoted = Headers {
+        src_ip: e.src,
+        dst_ip: e.dst,
+        src_port: e.src_port,
+        dst_port: e.dst_port,
+        proto: e.proto,
+        ..*cur
+    };
+    let mut qt = quoted;
+    (qt.src_ip, qt.dst_ip) = (t.dst_ip, t.src_ip);
+    (qt.src_port, qt.dst_port) = (t.dst_port, t.src_port);
+    let d = write_addrs(b, el3, &quoted, &qt)?;
+    if !e.truncated {
+        rewrite_quoted_l4(b, el4, e, &quoted, &qt, d);
+    }
+    let end = ip_end(b, o.l3)?;
+    fill_outer_checksums(b, o.l3, o.l4, end, &outer_t);
+    Ok(())
+}
+
+/// Patches the quoted L4 header's ports and, where the quote includes it, its checksum.
+fn rewrite_quoted_l4(b: &mut [u8], l4: usize, e: &Embedded, q: &Headers, t: &Headers, d: u32) {
+    let avail = b.len().saturating_sub(l4);
+    match e.proto {
+        proto::UDP | proto::TCP => {
+            let d = d
+                + write_port(b, l4, q.src_port, t.src_port)
+                + write_port(b, l4 + 2, q.dst_port, t.dst_port);
+            let (off, udp) = if e.proto == proto::UDP { (6, true) } else { (16, false) };
+            let has_sum = avail >= off + 2 && (!udp || b[l4 + 6..l4 + 8] != [0, 0]);
+            if d != 0 && has_sum {
+                patch(b, l4 + off, d, udp);
+            }
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let di = write_port(b, l4 + 4, q.src_port, t.src_port);
+            let d = if e.proto == proto::ICMPV6 { d + di } else { di };
+            if d != 0 {
+                patch(b, l4 + 2, d, false);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where the IP datagram starting at `l3` ends (its length field; the frame may be padded).
+fn ip_end(b: &[u8], l3: usize) -> Result<usize, WireError> {
+    let end = match b.get(l3).map(|v| v >> 4) {
+        Some(4) => l3 + usize::from(u16::from_be_bytes([b[l3 + 2], b[l3 + 3]])),
+        Some(6) => l3 + 40 + usize::from(u16::from_be_bytes([b[l3 + 4], b[l3 + 5]])),
+        _ => return Err(WireError::Malformed),
+    };
+    if end > b.len() {
+        return Err(WireError::Truncated);
+    }
+    Ok(end)
+}
+
+fn fill_outer_checksums(b: &mut [u8], l3: usize, l4: usize, end: usize, h: &Headers) {
+    if h.src_ip.is_ipv4() {
+        let hl = usize::from(b[l3] & 0x0f) * 4;
+        b[l3 + 10..l3 + 12].fill(0);
+        let c = checksum::compute(&b[l3..l3 + hl]);
+        b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    b[l4 + 2..l4 + 4].fill(0);
+    let c = if h.proto == proto::ICMPV6 {
+        checksum::l4(h.src_ip, h.dst_ip, proto::ICMPV6, &b[l4..end])
+    } else {
+        checksum::compute(&b[l4..end])
+    };
+    b[l4 + 2..l4 + 4].copy_from_slice(&c.to_be_bytes());
+}
