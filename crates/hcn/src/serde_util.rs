@@ -19,13 +19,21 @@ pub fn opt_ip<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Erro
     }
 }
 
+/// One IP address with an error that says how to write one; decoded element by element so
+/// that an error names the index (`FrontendVIPs[1]`).
+struct Ip(IpAddr);
+
+impl<'de> Deserialize<'de> for Ip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_ip(s.trim()).map(Ip).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A list of IP addresses.
 pub fn ip_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpAddr>, D::Error> {
-    let v: Option<Vec<String>> = Option::deserialize(d)?;
-    v.unwrap_or_default()
-        .iter()
-        .map(|s| parse_ip(s.trim()).map_err(serde::de::Error::custom))
-        .collect()
+    let v: Option<Vec<Ip>> = Option::deserialize(d)?;
+    Ok(v.unwrap_or_default().into_iter().map(|ip| ip.0).collect())
 }
 
 /// An optional CIDR prefix; `""` means none.

@@ -59,10 +59,11 @@ pub async fn run(
     };
     let service = Arc::new(Service::start(store, config.profile)?);
     tracing::info!(socket = %config.socket.display(), profile = %config.profile, "hnsd serving");
-    let served = axum::serve(listener, crate::api::router(service))
+    let served = axum::serve(listener, crate::api::router(Arc::clone(&service)))
         .with_graceful_shutdown(shutdown)
         .await;
     let _ = std::fs::remove_file(&config.socket);
+    service.shutdown();
     served.map_err(ServerError::Serve)
 }
 

@@ -3,8 +3,8 @@
 //! concurrent clients share an fsync and a call returns only once its write is durable.
 
 use std::sync::mpsc;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::thread;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::{self, JoinHandle};
 
 use hcn::error::{HResult, HnsError};
 use tokio::sync::oneshot;
@@ -26,7 +26,9 @@ struct Job {
 /// hnsd's objects: the state in memory, the store on disk, and the committer between them.
 pub struct Service {
     state: Arc<RwLock<State>>,
-    jobs: mpsc::Sender<Job>,
+    /// Taken by [`Service::shutdown`]; writes after that fail with "stopping".
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
     profile: Profile,
 }
 
@@ -36,15 +38,30 @@ impl Service {
         let state = Arc::new(RwLock::new(store.load(profile)?));
         let (jobs, rx) = mpsc::channel::<Job>();
         let shared = Arc::clone(&state);
-        thread::Builder::new()
+        let committer = thread::Builder::new()
             .name("hns-committer".into())
             .spawn(move || commit_loop(&store, &shared, &rx))
             .map_err(|e| StoreError::Db(format!("cannot start the committer thread: {e}")))?;
         Ok(Service {
             state,
-            jobs,
+            jobs: Mutex::new(Some(jobs)),
+            committer: Mutex::new(Some(committer)),
             profile,
         })
+    }
+
+    /// Finishes the writes already queued, closes the store and refuses further writes.
+    pub fn shutdown(&self) {
+        drop(self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let committer = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(handle) = committer {
+            // The committer only ends when the channel closes; a panic in it has been logged.
+            let _ = handle.join();
+        }
     }
 
     pub fn profile(&self) -> Profile {
@@ -60,7 +77,11 @@ impl Service {
     pub async fn write(&self, op: WriteOp) -> Reply {
         let (reply, rx) = oneshot::channel();
         let stopped = || HnsError::new(HResult::HCN_E_MANAGER_STOPPED, "hnsd is stopping");
-        self.jobs.send(Job { op, reply }).map_err(|_| stopped())?;
+        {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let jobs = jobs.as_ref().ok_or_else(stopped)?;
+            jobs.send(Job { op, reply }).map_err(|_| stopped())?;
+        }
         rx.await.map_err(|_| stopped())?
     }
 }

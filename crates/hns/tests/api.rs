@@ -1,0 +1,712 @@
+//! hnsd's API through its socket: the HCN functions, HNS's rules, and its errors.
+
+mod common;
+
+use common::{Hnsd, dump, l2bridge};
+use hcn::error::HResult;
+use hcn::{Endpoint, LoadBalancer, Network};
+use hns::{Kind, Method, Profile};
+use serde_json::{Value, json};
+
+const EP: &str = "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
+const EP2: &str = "6B4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
+
+async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns::ClientError> {
+    h.client()
+        .call(
+            Method::POST,
+            &format!("/{kind}"),
+            Some(doc.to_string().into_bytes()),
+        )
+        .await
+}
+
+async fn patch(h: &Hnsd, kind: Kind, id: &str, doc: &Value) -> Result<Value, hns::ClientError> {
+    h.client()
+        .call(
+            Method::PATCH,
+            &format!("/{kind}/{id}"),
+            Some(doc.to_string().into_bytes()),
+        )
+        .await
+}
+
+async fn network(h: &Hnsd) -> String {
+    let n = post(
+        h,
+        Kind::Network,
+        &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1"),
+    )
+    .await
+    .unwrap();
+    n["ID"].as_str().unwrap().to_string()
+}
+
+async fn endpoint(h: &Hnsd, net: &str, extra: Value) -> Value {
+    let mut doc = json!({"HostComputeNetwork": net});
+    for (k, v) in extra.as_object().unwrap() {
+        doc[k] = v.clone();
+    }
+    post(h, Kind::Endpoint, &doc).await.unwrap()
+}
+
+fn code(r: Result<Value, hns::ClientError>) -> HResult {
+    r.expect_err("hnsd must refuse this")
+        .code()
+        .expect("an HNS error record")
+}
+
+/// Drops what hnsd adds (ID; the fields Go always marshals) for comparing with a posted doc.
+fn without(mut v: Value, keys: &[&str]) -> Value {
+    for k in keys {
+        v.as_object_mut().unwrap().remove(*k);
+    }
+    v
+}
+
+#[tokio::test]
+async fn reference_examples_come_back_as_posted() {
+    let h = Hnsd::start(Profile::Unrestricted).await;
+    // CreateTestOverlayNetwork
+    let overlay = json!({"Name":"overlay","Type":"Overlay","MacPool":{"Ranges":[{"StartMacAddress":"00-15-5D-52-C0-00","EndMacAddress":"00-15-5D-52-CF-FF"}]},
+        "Dns":{},"Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"192.168.100.0/24",
+        "Policies":[{"Type":"VSID","Settings":{"IsolationId":5000}}],
+        "Routes":[{"NextHop":"192.168.100.1","DestinationPrefix":"0.0.0.0/0"}]}]}],
+        "Flags":8,"Health":{"Extra":{}},"SchemaVersion":{"Major":2,"Minor":0}});
+    let net = post(&h, Kind::Network, &overlay).await.unwrap();
+    let net_id = net["ID"].as_str().unwrap().to_string();
+    assert_eq!(without(net.clone(), &["ID"]), overlay);
+    let got = h
+        .client()
+        .call(Method::GET, &format!("/networks/{net_id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(got, net, "query returns what create returned");
+
+    // RemoteSubnetRoute through AddPolicy
+    let rsr = json!({"ResourceType":"Policy","RequestType":"Add","Settings":{"Policies":[{"Type":"RemoteSubnetRoute",
+        "Settings":{"DestinationPrefix":"192.168.2.0/24","IsolationId":5000,"ProviderAddress":"1.1.1.1",
+        "DistributedRouterMacAddress":"00-12-34-56-78-9a"}}]}});
+    let net = patch(&h, Kind::Network, &net_id, &rsr).await.unwrap();
+    assert_eq!(net["Policies"][0]["Settings"]["ProviderAddress"], "1.1.1.1");
+    assert_eq!(
+        net["Policies"][0]["Settings"]["DistributedRouterMacAddress"],
+        "00-12-34-56-78-9A"
+    );
+
+    // winkernel's remote endpoint; and two local endpoints with the IDs the LB examples name
+    let remote = json!({"HostComputeNetwork":net_id,"Policies":[{"Type":"ProviderAddress","Settings":{"ProviderAddress":"10.0.0.5"}}],
+        "IpConfigurations":[{"IpAddress":"10.244.2.7"}],"Dns":{},"MacAddress":"02-11-0A-F4-02-07","Flags":1,
+        "Health":{"Extra":{}},"SchemaVersion":{"Major":2,"Minor":0}});
+    let back = post(&h, Kind::Endpoint, &remote).await.unwrap();
+    assert_eq!(without(back, &["ID"]), remote);
+    for (id, ip) in [(EP, "192.168.100.10"), (EP2, "192.168.100.11")] {
+        let ep =
+            json!({"ID": id, "HostComputeNetwork": net_id, "IpConfigurations":[{"IpAddress": ip}]});
+        assert_eq!(post(&h, Kind::Endpoint, &ep).await.unwrap()["ID"], id);
+    }
+
+    let lbs = [
+        json!({"HostComputeEndpoints":[EP],"SourceVIP":"10.0.0.1","FrontendVIPs":["1.1.1.2","1.1.1.3"],
+            "PortMappings":[{"Protocol":6,"InternalPort":8080,"ExternalPort":8090}],"SchemaVersion":{"Major":2,"Minor":0}}),
+        json!({"HostComputeEndpoints":[EP],"SourceVIP":"10.0.0.1","FrontendVIPs":["1.1.1.2","1.1.1.3"],
+            "PortMappings":[{"Protocol":6,"InternalPort":8080,"ExternalPort":80,"Flags":8}],"SchemaVersion":{"Major":2,"Minor":0},"Flags":1}),
+        json!({"HostComputeEndpoints":[EP,EP2],"FrontendVIPs":["10.96.0.10"],
+            "PortMappings":[{"Protocol":17,"InternalPort":53,"ExternalPort":53,"DistributionType":2}],"SchemaVersion":{"Major":2,"Minor":0},"Flags":1}),
+        json!({"HostComputeEndpoints":[EP],"SourceVIP":"10.244.1.2",
+            "PortMappings":[{"Protocol":6,"InternalPort":8080,"ExternalPort":30080,"Flags":18}],"SchemaVersion":{"Major":2,"Minor":0}}),
+    ];
+    for lb in &lbs {
+        let back = post(&h, Kind::LoadBalancer, lb).await.unwrap();
+        assert_eq!(&without(back, &["ID"]), lb);
+    }
+
+    let route = json!({"HostComputeEndpoints":[EP],"Setting":[{"DestinationPrefix":"169.254.169.254/24","NextHop":"127.10.0.34"}],
+        "SchemaVersion":{"Major":2,"Minor":0}});
+    assert_eq!(
+        without(post(&h, Kind::Route, &route).await.unwrap(), &["ID"]),
+        route
+    );
+
+    // HcnCreateAcls, applied to an endpoint
+    let acl = json!({"ResourceType":"Policy","RequestType":"Add","Settings":{"Policies":[{"Type":"ACL","Settings":{"Protocols":"6","Action":"Allow","Direction":"In","LocalAddresses":"192.168.100.0/24,10.0.0.21",
+        "RemoteAddresses":"192.168.100.0/24,10.0.0.21","LocalPorts":"80,8080","RemotePorts":"80,8080","RuleType":"Switch","Priority":200}}]}});
+    let ep = patch(&h, Kind::Endpoint, EP, &acl).await.unwrap();
+    assert_eq!(ep["Policies"][0], acl["Settings"]["Policies"][0]);
+}
+
+#[tokio::test]
+async fn hns_assigns_ids_macs_and_addresses() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let a: Endpoint = serde_json::from_value(endpoint(&h, &net, json!({})).await).unwrap();
+    let b: Endpoint = serde_json::from_value(endpoint(&h, &net, json!({})).await).unwrap();
+    assert!(!a.id.is_nil() && a.id != b.id);
+    // .1 is the gateway, which HNS reserves.
+    assert_eq!(a.ips().next().unwrap().to_string(), "10.244.1.2");
+    assert_eq!(b.ips().next().unwrap().to_string(), "10.244.1.3");
+    assert_eq!(a.ip_configurations[0].prefix_length, 24);
+    let (ma, mb) = (a.mac_address.unwrap(), b.mac_address.unwrap());
+    assert_ne!(ma, mb);
+    assert_eq!(&ma.0[..3], &[0x00, 0x15, 0x5D], "from Hyper-V's MAC prefix");
+}
+
+#[tokio::test]
+async fn mac_comes_from_the_networks_pool() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let mut doc = l2bridge("pool", "10.0.0.0/24", "10.0.0.1");
+    doc["MacPool"] = json!({"Ranges":[{"StartMacAddress":"00-15-5D-AA-00-00","EndMacAddress":"00-15-5D-AA-00-01"}]});
+    let net = post(&h, Kind::Network, &doc).await.unwrap()["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        endpoint(&h, &net, json!({})).await["MacAddress"],
+        "00-15-5D-AA-00-00"
+    );
+    assert_eq!(
+        endpoint(&h, &net, json!({})).await["MacAddress"],
+        "00-15-5D-AA-00-01"
+    );
+    let before = dump(&h.client()).await;
+    let r = post(&h, Kind::Endpoint, &json!({"HostComputeNetwork": net})).await;
+    assert_eq!(
+        code(r),
+        HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+        "pool exhausted"
+    );
+    assert_eq!(dump(&h.client()).await, before);
+}
+
+#[tokio::test]
+async fn duplicate_ips_are_refused_but_local_and_remote_may_share() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let ip = json!({"IpConfigurations":[{"IpAddress":"10.244.1.9"}]});
+    endpoint(&h, &net, ip.clone()).await;
+    let mut dup = ip.clone();
+    dup["HostComputeNetwork"] = json!(net);
+    let err = post(&h, Kind::Endpoint, &dup).await.unwrap_err();
+    assert_eq!(err.code(), Some(HResult::HCN_E_ADDR_INVALID_OR_RESERVED));
+    assert!(err.to_string().contains("10.244.1.9"), "{err}");
+    // A remote endpoint with a local endpoint's IP exists on Windows (kubernetes#131138).
+    let mut remote = dup.clone();
+    remote["Flags"] = json!(1);
+    post(&h, Kind::Endpoint, &remote)
+        .await
+        .expect("remote endpoint may share a local IP");
+    assert_eq!(
+        code(post(&h, Kind::Endpoint, &remote).await),
+        HResult::HCN_E_ADDR_INVALID_OR_RESERVED
+    );
+    // Outside every subnet, or the gateway: refused.
+    dup["IpConfigurations"] = json!([{"IpAddress":"10.9.9.9"}]);
+    assert_eq!(
+        code(post(&h, Kind::Endpoint, &dup).await),
+        HResult::HCN_E_INVALID_IP
+    );
+    dup["IpConfigurations"] = json!([{"IpAddress":"10.244.1.1"}]);
+    assert_eq!(
+        code(post(&h, Kind::Endpoint, &dup).await),
+        HResult::HCN_E_ADDR_INVALID_OR_RESERVED
+    );
+}
+
+#[tokio::test]
+async fn filters_by_id_name_and_network() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let c = h.client();
+    let net1 = network(&h).await;
+    let net2 = post(
+        &h,
+        Kind::Network,
+        &l2bridge("other", "10.0.0.0/24", "10.0.0.1"),
+    )
+    .await
+    .unwrap()["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let e1 = endpoint(&h, &net1, json!({"Name":"a"})).await;
+    endpoint(&h, &net1, json!({"Name":"b"})).await;
+    endpoint(&h, &net2, json!({"Name":"c"})).await;
+    assert_eq!(
+        c.get_network_by_name("CBR0")
+            .await
+            .unwrap()
+            .unwrap()
+            .id
+            .to_string(),
+        net1
+    );
+    assert!(c.get_network_by_name("nope").await.unwrap().is_none());
+    assert_eq!(
+        c.list_endpoints_of_network(net1.parse().unwrap())
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let by_net = c
+        .list_raw(Kind::Endpoint, Some(&json!({"HostComputeNetwork": net2})))
+        .await
+        .unwrap();
+    assert_eq!(by_net.len(), 1);
+    assert_eq!(by_net[0]["Name"], "c");
+    let id = e1["ID"].as_str().unwrap().to_lowercase();
+    let by_id = c
+        .list_raw(Kind::Endpoint, Some(&json!({"id": id})))
+        .await
+        .unwrap();
+    assert_eq!(by_id, vec![e1]);
+    let bad = c.call(Method::GET, "/endpoints?filter=%7Bnope", None).await;
+    assert_eq!(code(bad), HResult::E_INVALIDARG);
+}
+
+#[tokio::test]
+async fn endpoint_policies_are_added_removed_and_updated() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let id = endpoint(&h, &net, json!({})).await["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let nat = json!({"Type":"OutBoundNAT","Settings":{"Exceptions":["10.244.0.0/16"]}});
+    let req = |rt: &str, p: &Value| json!({"ResourceType":"Policy","RequestType":rt,"Settings":{"Policies":[p]}});
+    let ep = patch(&h, Kind::Endpoint, &id, &req("Add", &nat))
+        .await
+        .unwrap();
+    assert_eq!(ep["Policies"], json!([nat]));
+    assert_eq!(
+        code(patch(&h, Kind::Endpoint, &id, &req("Add", &nat)).await),
+        HResult::HCN_E_POLICY_ALREADY_EXISTS
+    );
+    let nat2 = json!({"Type":"OutBoundNAT","Settings":{"Exceptions":["10.0.0.0/8"]}});
+    let ep = patch(&h, Kind::Endpoint, &id, &req("Update", &nat2))
+        .await
+        .unwrap();
+    assert_eq!(ep["Policies"], json!([nat2]));
+    let ep = patch(&h, Kind::Endpoint, &id, &req("Remove", &nat2))
+        .await
+        .unwrap();
+    assert!(ep.get("Policies").is_none());
+    assert_eq!(
+        code(patch(&h, Kind::Endpoint, &id, &req("Remove", &nat2)).await),
+        HResult::HCN_E_POLICY_NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn namespaces_list_their_endpoints() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let c = h.client();
+    let net = network(&h).await;
+    let ep: Endpoint = serde_json::from_value(endpoint(&h, &net, json!({})).await).unwrap();
+    let ns = c.create_namespace(&Default::default()).await.unwrap();
+    assert!(!ns.id.is_nil() && ns.namespace_id > 0);
+    let ns = c.add_namespace_endpoint(ns.id, ep.id).await.unwrap();
+    assert_eq!(ns.endpoint_ids().collect::<Vec<_>>(), vec![ep.id]);
+    assert_eq!(
+        c.get_endpoint_by_id(ep.id)
+            .await
+            .unwrap()
+            .host_compute_namespace,
+        ns.id
+    );
+    let again = c.add_namespace_endpoint(ns.id, ep.id).await.unwrap_err();
+    assert_eq!(
+        again.code(),
+        Some(HResult::HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS)
+    );
+
+    // In use: neither the endpoint nor the namespace nor the network can go, and nothing changes.
+    let before = dump(&c).await;
+    assert_eq!(
+        c.delete_endpoint(ep.id).await.unwrap_err().code(),
+        Some(HResult::HCN_E_ENTITY_HAS_REFERENCES)
+    );
+    assert_eq!(
+        c.delete_namespace(ns.id).await.unwrap_err().code(),
+        Some(HResult::HCN_E_ENTITY_HAS_REFERENCES)
+    );
+    assert_eq!(
+        c.delete_network(ep.host_compute_network)
+            .await
+            .unwrap_err()
+            .code(),
+        Some(HResult::HCN_E_ENTITY_HAS_REFERENCES)
+    );
+    assert_eq!(dump(&c).await, before);
+
+    c.remove_namespace_endpoint(ns.id, ep.id).await.unwrap();
+    c.delete_endpoint(ep.id).await.unwrap();
+    c.delete_namespace(ns.id).await.unwrap();
+    c.delete_network(ep.host_compute_network).await.unwrap();
+    assert!(dump(&c).await.iter().all(Vec::is_empty));
+    assert!(
+        c.get_endpoint_by_id(ep.id)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
+#[tokio::test]
+async fn remote_endpoints_cannot_join_a_namespace() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let c = h.client();
+    let net = network(&h).await;
+    let ep = endpoint(
+        &h,
+        &net,
+        json!({"Flags":1,"IpConfigurations":[{"IpAddress":"10.244.2.5"}]}),
+    )
+    .await;
+    let ns = c.create_namespace(&Default::default()).await.unwrap();
+    let err = c
+        .add_namespace_endpoint(ns.id, ep["ID"].as_str().unwrap().parse().unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(HResult::HCN_E_INVALID_REMOTE_ENDPOINT_OPERATION)
+    );
+}
+
+async fn backends(h: &Hnsd, n: usize) -> Vec<String> {
+    let mut doc = l2bridge("big", "10.1.0.0/16", "10.1.0.1");
+    doc["Name"] = json!(format!("big{n}"));
+    let net = post(h, Kind::Network, &doc).await.unwrap()["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(
+            endpoint(h, &net, json!({})).await["ID"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    ids
+}
+
+fn lb(vip: &str, port: u16, eps: &[String]) -> Value {
+    json!({"HostComputeEndpoints": eps, "FrontendVIPs": [vip],
+        "PortMappings": [{"Protocol": 6, "InternalPort": 8080, "ExternalPort": port}]})
+}
+
+#[tokio::test]
+async fn load_balancer_backend_limit_follows_the_profile() {
+    for (profile, refused) in [(Profile::Ws2022, true), (Profile::Unrestricted, false)] {
+        let h = Hnsd::start(profile).await;
+        let eps = backends(&h, 65).await;
+        post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 80, &eps[..64]))
+            .await
+            .expect("64 backends work everywhere");
+        let r = post(&h, Kind::LoadBalancer, &lb("10.96.0.2", 80, &eps)).await;
+        if refused {
+            let err = r.unwrap_err();
+            assert_eq!(err.code(), Some(HResult::E_INVALIDARG));
+            assert!(
+                err.to_string().contains("invalid number of destinations"),
+                "{err}"
+            );
+        } else {
+            r.expect("unrestricted lifts the limit");
+        }
+    }
+}
+
+#[tokio::test]
+async fn load_balancer_rules() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let eps = backends(&h, 2).await;
+    post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 80, &eps))
+        .await
+        .unwrap();
+    let before = dump(&h.client()).await;
+    assert_eq!(
+        code(post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 80, &eps[..1])).await),
+        HResult::HCN_E_PORT_ALREADY_EXISTS
+    );
+    assert_eq!(
+        code(post(&h, Kind::LoadBalancer, &lb("10.96.0.3", 80, &[])).await),
+        HResult::E_INVALIDARG,
+        "no backends"
+    );
+    let ghost = vec!["0D4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D".to_string()];
+    assert_eq!(
+        code(post(&h, Kind::LoadBalancer, &lb("10.96.0.4", 80, &ghost)).await),
+        HResult::HCN_E_ENDPOINT_NOT_FOUND
+    );
+    assert_eq!(dump(&h.client()).await, before);
+    // Same VIP, other port or protocol: fine. NodePort style (no VIP) claims every address.
+    post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 81, &eps))
+        .await
+        .unwrap();
+    let node_port = json!({"HostComputeEndpoints": eps, "PortMappings": [{"Protocol": 6, "InternalPort": 8080, "ExternalPort": 30080, "Flags": 18}]});
+    post(&h, Kind::LoadBalancer, &node_port).await.unwrap();
+    assert_eq!(
+        code(post(&h, Kind::LoadBalancer, &node_port).await),
+        HResult::HCN_E_PORT_ALREADY_EXISTS
+    );
+}
+
+#[tokio::test]
+async fn modify_load_balancer_needs_hns_15_4() {
+    for (profile, works) in [(Profile::Ws2022, false), (Profile::Ws2025, true)] {
+        let h = Hnsd::start(profile).await;
+        let c = h.client();
+        let eps = backends(&h, 3).await;
+        let created: LoadBalancer = serde_json::from_value(
+            post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 80, &eps[..1]))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        let mut wanted = created.clone();
+        wanted.host_compute_endpoints = eps.iter().map(|e| e.parse().unwrap()).collect();
+        let r = c.update_load_balancer(created.id, &wanted).await;
+        if works {
+            assert_eq!(r.unwrap().host_compute_endpoints.len(), 3);
+            assert_eq!(c.get_load_balancer_by_id(created.id).await.unwrap(), wanted);
+        } else {
+            assert_eq!(
+                r.unwrap_err().code(),
+                Some(HResult::E_NOTIMPL),
+                "kube-proxy's IsNotImplemented"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn deleting_an_endpoint_takes_it_out_of_load_balancers() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let c = h.client();
+    let eps = backends(&h, 2).await;
+    let created = post(&h, Kind::LoadBalancer, &lb("10.96.0.1", 80, &eps))
+        .await
+        .unwrap();
+    c.delete_endpoint(eps[0].parse().unwrap()).await.unwrap();
+    let lb = c
+        .get_load_balancer_by_id(created["ID"].as_str().unwrap().parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(lb.host_compute_endpoints, vec![eps[1].parse().unwrap()]);
+}
+
+#[tokio::test]
+async fn profile_gated_load_balancer_features_are_refused() {
+    let h = Hnsd::start(Profile::Ws2019).await;
+    let eps = backends(&h, 1).await;
+    let mut affinity = lb("10.96.0.1", 80, &eps);
+    affinity["PortMappings"][0]["DistributionType"] = json!(2);
+    let err = post(&h, Kind::LoadBalancer, &affinity).await.unwrap_err();
+    assert!(err.to_string().contains("session affinity"), "{err}");
+    let v6 = json!({"HostComputeEndpoints": eps, "FrontendVIPs": ["fd00::10"], "Flags": 2,
+        "PortMappings": [{"Protocol": 6, "InternalPort": 80, "ExternalPort": 80}]});
+    assert_eq!(
+        code(post(&h, Kind::LoadBalancer, &v6).await),
+        HResult::E_INVALIDARG
+    );
+}
+
+#[tokio::test]
+async fn versions_and_features_per_profile() {
+    for (profile, major, affinity, modify) in [
+        (Profile::Ws2019, 9, false, false),
+        (Profile::Ws2022, 12, true, false),
+        (Profile::Ws2025, 15, true, false),
+        (Profile::Unrestricted, 16, true, true),
+    ] {
+        let h = Hnsd::start(profile).await;
+        let c = h.client();
+        assert_eq!(c.get_version().await.unwrap().major, major);
+        let f = c.get_supported_features().await.unwrap();
+        assert!(f.api.v2 && f.dsr && f.remote_subnet, "{profile}: {f:?}");
+        assert_eq!(f.session_affinity, affinity, "{profile}");
+        assert_eq!(f.modify_loadbalancer, modify, "{profile}");
+    }
+}
+
+#[tokio::test]
+async fn overlay_rules() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let mut doc = json!({"Name":"vxlan0","Type":"Overlay","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
+        "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
+    assert_eq!(
+        code(post(&h, Kind::Network, &doc).await),
+        HResult::HCN_E_INVALID_SUBNET,
+        "no VSID"
+    );
+    doc["Ipams"][0]["Subnets"][0]["Policies"] =
+        json!([{"Type":"VSID","Settings":{"IsolationId":4095}}]);
+    assert_eq!(
+        code(post(&h, Kind::Network, &doc).await),
+        HResult::HCN_E_INVALID_SUBNET,
+        "VSID < 4096"
+    );
+    doc["Ipams"][0]["Subnets"][0]["Policies"] =
+        json!([{"Type":"VSID","Settings":{"IsolationId":4096}}]);
+    post(&h, Kind::Network, &doc).await.unwrap();
+    assert_eq!(
+        code(post(&h, Kind::Network, &doc).await),
+        HResult::HCN_E_NETWORK_ALREADY_EXISTS
+    );
+    let l2 = post(
+        &h,
+        Kind::Network,
+        &l2bridge("cbr0", "10.0.0.0/24", "10.0.0.1"),
+    )
+    .await
+    .unwrap();
+    let rsr = json!({"ResourceType":"Policy","RequestType":"Add","Settings":{"Policies":[{"Type":"RemoteSubnetRoute",
+        "Settings":{"DestinationPrefix":"10.244.2.0/24","IsolationId":4096,"ProviderAddress":"192.168.0.12","DistributedRouterMacAddress":"02-00-00-00-00-01"}}]}});
+    assert_eq!(
+        code(patch(&h, Kind::Network, l2["ID"].as_str().unwrap(), &rsr).await),
+        HResult::HCN_E_INVALID_POLICY
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_an_error_record_naming_the_field() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let before = dump(&h.client()).await;
+    let cases = [
+        (
+            Kind::Network,
+            json!({"Name":"x","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.0.0.0/40"}]}]}),
+            "Ipams[0].Subnets[0].IpAddressPrefix",
+        ),
+        (Kind::Network, json!({"Name":"x","Type":"Bridge"}), "Type"),
+        (
+            Kind::Endpoint,
+            json!({"HostComputeNetwork": net, "MacAddress": "zz"}),
+            "MacAddress",
+        ),
+        (
+            Kind::Endpoint,
+            json!({"HostComputeNetwork": "nope"}),
+            "HostComputeNetwork",
+        ),
+        (
+            Kind::Endpoint,
+            json!({"HostComputeNetwork": net, "Policies":[{"Type":"Warp","Settings":{}}]}),
+            "Policies[0].Type",
+        ),
+        (
+            Kind::LoadBalancer,
+            json!({"PortMappings":[{"Protocol":6,"InternalPort":-1}]}),
+            "PortMappings[0].InternalPort",
+        ),
+        (
+            Kind::LoadBalancer,
+            json!({"FrontendVIPs":["10.96.0.300"]}),
+            "FrontendVIPs[0]",
+        ),
+    ];
+    for (kind, doc, field) in cases {
+        let err = post(&h, kind, &doc).await.unwrap_err();
+        let hns::ClientError::Hns { status, error, .. } = &err else {
+            panic!("{err}")
+        };
+        assert!((400..500).contains(status), "{field}: status {status}");
+        assert!(error.contains(field), "error names {field}: {error}");
+    }
+    let raw = h
+        .client()
+        .call(Method::POST, "/networks", Some(b"{not json".to_vec()))
+        .await;
+    assert_eq!(code(raw), HResult::HCN_E_INVALID_JSON);
+    let bad_id = h.client().call(Method::GET, "/networks/123", None).await;
+    assert_eq!(code(bad_id), HResult::E_INVALIDARG);
+    let bad_kind = h.client().call(Method::GET, "/widgets", None).await;
+    assert_eq!(code(bad_kind), HResult::ERROR_NOT_FOUND);
+    assert_eq!(
+        dump(&h.client()).await,
+        before,
+        "refused calls change nothing"
+    );
+}
+
+#[tokio::test]
+async fn objects_survive_a_restart() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    endpoint(&h, &net, json!({"Name": "kept"})).await;
+    let before = dump(&h.client()).await;
+    let dir = h.stop().await;
+    let h = Hnsd::start_in(dir, Profile::Ws2022).await;
+    assert_eq!(dump(&h.client()).await, before);
+    // Indexes are rebuilt too: the next address is not a duplicate.
+    let next = endpoint(&h, &net, json!({})).await;
+    assert_eq!(next["IpConfigurations"][0]["IpAddress"], "10.244.1.3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_clients_at_once_lose_and_duplicate_nothing() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net: Network = serde_json::from_value(
+        post(
+            &h,
+            Kind::Network,
+            &l2bridge("cbr0", "10.244.0.0/16", "10.244.0.1"),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let client = h.client();
+        let net = net.id;
+        tasks.push(tokio::spawn(async move {
+            let mut made = Vec::new();
+            for i in 0..25 {
+                let ep = Endpoint {
+                    name: format!("t{t}-{i}"),
+                    host_compute_network: net,
+                    ..Default::default()
+                };
+                made.push(client.create_endpoint(&ep).await.expect("create"));
+            }
+            made
+        }));
+    }
+    let mut made = Vec::new();
+    for t in tasks {
+        made.extend(t.await.unwrap());
+    }
+    let listed = h.client().list_endpoints().await.unwrap();
+    assert_eq!(made.len(), 400);
+    assert_eq!(listed.len(), 400, "nothing lost or duplicated");
+    let mut ips: Vec<_> = listed.iter().flat_map(|e| e.ips()).collect();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 400, "no address handed out twice");
+    let mut macs: Vec<_> = listed.iter().filter_map(|e| e.mac_address).collect();
+    macs.sort();
+    macs.dedup();
+    assert_eq!(macs.len(), 400, "no MAC handed out twice");
+}
+
+#[tokio::test]
+async fn a_second_hnsd_on_a_live_socket_is_refused_and_a_stale_one_replaced() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let err = hns::server::bind(&h.socket()).unwrap_err();
+    assert!(err.to_string().contains("already serving"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    hns::server::bind(&stale).expect("a stale socket is replaced");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&stale).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
