@@ -25,6 +25,8 @@ string_enum! {
     }
 }
 
+// The enum comes from `string_enum!`, which cannot mark a default variant.
+#[allow(clippy::derivable_impls)]
 impl Default for NetworkType {
     fn default() -> Self {
         NetworkType::Nat

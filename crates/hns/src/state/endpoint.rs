@@ -195,15 +195,15 @@ impl State {
     /// already in use on the network.
     fn assign_mac(&self, net: &Network, ep: &mut Endpoint) -> Result<(), HnsError> {
         if let Some(mac) = ep.mac_address {
-            if !ep.is_remote() {
-                if let Some(other) = self.macs.get(&(net.id, mac)) {
-                    return Err(HnsError::new(
-                        HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
-                        format!(
-                            "MacAddress: {mac} is already the MAC of endpoint {other} on this network"
-                        ),
-                    ));
-                }
+            if !ep.is_remote()
+                && let Some(other) = self.macs.get(&(net.id, mac))
+            {
+                return Err(HnsError::new(
+                    HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                    format!(
+                        "MacAddress: {mac} is already the MAC of endpoint {other} on this network"
+                    ),
+                ));
             }
             return Ok(());
         }

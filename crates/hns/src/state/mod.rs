@@ -150,6 +150,8 @@ impl Object {
 }
 
 /// One change to make: an object written whole, or removed.
+// Changes live for one write and are moved, not copied around; boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
     Put(Object),
@@ -157,6 +159,7 @@ pub enum Change {
 }
 
 /// A write that a client asked for, already decoded.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum WriteOp {
     Create(Object),
@@ -415,10 +418,10 @@ impl State {
                     self.ips
                         .remove(&(e.host_compute_network, e.is_remote(), ip));
                 }
-                if let Some(mac) = e.mac_address {
-                    if self.macs.get(&(e.host_compute_network, mac)) == Some(&e.id) {
-                        self.macs.remove(&(e.host_compute_network, mac));
-                    }
+                if let Some(mac) = e.mac_address
+                    && self.macs.get(&(e.host_compute_network, mac)) == Some(&e.id)
+                {
+                    self.macs.remove(&(e.host_compute_network, mac));
                 }
             }
             Object::Namespace(_) => {}
