@@ -1,0 +1,744 @@
+//! The virtual switch: ports, forwarding, the unified flow table, and packet processing.
+//! `process` is the data path; `trace` explains a packet with the same code and no side
+//! effects; the remaining methods are the programming API a compiler (HNS objects -> rules)
+//! calls.
+
+use crate::action::Prior;
+use crate::counters::FlowCounters;
+use crate::disposition::{Disposition, DropReason};
+use crate::encap;
+use crate::error::ConfigError;
+use crate::flow_table::{FlowRecord, FlowTable};
+use crate::forwarding::{Decision, Forwarding};
+use crate::frame::Frame;
+use crate::headers::{FlowKey, PacketHeaders};
+use crate::layer::Layer;
+use crate::nat::{NatPools, PoolId, SnatAlloc, SnatPool};
+use crate::neighbor;
+use crate::parse::{self, Embedded, Kind, L4Kind, ParseContext, Parsed};
+use crate::pipeline::{self, Env, Evaluation, Recorder, Stop};
+use crate::port::{Port, PortConfig, PortId, PortKind};
+use crate::tcp_state::{FlowSide, FlowTimeouts, TcpPhase, TcpTracker};
+use crate::time::Timestamp;
+use crate::trace::{CachedFlow, Trace};
+use crate::transform;
+use crate::wire::{self, MacAddr, TcpFlags, proto};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether the switch reaches a physical network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SwitchKind {
+    /// Bound to a NIC: unknown destinations go to the uplink.
+    External,
+    /// Host and containers only: unknown destinations are dropped.
+    Internal,
+}
+
+/// How to build a switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchConfig {
+    /// External or internal.
+    pub kind: SwitchKind,
+    /// The VXLAN UDP port (HNS `VxlanPort`; 4789 by default).
+    pub vxlan_port: u16,
+    /// Most connections the flow table holds.
+    pub max_flows: usize,
+    /// Idle timeouts.
+    pub timeouts: FlowTimeouts,
+    /// Seed of the flow hash and load-balancer hash. Fixed by default so runs repeat; set it
+    /// from a random source in production so that flows cannot be crafted to collide.
+    pub seed: u64,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            kind: SwitchKind::External,
+            vxlan_port: wire::VXLAN_PORT,
+            max_flows: 1 << 20,
+            timeouts: FlowTimeouts::default(),
+            seed: 0x5eed_f10e,
+        }
+    }
+}
+
+/// A VFP-style virtual switch.
+#[derive(Debug)]
+pub struct Switch {
+    config: SwitchConfig,
+    ports: Vec<Option<Port>>,
+    fwd: Forwarding,
+    pools: NatPools,
+    flows: FlowTable,
+    /// Bumped by changes outside any port (addresses, pools, ports added or removed).
+    topo_gen: u32,
+    counters: FlowCounters,
+}
+
+/// What a flow-table lookup found.
+enum Cached {
+    Hit(u32, FlowSide),
+    Stale(u32),
+    Gone(u32),
+    Miss,
+}
+
+impl Switch {
+    /// An empty switch.
+    pub fn new(config: SwitchConfig) -> Switch {
+        let flows = FlowTable::new(config.max_flows, config.seed);
+        Switch {
+            config,
+            ports: Vec::new(),
+            fwd: Forwarding::default(),
+            pools: NatPools::default(),
+            flows,
+            topo_gen: 0,
+            counters: FlowCounters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.config
+    }
+
+    fn touch(&mut self) {
+        self.topo_gen = self.topo_gen.wrapping_add(1);
+    }
+
+    /// Adds a port. An uplink is refused on an internal switch or if one exists.
+    pub fn add_port(&mut self, config: PortConfig) -> Result<PortId, ConfigError> {
+        if config.kind == PortKind::Uplink {
+            if self.config.kind == SwitchKind::Internal {
+                return Err(ConfigError::Uplink("an internal switch has no uplink"));
+            }
+            if self.fwd.uplink.is_some() {
+                return Err(ConfigError::Uplink("the switch already has an uplink"));
+            }
+        }
+        let slot = match self.ports.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.ports.len() < usize::from(u16::MAX) => {
+                self.ports.push(None);
+                self.ports.len() - 1
+            }
+            None => return Err(ConfigError::TooManyPorts),
+        };
+        let id = slot as PortId;
+        let port = Port::new(id, config);
+        self.fwd.add_port(&port);
+        if port.kind() == PortKind::Uplink {
+            self.fwd.uplink = Some(id);
+        }
+        self.ports[slot] = Some(port);
+        self.touch();
+        Ok(id)
+    }
+
+    /// Removes a port; connections through it are dropped when next seen or expired.
+    pub fn remove_port(&mut self, id: PortId) -> Result<Port, ConfigError> {
+        let port = self
+            .ports
+            .get_mut(usize::from(id))
+            .and_then(Option::take)
+            .ok_or(ConfigError::UnknownPort(id))?;
+        self.fwd.remove_port(&port);
+        if self.fwd.uplink == Some(id) {
+            self.fwd.uplink = None;
+        }
+        self.touch();
+        Ok(port)
+    }
+
+    /// A port.
+    pub fn port(&self, id: PortId) -> Option<&Port> {
+        self.ports.get(usize::from(id))?.as_ref()
+    }
+
+    /// A port, to change its layers (each `layer_mut` marks its cached flows stale).
+    pub fn port_mut(&mut self, id: PortId) -> Result<&mut Port, ConfigError> {
+        self.ports
+            .get_mut(usize::from(id))
+            .and_then(Option::as_mut)
+            .ok_or(ConfigError::UnknownPort(id))
+    }
+
+    /// Shortcut for `port_mut(port)?.layer_mut(name)`.
+    pub fn layer_mut(&mut self, port: PortId, name: &str) -> Result<&mut Layer, ConfigError> {
+        self.port_mut(port)?.layer_mut(name)
+    }
+
+    /// Every port.
+    pub fn ports(&self) -> impl Iterator<Item = &Port> {
+        self.ports.iter().flatten()
+    }
+
+    /// Ports a flooded frame from `from` is copied to: the others on its virtual network.
+    pub fn flood_targets(&self, from: PortId) -> impl Iterator<Item = PortId> + '_ {
+        let vni = self.port(from).map(|p| p.config().vni);
+        self.ports()
+            .filter(move |p| p.id() != from && Some(p.config().vni) == vni)
+            .map(Port::id)
+    }
+
+    /// Makes the switch answer ARP / neighbour solicitations for `ip` with `mac`, and route
+    /// frames addressed to `mac` by their destination IP (a gateway).
+    pub fn own_address(&mut self, ip: IpAddr, mac: MacAddr) {
+        self.fwd.own(ip, mac);
+        self.touch();
+    }
+
+    /// Stops answering for `ip`.
+    pub fn disown_address(&mut self, ip: IpAddr) {
+        self.fwd.disown(ip);
+        self.touch();
+    }
+
+    /// Adds a provider address of this host: VXLAN frames to it are delivered by VNI and inner
+    /// destination (and decapsulated by a `Decap` rule on the port).
+    pub fn add_provider_address(&mut self, ip: IpAddr) {
+        if !self.fwd.provider_addrs.contains(&ip) {
+            self.fwd.provider_addrs.push(ip);
+        }
+        self.touch();
+    }
+
+    /// Removes a provider address.
+    pub fn remove_provider_address(&mut self, ip: IpAddr) {
+        self.fwd.provider_addrs.retain(|a| *a != ip);
+        self.touch();
+    }
+
+    /// Adds an SNAT pool of `ip` with ports `first..=last`, for `Snat` and load-balancer
+    /// `source_nat` actions.
+    pub fn add_snat_pool(&mut self, ip: IpAddr, first: u16, last: u16) -> PoolId {
+        self.pools.add(ip, first, last)
+    }
+
+    /// Removes an SNAT pool; connections using it are re-evaluated when next seen.
+    pub fn remove_snat_pool(&mut self, id: PoolId) -> Option<SnatPool> {
+        self.touch();
+        self.pools.remove(id)
+    }
+
+    /// An SNAT pool.
+    pub fn snat_pool(&self, id: PoolId) -> Option<&SnatPool> {
+        self.pools.get(id)
+    }
+
+    /// The flow table (read-only).
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// Pre-sizes the flow table for `n` connections.
+    pub fn reserve_flows(&mut self, n: usize) {
+        self.flows.reserve(n);
+    }
+
+    /// Flow table counters.
+    pub fn flow_counters(&self) -> &FlowCounters {
+        &self.counters
+    }
+
+    fn parse_ctx(&self) -> ParseContext<'_> {
+        ParseContext {
+            vxlan_port: self.config.vxlan_port,
+            provider_addrs: &self.fwd.provider_addrs,
+        }
+    }
+
+    fn out_disposition(&self, to: PortId) -> Disposition {
+        match self.port(to).map(Port::kind) {
+            Some(PortKind::Uplink) => Disposition::Uplink(to),
+            Some(_) => Disposition::Deliver(to),
+            None => Disposition::Drop(DropReason::UnknownPort),
+        }
+    }
+
+    /// Processes one frame that entered at port `from`: on return the frame holds the bytes to
+    /// send, and the disposition says where.
+    pub fn process(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
+        let rx = frame.len() as u64;
+        let d = self.dispatch(from, frame, now);
+        let tx = frame.len() as u64;
+        if let Some(p) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+            p.counters.rx_packets += 1;
+            p.counters.rx_bytes += rx;
+            if let Disposition::Drop(r) = d {
+                p.counters.drops[r.idx()] += 1;
+            }
+        }
+        if let Disposition::Deliver(to) | Disposition::Uplink(to) | Disposition::Reply(to) = d
+            && let Some(p) = self.ports.get_mut(usize::from(to)).and_then(Option::as_mut)
+        {
+            p.counters.tx_packets += 1;
+            p.counters.tx_bytes += tx;
+        }
+        d
+    }
+
+    fn dispatch(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
+        if self.port(from).is_none() {
+            return Disposition::Drop(DropReason::UnknownPort);
+        }
+        let p = match parse::parse(frame.bytes(), &self.parse_ctx()) {
+            Ok(p) => p,
+            Err(_) => return Disposition::Drop(DropReason::Malformed),
+        };
+        match (p.kind, p.l4_kind) {
+            (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
+                self.layer2(from, frame, &p)
+            }
+            _ if p.headers.dst_mac.is_group() && p.outer.is_none() => Disposition::Flood { from },
+            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, &p, &e),
+            (Kind::Ip, _) => self.ip(from, frame, &p, now),
+        }
+    }
+
+    /// ARP, neighbour discovery and non-IP frames: answered if for an owned address, else
+    /// forwarded by MAC without the layers.
+    fn layer2(&mut self, from: PortId, frame: &mut Frame, p: &Parsed) -> Disposition {
+        if p.outer.is_some() {
+            return Disposition::Drop(DropReason::EncapsulatedNonIp);
+        }
+        let answered = match p.kind {
+            Kind::Arp => neighbor::answer_arp(frame, p, &self.fwd.owned),
+            Kind::Ip => neighbor::answer_ns(frame, p, &self.fwd.owned),
+            Kind::Other => false,
+        };
+        if answered {
+            return Disposition::Reply(from);
+        }
+        match self.fwd.l2(from, p.headers.dst_mac) {
+            Decision::To(to, _) => self.out_disposition(to),
+            Decision::Flood => Disposition::Flood { from },
+            Decision::Drop(r) => Disposition::Drop(r),
+        }
+    }
+
+    fn is_fresh(&self, r: &FlowRecord) -> bool {
+        let g = |id: u16| self.port(id).map(|p| p.generation);
+        Some(r.generation[0]) == g(r.port_a)
+            && Some(r.generation[1]) == g(r.port_b)
+            && r.generation[2] == self.topo_gen
+    }
+
+    fn timeout(&self, r: &FlowRecord) -> Duration {
+        let t = &self.config.timeouts;
+        match r.orig.proto {
+            proto::TCP => t.tcp(r.tcp.phase()),
+            proto::UDP => t.udp,
+            _ => t.other,
+        }
+    }
+
+    fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {
+        let Some((slot, side)) = self.flows.find(key, self.flows.hash(key)) else {
+            return Cached::Miss;
+        };
+        let Some(r) = self.flows.get(slot) else {
+            return Cached::Miss;
+        };
+        let flags = TcpFlags(p.tcp_flags());
+        let reopened = side == FlowSide::Forward
+            && r.tcp.phase() == TcpPhase::Closed
+            && flags.has(TcpFlags::SYN)
+            && !flags.has(TcpFlags::ACK);
+        if reopened || now.since(r.last_seen) > self.timeout(r) {
+            Cached::Gone(slot)
+        } else if self.is_fresh(r) {
+            Cached::Hit(slot, side)
+        } else {
+            Cached::Stale(slot)
+        }
+    }
+
+    /// An IP packet: the fast path if its connection is cached, else the layers.
+    fn ip(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
+        let key = FlowKey::of(from, p.vni(), &p.headers);
+        for _ in 0..2 {
+            match self.lookup(&key, p, now) {
+                Cached::Hit(slot, side) => return self.fast(from, slot, side, frame, p, now),
+                Cached::Stale(slot) => {
+                    self.reevaluate(slot);
+                }
+                Cached::Gone(slot) => {
+                    self.counters.expired += 1;
+                    self.drop_record(slot);
+                }
+                Cached::Miss => break,
+            }
+        }
+        self.slow(from, frame, p, now)
+    }
+
+    /// Replays a cached connection's transposition.
+    #[inline]
+    fn fast(
+        &mut self,
+        from: PortId,
+        slot: u32,
+        side: FlowSide,
+        frame: &mut Frame,
+        p: &Parsed,
+        now: Timestamp,
+    ) -> Disposition {
+        let len = frame.len() as u64;
+        let flags = p.tcp_flags();
+        let Some(r) = self.flows.get_mut(slot) else {
+            return Disposition::Drop(DropReason::UnknownPort);
+        };
+        r.last_seen = now;
+        r.packets += 1;
+        r.bytes += len;
+        if flags != 0 {
+            r.tcp.observe(side, flags);
+        }
+        let res = match side {
+            FlowSide::Forward => {
+                transform::apply(frame, p, &r.fin, r.fin_outer.as_deref(), r.entropy)
+                    .map(|_| r.port_b)
+            }
+            FlowSide::Reverse => {
+                let t = r.orig.reversed();
+                transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy)
+                    .map(|_| r.port_a)
+            }
+        };
+        self.counters.hits += 1;
+        if let Some(port) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+            port.counters.fast_path += 1;
+        }
+        match res {
+            Ok(to) => self.out_disposition(to),
+            Err(_) => Disposition::Drop(DropReason::RewriteFailed),
+        }
+    }
+
+    fn env(&mut self) -> Env<'_> {
+        Env {
+            ports: &mut self.ports,
+            fwd: &self.fwd,
+            pools: &mut self.pools,
+            seed: self.config.seed,
+        }
+    }
+
+    fn generations(&self, a: PortId, b: PortId) -> [u32; 3] {
+        let g = |id: u16| self.port(id).map_or(0, |p| p.generation);
+        [g(a), g(b), self.topo_gen]
+    }
+
+    /// The first packet of a connection: the layers, then a flow entry, then the rewrite.
+    fn slow(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
+        if let Some(port) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+            port.counters.slow_path += 1;
+        }
+        let start = PacketHeaders {
+            inner: p.headers,
+            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+        };
+        let ev = match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None)
+        {
+            Ok(ev) => ev,
+            Err(Stop::Flood) => return Disposition::Flood { from },
+            Err(Stop::Drop(d)) => return Disposition::Drop(d),
+        };
+        let key = FlowKey::of(from, p.vni(), &p.headers);
+        let mut tcp = TcpTracker::default();
+        tcp.observe(FlowSide::Forward, p.tcp_flags());
+        let rec = FlowRecord {
+            orig: start.inner,
+            fin: ev.after.inner,
+            fin_outer: ev.after.outer.clone(),
+            rev_outer: start.outer.as_ref().map(|o| Arc::new(o.reversed())),
+            port_a: from,
+            port_b: ev.to,
+            generation: self.generations(from, ev.to),
+            last_seen: now,
+            tcp,
+            stateful: ev.stateful,
+            entropy: encap::entropy_port(self.flows.hash(&key)),
+            snat: ev.snat,
+            packets: 1,
+            bytes: frame.len() as u64,
+        };
+        let entropy = rec.entropy;
+        if !self.install(rec) {
+            return Disposition::Drop(DropReason::FlowTableFull);
+        }
+        self.emit(frame, p, &ev, entropy)
+    }
+
+    fn emit(&self, frame: &mut Frame, p: &Parsed, ev: &Evaluation, entropy: u16) -> Disposition {
+        match transform::apply(frame, p, &ev.after.inner, ev.after.outer.as_deref(), entropy) {
+            Ok(()) => self.out_disposition(ev.to),
+            Err(_) => Disposition::Drop(DropReason::RewriteFailed),
+        }
+    }
+
+    /// Inserts a record; on a full table releases its SNAT ports and counts the refusal.
+    fn install(&mut self, rec: FlowRecord) -> bool {
+        let snat = rec.snat;
+        match self.flows.insert(rec) {
+            Ok((_, displaced)) => {
+                self.counters.created += 1;
+                for old in displaced {
+                    self.counters.evicted += 1;
+                    self.release(old.snat);
+                }
+                true
+            }
+            Err(_) => {
+                self.counters.full_drops += 1;
+                self.release(snat);
+                false
+            }
+        }
+    }
+
+    fn release(&mut self, snat: [Option<SnatAlloc>; 2]) {
+        for a in snat.into_iter().flatten() {
+            self.pools.release(a);
+        }
+    }
+
+    fn drop_record(&mut self, slot: u32) {
+        if let Some(r) = self.flows.remove(slot) {
+            self.release(r.snat);
+        }
+    }
+
+    /// Re-runs the layers for a connection whose ports or the switch changed since it was
+    /// cached, keeping its backend and SNAT ports where the rules still give them. The record
+    /// is updated, replaced, or removed if the connection is now dropped.
+    fn reevaluate(&mut self, slot: u32) {
+        let Some(old) = self.flows.get(slot).cloned() else {
+            return;
+        };
+        self.counters.reevaluated += 1;
+        let start = PacketHeaders {
+            inner: old.orig,
+            outer: old.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
+        };
+        let prior = Prior {
+            dst: Some((old.fin.dst_ip, old.fin.dst_port)),
+            snat: old.snat,
+        };
+        let ev = match pipeline::evaluate(&mut self.env(), old.port_a, &start, prior, true, None) {
+            Ok(ev) => ev,
+            Err(_) => {
+                self.counters.evicted += 1;
+                return self.drop_record(slot);
+            }
+        };
+        self.release(ev.unused_prior);
+        let gens = self.generations(old.port_a, ev.to);
+        let same = ev.after.inner == old.fin
+            && ev.after.outer == old.fin_outer
+            && ev.to == old.port_b
+            && ev.stateful == old.stateful;
+        if same && let Some(r) = self.flows.get_mut(slot) {
+            r.generation = gens;
+            r.snat = ev.snat;
+            return;
+        }
+        self.flows.remove(slot);
+        let rec = FlowRecord {
+            fin: ev.after.inner,
+            fin_outer: ev.after.outer,
+            port_b: ev.to,
+            generation: gens,
+            stateful: ev.stateful,
+            snat: ev.snat,
+            ..old
+        };
+        self.install(rec);
+    }
+
+    /// An ICMP error: rewritten like the connection it quotes, if that connection is cached;
+    /// otherwise through the layers as a packet of its own (not cached, quote untouched).
+    fn icmp_error(
+        &mut self,
+        from: PortId,
+        frame: &mut Frame,
+        p: &Parsed,
+        e: &Embedded,
+    ) -> Disposition {
+        let key = FlowKey {
+            port: from,
+            vni: p.vni(),
+            proto: e.proto,
+            src: e.dst,
+            dst: e.src,
+            src_port: e.dst_port,
+            dst_port: e.src_port,
+        };
+        if let Some((slot, side)) = self.flows.find(&key, self.flows.hash(&key))
+            && let Some(r) = self.flows.get(slot)
+            && self.is_fresh(r)
+        {
+            let (t, outer, to) = match side {
+                FlowSide::Forward => (r.fin, r.fin_outer.clone(), r.port_b),
+                FlowSide::Reverse => (r.orig.reversed(), r.rev_outer.clone(), r.port_a),
+            };
+            return match transform::apply(frame, p, &t, outer.as_deref(), r.entropy) {
+                Ok(()) => self.out_disposition(to),
+                Err(_) => Disposition::Drop(DropReason::RewriteFailed),
+            };
+        }
+        let mut plain = p.clone();
+        plain.l4_kind = L4Kind::IcmpOther;
+        let start = PacketHeaders {
+            inner: p.headers,
+            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+        };
+        match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
+            Ok(ev) => {
+                self.release(ev.snat);
+                self.emit(frame, &plain, &ev, 0)
+            }
+            Err(Stop::Flood) => Disposition::Flood { from },
+            Err(Stop::Drop(d)) => Disposition::Drop(d),
+        }
+    }
+
+    /// Removes connections idle past their timeout; returns how many.
+    pub fn expire(&mut self, now: Timestamp) -> usize {
+        let expired: Vec<u32> = self
+            .flows
+            .slots()
+            .filter(|&s| {
+                self.flows
+                    .get(s)
+                    .is_some_and(|r| now.since(r.last_seen) > self.timeout(r))
+            })
+            .collect();
+        for &s in &expired {
+            self.drop_record(s);
+        }
+        self.counters.expired += expired.len() as u64;
+        expired.len()
+    }
+
+    /// Explains what `process` would do with `frame` entering at `from`, without doing it: no
+    /// flow entry, no counter, no SNAT port is consumed.
+    pub fn trace(&mut self, from: PortId, frame: &[u8], now: Timestamp) -> Trace {
+        let mut t = Trace {
+            ingress: from,
+            input: None,
+            cached: None,
+            steps: Vec::new(),
+            forward: None,
+            output: None,
+            frame: None,
+            disposition: Disposition::Drop(DropReason::UnknownPort),
+            note: None,
+        };
+        if self.port(from).is_none() {
+            return t;
+        }
+        let p = match parse::parse(frame, &self.parse_ctx()) {
+            Ok(p) => p,
+            Err(_) => {
+                t.disposition = Disposition::Drop(DropReason::Malformed);
+                return t;
+            }
+        };
+        let mut f = Frame::new(frame);
+        let start = PacketHeaders {
+            inner: p.headers,
+            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+        };
+        match (p.kind, p.l4_kind) {
+            (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
+                t.note = Some("handled at layer 2: answered if owned, else forwarded by MAC");
+                t.disposition = self.layer2(from, &mut f, &p);
+            }
+            _ if p.headers.dst_mac.is_group() && p.outer.is_none() => {
+                t.note = Some("broadcast/multicast: flooded without the layers");
+                t.disposition = Disposition::Flood { from };
+            }
+            _ => self.trace_ip(from, &mut f, &p, &start, now, &mut t),
+        }
+        t.input = (p.kind == Kind::Ip).then_some(start);
+        if !matches!(t.disposition, Disposition::Drop(_) | Disposition::Flood { .. }) {
+            t.frame = Some(f.bytes().to_vec());
+        }
+        t
+    }
+
+    fn trace_ip(
+        &mut self,
+        from: PortId,
+        f: &mut Frame,
+        p: &Parsed,
+        start: &PacketHeaders,
+        now: Timestamp,
+        t: &mut Trace,
+    ) {
+        let key = match p.l4_kind {
+            L4Kind::IcmpError(e) => FlowKey {
+                port: from,
+                vni: p.vni(),
+                proto: e.proto,
+                src: e.dst,
+                dst: e.src,
+                src_port: e.dst_port,
+                dst_port: e.src_port,
+            },
+            _ => FlowKey::of(from, p.vni(), &p.headers),
+        };
+        if let Cached::Hit(slot, side) = self.lookup(&key, p, now)
+            && let Some(r) = self.flows.get(slot)
+        {
+            let orig = PacketHeaders {
+                inner: r.orig,
+                outer: r.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
+            };
+            let fin = PacketHeaders {
+                inner: r.fin,
+                outer: r.fin_outer.clone(),
+            };
+            let (out, to) = match side {
+                FlowSide::Forward => (fin.clone(), r.port_b),
+                FlowSide::Reverse => (
+                    PacketHeaders {
+                        inner: r.orig.reversed(),
+                        outer: r.rev_outer.clone(),
+                    },
+                    r.port_a,
+                ),
+            };
+            let ok = transform::apply(f, p, &out.inner, out.outer.as_deref(), r.entropy).is_ok();
+            t.cached = Some(CachedFlow { side, orig, fin });
+            t.output = Some(out);
+            t.disposition = if ok {
+                self.out_disposition(to)
+            } else {
+                Disposition::Drop(DropReason::RewriteFailed)
+            };
+            return;
+        }
+        let mut rec = Recorder::default();
+        let r = pipeline::evaluate(&mut self.env(), from, start, Prior::default(), false, Some(&mut rec));
+        t.steps = rec.steps;
+        t.forward = rec.forward;
+        t.disposition = match r {
+            Ok(ev) => {
+                t.output = Some(ev.after.clone());
+                let mut plain = p.clone();
+                if let L4Kind::IcmpError(_) = plain.l4_kind {
+                    plain.l4_kind = L4Kind::IcmpOther;
+                }
+                self.emit(f, &plain, &ev, 0)
+            }
+            Err(Stop::Flood) => Disposition::Flood { from },
+            Err(Stop::Drop(d)) => Disposition::Drop(d),
+        };
+    }
+}
