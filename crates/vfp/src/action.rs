@@ -124,13 +124,18 @@ impl ActionCtx<'_> {
             .iter()
             .position(Option::is_none)
             .ok_or(DropReason::SnatExhausted)?;
-        let reuse = self.prior.snat.iter_mut().find(|a| {
-            a.is_some_and(|a| a.pool == pool && a.class == class)
-        });
+        let reuse = self
+            .prior
+            .snat
+            .iter_mut()
+            .find(|a| a.is_some_and(|a| a.pool == pool && a.class == class));
         let alloc = match reuse {
             Some(a) => a.take(),
             None if self.commit => self.pools.alloc(pool, class),
-            None => self.pools.peek(pool, class).map(|port| SnatAlloc { pool, class, port }),
+            None => self
+                .pools
+                .peek(pool, class)
+                .map(|port| SnatAlloc { pool, class, port }),
         }
         .ok_or(DropReason::SnatExhausted)?;
         self.snat[slot] = Some(alloc);

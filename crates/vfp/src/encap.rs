@@ -2,7 +2,9 @@
 //! host's provider address (PA) to another's, and the code that adds and removes them.
 
 use crate::frame::Frame;
-use crate::wire::{self, EtherType, EthernetRepr, Ipv4Repr, Ipv6Repr, MacAddr, VxlanRepr, checksum};
+use crate::wire::{
+    self, EtherType, EthernetRepr, Ipv4Repr, Ipv6Repr, MacAddr, VxlanRepr, checksum,
+};
 use std::fmt;
 use std::net::IpAddr;
 

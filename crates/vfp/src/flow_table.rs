@@ -205,7 +205,8 @@ impl FlowTable {
         for &side in sides {
             let h = self.hash(&rec.key(side));
             let (slab, hasher) = (&self.slab, &self.hasher);
-            self.index.insert_unique(h, pack(slot, side), |&v| rehash(slab, hasher, v));
+            self.index
+                .insert_unique(h, pack(slot, side), |&v| rehash(slab, hasher, v));
         }
         self.slab[slot as usize] = Some(rec);
         self.live += 1;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Forwarding {
     pub uplink: Option<PortId>,
-    /// Port MACs.
-    macs: HashMap<MacAddr, PortId>,
+    /// Port MACs, with the port's VNI.
+    macs: HashMap<MacAddr, (PortId, u32)>,
     /// Port addresses per VNI, with the port's MAC (for routed delivery).
     ips: HashMap<(u32, IpAddr), (PortId, Option<MacAddr>)>,
     /// Addresses the switch answers ARP / neighbour solicitations for.
@@ -54,7 +54,7 @@ impl Forwarding {
     pub(crate) fn add_port(&mut self, p: &Port) {
         let c = p.config();
         if let Some(m) = c.mac {
-            self.macs.insert(m, p.id());
+            self.macs.insert(m, (p.id(), c.vni));
         }
         for ip in &c.ips {
             self.ips.insert((c.vni, *ip), (p.id(), c.mac));
@@ -64,7 +64,7 @@ impl Forwarding {
     pub(crate) fn remove_port(&mut self, p: &Port) {
         let c = p.config();
         if let Some(m) = c.mac
-            && self.macs.get(&m) == Some(&p.id())
+            && self.macs.get(&m).is_some_and(|v| v.0 == p.id())
         {
             self.macs.remove(&m);
         }
@@ -109,7 +109,7 @@ impl Forwarding {
         if dst.is_group() {
             return Decision::Flood;
         }
-        if let Some(&p) = self.macs.get(&dst) {
+        if let Some(&(p, _)) = self.macs.get(&dst) {
             return Decision::To(p, ForwardReason::DestinationMac);
         }
         if self.router_macs.contains(&dst)
@@ -127,8 +127,10 @@ impl Forwarding {
             return Decision::To(p, ForwardReason::Decapsulation);
         }
         match self.macs.get(&h.inner.dst_mac) {
-            Some(&p) => Decision::To(p, ForwardReason::Decapsulation),
-            None => Decision::Drop(DropReason::UnknownVni),
+            Some(&(p, port_vni)) if port_vni == vni => {
+                Decision::To(p, ForwardReason::Decapsulation)
+            }
+            _ => Decision::Drop(DropReason::UnknownVni),
         }
     }
 
@@ -145,7 +147,7 @@ impl Forwarding {
             return Decision::Flood;
         }
         match self.macs.get(&dst) {
-            Some(&p) => Decision::To(p, ForwardReason::DestinationMac),
+            Some(&(p, _)) => Decision::To(p, ForwardReason::DestinationMac),
             None => self.to_uplink(from, ForwardReason::Default),
         }
     }

@@ -57,7 +57,10 @@ impl Headers {
 
     /// True when the protocol has ports (or an echo identifier) the engine can rewrite.
     pub fn has_ports(&self) -> bool {
-        matches!(self.proto, proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6)
+        matches!(
+            self.proto,
+            proto::TCP | proto::UDP | proto::ICMP | proto::ICMPV6
+        )
     }
 
     /// True for ICMP/ICMPv6, where "ports" are the echo identifier.

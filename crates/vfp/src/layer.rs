@@ -85,7 +85,10 @@ impl Group {
         for d in Group::dirs(&r) {
             self.index[d.idx()].insert(slot, &r);
         }
-        self.by_owner.entry(r.origin.owner.clone()).or_default().push(slot);
+        self.by_owner
+            .entry(r.origin.owner.clone())
+            .or_default()
+            .push(slot);
         self.rules[slot as usize] = Some(r);
         slot
     }
@@ -234,7 +237,11 @@ impl Layer {
     }
 
     pub(crate) fn rule_mut(&mut self, group: usize, slot: u32) -> Option<&mut StoredRule> {
-        self.groups.get_mut(group)?.rules.get_mut(slot as usize)?.as_mut()
+        self.groups
+            .get_mut(group)?
+            .rules
+            .get_mut(slot as usize)?
+            .as_mut()
     }
 }
 
@@ -258,7 +265,10 @@ mod tests {
     }
 
     fn vip_rule(vip: &str, port: u16, prio: u16) -> Rule {
-        let c = Conditions::any().protocol(proto::TCP).dst_ip(vip.parse().unwrap()).dst_port(port);
+        let c = Conditions::any()
+            .protocol(proto::TCP)
+            .dst_ip(vip.parse().unwrap())
+            .dst_port(port);
         Rule::new(prio, c, Action::Allow)
     }
 
@@ -281,9 +291,15 @@ mod tests {
         l.set_rules(Origin::new("ACL", "c"), vec![any]);
         let h = pkt("10.96.0.1", 80);
         assert_eq!(matched(&l, &h, Direction::Out), Some(("b".into(), 0)));
-        assert_eq!(matched(&l, &pkt("10.96.0.1", 81), Direction::Out), Some(("a".into(), 0)));
+        assert_eq!(
+            matched(&l, &pkt("10.96.0.1", 81), Direction::Out),
+            Some(("a".into(), 0))
+        );
         l.remove_owner(&Owner::new("ACL", "a"));
-        assert_eq!(matched(&l, &pkt("10.96.0.1", 81), Direction::Out), Some(("c".into(), 0)));
+        assert_eq!(
+            matched(&l, &pkt("10.96.0.1", 81), Direction::Out),
+            Some(("c".into(), 0))
+        );
     }
 
     #[test]
@@ -320,14 +336,18 @@ mod tests {
         l.add_group("user").unwrap();
         assert!(l.add_group("user").is_err());
         let inbound = Rule::new(1, Conditions::any().direction(Direction::In), Action::Block);
-        l.set_group_rules("user", Origin::new("ACL", "in"), vec![inbound]).unwrap();
+        l.set_group_rules("user", Origin::new("ACL", "in"), vec![inbound])
+            .unwrap();
         let h = pkt("10.0.0.1", 22);
         assert_eq!(matched(&l, &h, Direction::Out), None);
         assert_eq!(matched(&l, &h, Direction::In).unwrap().0, "in");
         let first = Rule::new(9, Conditions::any(), Action::Allow);
         l.set_rules(Origin::new("ACL", "first"), vec![first]);
         assert_eq!(matched(&l, &h, Direction::In).unwrap().0, "first");
-        assert!(l.set_group_rules("nope", Origin::new("a", "b"), vec![]).is_err());
+        assert!(
+            l.set_group_rules("nope", Origin::new("a", "b"), vec![])
+                .is_err()
+        );
         let _: IpAddr = h.dst_ip;
     }
 
@@ -336,8 +356,14 @@ mod tests {
         let mut l = Layer::new(SLB);
         for i in 0..10_000u32 {
             let vip = IpAddr::from((0x0a60_0000u32 + i).to_be_bytes());
-            let c = Conditions::any().protocol(proto::TCP).dst_ip(vip).dst_port(80);
-            l.set_rules(Origin::new("LB", i.to_string()), vec![Rule::new(1, c, Action::Allow)]);
+            let c = Conditions::any()
+                .protocol(proto::TCP)
+                .dst_ip(vip)
+                .dst_port(80);
+            l.set_rules(
+                Origin::new("LB", i.to_string()),
+                vec![Rule::new(1, c, Action::Allow)],
+            );
         }
         for i in (0..10_000u32).step_by(997) {
             let vip = IpAddr::from((0x0a60_0000u32 + i).to_be_bytes());

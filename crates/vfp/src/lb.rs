@@ -72,13 +72,12 @@ impl LoadBalancer {
         }
         let s = foldhash::fast::FixedState::with_seed(seed);
         let hash = match self.distribution {
-            Distribution::None => {
-                s.hash_one((h.src_ip, h.dst_ip, h.proto, h.src_port, h.dst_port))
-            }
+            Distribution::None => s.hash_one((h.src_ip, h.dst_ip, h.proto, h.src_port, h.dst_port)),
             Distribution::SourceIpProtocol => s.hash_one((h.src_ip, h.proto)),
             Distribution::SourceIp => s.hash_one(h.src_ip),
         };
-        self.backends.get((hash % self.backends.len() as u64) as usize)
+        self.backends
+            .get((hash % self.backends.len() as u64) as usize)
     }
 }
 
@@ -114,7 +113,10 @@ mod tests {
         lb.distribution = Distribution::SourceIp;
         let first = lb.select(&client(1, proto::TCP), 7, None).unwrap().ip;
         for p in 2..200 {
-            assert_eq!(lb.select(&client(p, proto::UDP), 7, None).unwrap().ip, first);
+            assert_eq!(
+                lb.select(&client(p, proto::UDP), 7, None).unwrap().ip,
+                first
+            );
         }
     }
 
@@ -130,6 +132,10 @@ mod tests {
             let b = lb.select(&client(p, proto::TCP), 7, prior).unwrap();
             assert_eq!(b.ip, IpAddr::from([10, 1, 0, 3]));
         }
-        assert!(LoadBalancer::new(vec![]).select(&client(1, 6), 7, None).is_none());
+        assert!(
+            LoadBalancer::new(vec![])
+                .select(&client(1, 6), 7, None)
+                .is_none()
+        );
     }
 }

@@ -67,7 +67,11 @@ pub(crate) fn answer_ns(frame: &mut Frame, p: &Parsed, owned: &HashMap<IpAddr, M
         return false;
     };
     let to_all = src.is_unspecified();
-    let reply_dst = if to_all { Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1) } else { src };
+    let reply_dst = if to_all {
+        Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)
+    } else {
+        src
+    };
     let na = Icmpv6Repr::NeighborAdvert {
         router: true,
         solicited: !to_all,
@@ -77,7 +81,11 @@ pub(crate) fn answer_ns(frame: &mut Frame, p: &Parsed, owned: &HashMap<IpAddr, M
     };
     let mut ip6 = Ipv6Repr::simple(target, reply_dst, wire::proto::ICMPV6, na.len());
     ip6.hop_limit = 255; // RFC 4861 §7.1.2: neighbour discovery must carry hop limit 255
-    let eth_dst = if to_all { MacAddr::ipv6_multicast(reply_dst) } else { p.headers.src_mac };
+    let eth_dst = if to_all {
+        MacAddr::ipv6_multicast(reply_dst)
+    } else {
+        p.headers.src_mac
+    };
     let eth = EthernetRepr {
         src: mac,
         dst: eth_dst,

@@ -100,9 +100,10 @@ fn run(
     let port = port_mut(ports, from)?;
     let vni = port.config().vni;
     run_layers(port, Direction::Out, &mut h, cx, commit, &mut stateful, rec)?;
-    let arrived = start.outer.as_ref().filter(|o| {
-        h.outer.as_ref().is_some_and(|n| Arc::ptr_eq(o, n))
-    });
+    let arrived = start
+        .outer
+        .as_ref()
+        .filter(|o| h.outer.as_ref().is_some_and(|n| Arc::ptr_eq(o, n)));
     let (to, reason) = match fwd.decide(from, vni, &mut h, arrived) {
         Decision::To(p, why) => (p, why),
         Decision::Flood => return Err(Stop::Flood),

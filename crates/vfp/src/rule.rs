@@ -160,13 +160,17 @@ impl Conditions {
 
     /// Restricts the destination port to one port (added to any already given).
     pub fn dst_port(mut self, p: u16) -> Self {
-        self.dst_ports.get_or_insert_with(Vec::new).push(PortRange::one(p));
+        self.dst_ports
+            .get_or_insert_with(Vec::new)
+            .push(PortRange::one(p));
         self
     }
 
     /// Restricts the source port to one port (added to any already given).
     pub fn src_port(mut self, p: u16) -> Self {
-        self.src_ports.get_or_insert_with(Vec::new).push(PortRange::one(p));
+        self.src_ports
+            .get_or_insert_with(Vec::new)
+            .push(PortRange::one(p));
         self
     }
 
@@ -181,7 +185,10 @@ impl Conditions {
     #[inline]
     pub fn matches(&self, h: &Headers, vni: Option<u32>, dir: Direction) -> bool {
         self.direction.is_none_or(|d| d == dir)
-            && self.protocols.as_ref().is_none_or(|ps| ps.contains(&h.proto))
+            && self
+                .protocols
+                .as_ref()
+                .is_none_or(|ps| ps.contains(&h.proto))
             && self.vni.is_none_or(|v| vni == Some(v))
             && nets_match(&self.dst, h.dst_ip)
             && nets_match(&self.src, h.src_ip)
@@ -191,7 +198,8 @@ impl Conditions {
 }
 
 fn nets_match(nets: &Option<Vec<IpNet>>, ip: IpAddr) -> bool {
-    nets.as_ref().is_none_or(|ns| ns.iter().any(|n| n.contains(&ip)))
+    nets.as_ref()
+        .is_none_or(|ns| ns.iter().any(|n| n.contains(&ip)))
 }
 
 fn ports_match(ranges: &Option<Vec<PortRange>>, h: &Headers, port: u16) -> bool {
@@ -307,9 +315,17 @@ mod tests {
     fn port_conditions_never_match_icmp_and_vni_needs_encap() {
         let mut h = tcp("10.0.0.1", 7);
         h.proto = proto::ICMP;
-        assert!(!Conditions::any().dst_port(7).matches(&h, None, Direction::In));
+        assert!(
+            !Conditions::any()
+                .dst_port(7)
+                .matches(&h, None, Direction::In)
+        );
         assert!(!Conditions::any().vni(4096).matches(&h, None, Direction::In));
-        assert!(Conditions::any().vni(4096).matches(&h, Some(4096), Direction::In));
+        assert!(
+            Conditions::any()
+                .vni(4096)
+                .matches(&h, Some(4096), Direction::In)
+        );
     }
 
     #[test]

@@ -96,12 +96,22 @@ fn keys(r: &StoredRule) -> Vec<BucketKey> {
             .collect(),
         _ => vec![ANY_PORT],
     };
-    let ports = if ports.contains(&ANY_PORT) { vec![ANY_PORT] } else { ports };
+    let ports = if ports.contains(&ANY_PORT) {
+        vec![ANY_PORT]
+    } else {
+        ports
+    };
     let mut out = Vec::with_capacity(nets.len() * protos.len() * ports.len());
     for &(addr, v6, len) in &nets {
         for &proto in &protos {
             for &port in &ports {
-                let k = BucketKey { addr, v6, len, proto, port };
+                let k = BucketKey {
+                    addr,
+                    v6,
+                    len,
+                    proto,
+                    port,
+                };
                 if !out.contains(&k) {
                     out.push(k);
                 }
@@ -141,7 +151,11 @@ impl RuleIndex {
 
     fn count(&mut self, k: &BucketKey, delta: i32) {
         let i = specificity(k);
-        match self.shapes.iter().position(|s| s.v6 == k.v6 && s.len == k.len) {
+        match self
+            .shapes
+            .iter()
+            .position(|s| s.v6 == k.v6 && s.len == k.len)
+        {
             Some(p) => {
                 let s = &mut self.shapes[p];
                 s.counts[i] = s.counts[i].saturating_add_signed(delta);
@@ -153,7 +167,14 @@ impl RuleIndex {
                 let mut counts = [0; 3];
                 counts[i] = 1;
                 let at = self.shapes.partition_point(|s| s.len > k.len);
-                self.shapes.insert(at, Shape { v6: k.v6, len: k.len, counts });
+                self.shapes.insert(
+                    at,
+                    Shape {
+                        v6: k.v6,
+                        len: k.len,
+                        counts,
+                    },
+                );
             }
             None => {}
         }
@@ -180,7 +201,13 @@ impl RuleIndex {
                 if s.counts[i] == 0 {
                     continue;
                 }
-                let k = BucketKey { addr: m, v6, len: s.len, proto, port };
+                let k = BucketKey {
+                    addr: m,
+                    v6,
+                    len: s.len,
+                    proto,
+                    port,
+                };
                 let Some(bucket) = self.buckets.get(&k) else {
                     continue;
                 };

@@ -265,7 +265,11 @@ impl Switch {
         let rx = frame.len() as u64;
         let d = self.dispatch(from, frame, now);
         let tx = frame.len() as u64;
-        if let Some(p) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+        if let Some(p) = self
+            .ports
+            .get_mut(usize::from(from))
+            .and_then(Option::as_mut)
+        {
             p.counters.rx_packets += 1;
             p.counters.rx_bytes += rx;
             if let Disposition::Drop(r) = d {
@@ -405,12 +409,15 @@ impl Switch {
             }
             FlowSide::Reverse => {
                 let t = r.orig.reversed();
-                transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy)
-                    .map(|_| r.port_a)
+                transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy).map(|_| r.port_a)
             }
         };
         self.counters.hits += 1;
-        if let Some(port) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+        if let Some(port) = self
+            .ports
+            .get_mut(usize::from(from))
+            .and_then(Option::as_mut)
+        {
             port.counters.fast_path += 1;
         }
         match res {
@@ -435,19 +442,23 @@ impl Switch {
 
     /// The first packet of a connection: the layers, then a flow entry, then the rewrite.
     fn slow(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
-        if let Some(port) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+        if let Some(port) = self
+            .ports
+            .get_mut(usize::from(from))
+            .and_then(Option::as_mut)
+        {
             port.counters.slow_path += 1;
         }
         let start = PacketHeaders {
             inner: p.headers,
             outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
         };
-        let ev = match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None)
-        {
-            Ok(ev) => ev,
-            Err(Stop::Flood) => return Disposition::Flood { from },
-            Err(Stop::Drop(d)) => return Disposition::Drop(d),
-        };
+        let ev =
+            match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
+                Ok(ev) => ev,
+                Err(Stop::Flood) => return Disposition::Flood { from },
+                Err(Stop::Drop(d)) => return Disposition::Drop(d),
+            };
         let key = FlowKey::of(from, p.vni(), &p.headers);
         let mut tcp = TcpTracker::default();
         tcp.observe(FlowSide::Forward, p.tcp_flags());
@@ -475,7 +486,13 @@ impl Switch {
     }
 
     fn emit(&self, frame: &mut Frame, p: &Parsed, ev: &Evaluation, entropy: u16) -> Disposition {
-        match transform::apply(frame, p, &ev.after.inner, ev.after.outer.as_deref(), entropy) {
+        match transform::apply(
+            frame,
+            p,
+            &ev.after.inner,
+            ev.after.outer.as_deref(),
+            entropy,
+        ) {
             Ok(()) => self.out_disposition(ev.to),
             Err(_) => Disposition::Drop(DropReason::RewriteFailed),
         }
@@ -666,7 +683,10 @@ impl Switch {
             _ => self.trace_ip(from, &mut f, &p, &start, now, &mut t),
         }
         t.input = (p.kind == Kind::Ip).then_some(start);
-        if !matches!(t.disposition, Disposition::Drop(_) | Disposition::Flood { .. }) {
+        if !matches!(
+            t.disposition,
+            Disposition::Drop(_) | Disposition::Flood { .. }
+        ) {
             t.frame = Some(f.bytes().to_vec());
         }
         t
@@ -725,7 +745,14 @@ impl Switch {
             return;
         }
         let mut rec = Recorder::default();
-        let r = pipeline::evaluate(&mut self.env(), from, start, Prior::default(), false, Some(&mut rec));
+        let r = pipeline::evaluate(
+            &mut self.env(),
+            from,
+            start,
+            Prior::default(),
+            false,
+            Some(&mut rec),
+        );
         t.steps = rec.steps;
         t.forward = rec.forward;
         t.disposition = match r {

@@ -30,6 +30,9 @@ impl Timestamp {
 
     /// This timestamp moved forward by `d`.
     pub fn after(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_nanos().min(u128::from(u64::MAX)) as u64))
+        Timestamp(
+            self.0
+                .saturating_add(d.as_nanos().min(u128::from(u64::MAX)) as u64),
+        )
     }
 }

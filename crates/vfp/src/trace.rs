@@ -107,10 +107,18 @@ impl fmt::Display for Trace {
             writeln!(f, "  {n}")?;
         }
         if let Some(c) = &self.cached {
-            writeln!(f, "  flow table hit ({:?} side of {} -> {})", c.side, c.orig, c.fin)?;
+            writeln!(
+                f,
+                "  flow table hit ({:?} side of {} -> {})",
+                c.side, c.orig, c.fin
+            )?;
         }
         for s in &self.steps {
-            write!(f, "  port {} ({}) {} layer {}: ", s.port, s.port_name, s.direction, s.layer)?;
+            write!(
+                f,
+                "  port {} ({}) {} layer {}: ",
+                s.port, s.port_name, s.direction, s.layer
+            )?;
             match &s.decision {
                 LayerDecision::Rule {
                     origin,

@@ -133,7 +133,11 @@ fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), Wire
         L4Kind::IcmpEcho => {
             let di = write_port(b, l4 + 4, cur.src_port, t.src_port);
             // ICMPv4 has no pseudo-header; ICMPv6 does.
-            let d = if cur.proto == proto::ICMPV6 { d + di } else { di };
+            let d = if cur.proto == proto::ICMPV6 {
+                d + di
+            } else {
+                di
+            };
             if d != 0 {
                 patch(b, l4 + 2, d, false);
             }
@@ -198,7 +202,11 @@ fn rewrite_quoted_l4(b: &mut [u8], l4: usize, e: &Embedded, q: &Headers, t: &Hea
             let d = d
                 + write_port(b, l4, q.src_port, t.src_port)
                 + write_port(b, l4 + 2, q.dst_port, t.dst_port);
-            let (off, udp) = if e.proto == proto::UDP { (6, true) } else { (16, false) };
+            let (off, udp) = if e.proto == proto::UDP {
+                (6, true)
+            } else {
+                (16, false)
+            };
             let has_sum = avail >= off + 2 && (!udp || b[l4 + 6..l4 + 8] != [0, 0]);
             if d != 0 && has_sum {
                 patch(b, l4 + off, d, udp);

@@ -150,6 +150,9 @@ mod tests {
     fn non_ethernet_ipv4_arp_is_unsupported() {
         let mut bytes = [0u8; PACKET_LEN];
         bytes[1] = 6; // IEEE 802 hardware
-        assert_eq!(ArpPacket::new_checked(&bytes[..]).unwrap_err(), WireError::Unsupported);
+        assert_eq!(
+            ArpPacket::new_checked(&bytes[..]).unwrap_err(),
+            WireError::Unsupported
+        );
     }
 }

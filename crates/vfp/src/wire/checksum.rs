@@ -62,7 +62,10 @@ pub fn pseudo_header(src: IpAddr, dst: IpAddr, proto: u8, len: u32) -> u32 {
 /// The checksum of an L4 segment (TCP, UDP, ICMPv6) over its pseudo-header; the segment's own
 /// checksum field must be zero.
 pub fn l4(src: IpAddr, dst: IpAddr, proto: u8, segment: &[u8]) -> u16 {
-    finish(sum(pseudo_header(src, dst, proto, segment.len() as u32), segment))
+    finish(sum(
+        pseudo_header(src, dst, proto, segment.len() as u32),
+        segment,
+    ))
 }
 
 /// 16 bytes of an address; IPv4 addresses are not mapped, callers only use this for IPv6 sums.
@@ -123,7 +126,9 @@ mod tests {
 
     #[test]
     fn incremental_update_matches_recomputation() {
-        let mut data = [0x45u8, 0, 0, 40, 1, 2, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        let mut data = [
+            0x45u8, 0, 0, 40, 1, 2, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
         let before = compute(&data);
         let old = [10, 0, 0, 2];
         let new = [192, 168, 7, 9];

@@ -185,7 +185,12 @@ impl EthernetRepr {
 
     /// Bytes this header takes on the wire.
     pub fn header_len(&self) -> usize {
-        HEADER_LEN + if self.vlan_tci.is_some() { VLAN_TAG_LEN } else { 0 }
+        HEADER_LEN
+            + if self.vlan_tci.is_some() {
+                VLAN_TAG_LEN
+            } else {
+                0
+            }
     }
 
     /// Writes the header at the start of `buf`; fails if `buf` is too short.
@@ -212,7 +217,8 @@ mod tests {
     #[test]
     fn parses_tagged_frame_and_emits_the_same_bytes() {
         let bytes = [
-            1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x81, 0x00, 0x20, 0x64, 0x08, 0x00, 0xaa,
+            1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x81, 0x00, 0x20, 0x64, 0x08, 0x00,
+            0xaa,
         ];
         let f = EthernetFrame::new_checked(&bytes[..]).unwrap();
         let r = EthernetRepr::parse(&f);
@@ -226,7 +232,10 @@ mod tests {
 
     #[test]
     fn short_buffers_are_errors_not_panics() {
-        assert_eq!(EthernetFrame::new_checked(&[0u8; 13][..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            EthernetFrame::new_checked(&[0u8; 13][..]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut tagged = [0u8; 16];
         tagged[12] = 0x81;
         assert!(EthernetFrame::new_checked(&tagged[..]).is_err());

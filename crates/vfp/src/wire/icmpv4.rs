@@ -22,7 +22,10 @@ pub const PARAM_PROBLEM: u8 = 12;
 
 /// True for the message types that carry an embedded datagram.
 pub fn is_error(ty: u8) -> bool {
-    matches!(ty, DEST_UNREACHABLE | 4 | REDIRECT | TIME_EXCEEDED | PARAM_PROBLEM)
+    matches!(
+        ty,
+        DEST_UNREACHABLE | 4 | REDIRECT | TIME_EXCEEDED | PARAM_PROBLEM
+    )
 }
 
 /// A read/write view of an ICMPv4 message.
@@ -199,7 +202,10 @@ mod tests {
         // type 8, code 0, checksum, ident 0x1234, seq 1, data
         let sum = !checksum::fold(0x0800 + 0x1234 + 1 + 0xabab + 0xabab);
         let cs = sum.to_be_bytes();
-        assert_eq!(buf, [8, 0, cs[0], cs[1], 0x12, 0x34, 0, 1, 0xab, 0xab, 0xab, 0xab]);
+        assert_eq!(
+            buf,
+            [8, 0, cs[0], cs[1], 0x12, 0x34, 0, 1, 0xab, 0xab, 0xab, 0xab]
+        );
         let p = Icmpv4Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p).unwrap(), r);
     }

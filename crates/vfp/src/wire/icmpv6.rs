@@ -174,16 +174,14 @@ impl Icmpv6Repr {
                 }
                 .check_canonical(b.len())?
             }
-            (NEIGHBOR_ADVERT, 0) if b.len() == 24 || b.len() == 32 => {
-                Icmpv6Repr::NeighborAdvert {
-                    router: b[4] & 0x80 != 0,
-                    solicited: b[4] & 0x40 != 0,
-                    override_: b[4] & 0x20 != 0,
-                    target: p.nd_target()?,
-                    target_mac: ll_option(&b[24..], 2),
-                }
-                .check_canonical(b.len())?
+            (NEIGHBOR_ADVERT, 0) if b.len() == 24 || b.len() == 32 => Icmpv6Repr::NeighborAdvert {
+                router: b[4] & 0x80 != 0,
+                solicited: b[4] & 0x40 != 0,
+                override_: b[4] & 0x20 != 0,
+                target: p.nd_target()?,
+                target_mac: ll_option(&b[24..], 2),
             }
+            .check_canonical(b.len())?,
             (msg_type, code) => Icmpv6Repr::Other {
                 msg_type,
                 code,
@@ -287,8 +285,10 @@ mod tests {
 
     #[test]
     fn neighbor_solicit_round_trips() {
-        let (s, d): (Ipv6Addr, Ipv6Addr) =
-            ("fd00::5".parse().unwrap(), "ff02::1:ff00:1".parse().unwrap());
+        let (s, d): (Ipv6Addr, Ipv6Addr) = (
+            "fd00::5".parse().unwrap(),
+            "ff02::1:ff00:1".parse().unwrap(),
+        );
         let r = Icmpv6Repr::NeighborSolicit {
             target: "fd00::1".parse().unwrap(),
             source_mac: Some(MacAddr([2, 0, 0, 0, 0, 5])),

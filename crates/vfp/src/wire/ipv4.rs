@@ -252,11 +252,20 @@ mod tests {
         let mut b = [0u8; 20];
         b[0] = 0x45;
         b[3] = 60; // total length beyond the buffer
-        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            WireError::Truncated
+        );
         b[0] = 0x44; // header length 16 < 20
-        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            WireError::Malformed
+        );
         b[0] = 0x65; // version 6
-        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 
     #[test]

@@ -206,7 +206,12 @@ mod tests {
     use super::*;
 
     fn packet_with_ext_headers() -> Vec<u8> {
-        let r = Ipv6Repr::simple("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap(), 0, 24);
+        let r = Ipv6Repr::simple(
+            "fd00::1".parse().unwrap(),
+            "fd00::2".parse().unwrap(),
+            0,
+            24,
+        );
         let mut buf = vec![0u8; HEADER_LEN + 24];
         r.emit(&mut buf).unwrap();
         // hop-by-hop (8 bytes) -> fragment (8 bytes, offset 0) -> UDP (8 bytes)

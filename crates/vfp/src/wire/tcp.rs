@@ -236,8 +236,14 @@ mod tests {
     fn data_offset_beyond_buffer_is_truncated() {
         let mut b = [0u8; 20];
         b[12] = 0xf0;
-        assert_eq!(TcpPacket::new_checked(&b[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            WireError::Truncated
+        );
         b[12] = 0x40;
-        assert_eq!(TcpPacket::new_checked(&b[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 }
