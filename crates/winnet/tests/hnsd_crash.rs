@@ -1,0 +1,491 @@
+//! hnsd as users run it (`winnet hnsd`, a real process): killed with SIGKILL in the middle of
+//! parallel endpoint creates, it comes back with every acknowledged create and nothing
+//! half-written; and one hnsd per socket, a stale socket replaced.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hcn::{Endpoint, Guid, IpConfig, MacAddress, Network};
+use hns::Client;
+
+/// Endpoint creates in the crash test.
+const CREATES: usize = 200;
+/// Parallel clients, as CNI runs plugins in parallel.
+const CLIENTS: usize = 8;
+/// hnsd is killed right after this many creates were acknowledged.
+const KILL_AFTER: usize = 80;
+
+/// A `winnet hnsd` process; killed (SIGKILL) and reaped when dropped, so a failing test leaves
+/// nothing running.
+struct Hnsd {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Hnsd {
+    /// Starts hnsd and waits until it answers on `socket`.
+    async fn start(state_dir: &Path, socket: &Path, log: &Path) -> Hnsd {
+        let mut hnsd = Hnsd::spawn(state_dir, socket, log);
+        let client = Client::new(socket);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if client.get_version().await.is_ok() {
+                return hnsd;
+            }
+            if let Some(status) = hnsd.child.try_wait().expect("wait for hnsd") {
+                panic!("hnsd exited ({status}) before serving:\n{}", hnsd.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hnsd did not answer on {} within 20 s:\n{}",
+                socket.display(),
+                hnsd.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts hnsd without waiting for it; its stderr goes to `log` (appended).
+    fn spawn(state_dir: &Path, socket: &Path, log: &Path) -> Hnsd {
+        let stderr = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the hnsd log");
+        let child = Command::new(env!("CARGO_BIN_EXE_winnet"))
+            .arg("hnsd")
+            .arg("--state-dir")
+            .arg(state_dir)
+            .arg("--socket")
+            .arg(socket)
+            .args(["--profile", "ws2022"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start winnet hnsd");
+        Hnsd {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid fits in pid_t")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` for hnsd to exit.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for hnsd") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Hnsd {
+    fn drop(&mut self) {
+        // Already exited is fine; either way reap it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One planned create: the name and, for half of them, the address the caller asks for.
+#[derive(Clone, Debug)]
+struct Planned {
+    name: String,
+    ip: Option<IpAddr>,
+}
+
+/// What hnsd acknowledged for a create.
+#[derive(Clone, Debug)]
+struct Acked {
+    id: Guid,
+    ip: IpAddr,
+    mac: MacAddress,
+}
+
+/// Even creates ask for an address in 10.0.200.0/22; odd ones leave it to HNS IPAM, which
+/// hands out the low addresses of 10.0.0.0/16, so the two never meet.
+fn plan() -> Vec<Planned> {
+    (0..CREATES)
+        .map(|i| Planned {
+            name: format!("crash-ep-{i:03}"),
+            ip: (i % 2 == 0).then(|| {
+                let n = u8::try_from(i / 2).expect("fewer than 256 explicit addresses");
+                IpAddr::V4(Ipv4Addr::new(10, 0, 200, n + 1))
+            }),
+        })
+        .collect()
+}
+
+fn network_doc() -> Network {
+    serde_json::from_value(serde_json::json!({
+        "Name": "crash-l2bridge",
+        "Type": "L2Bridge",
+        "Ipams": [{
+            "Type": "Static",
+            "Subnets": [{
+                "IpAddressPrefix": "10.0.0.0/16",
+                "Routes": [{ "NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0" }]
+            }]
+        }],
+        "SchemaVersion": { "Major": 2, "Minor": 0 }
+    }))
+    .expect("network document")
+}
+
+fn endpoint_doc(network: Guid, p: &Planned) -> Endpoint {
+    Endpoint {
+        name: p.name.clone(),
+        host_compute_network: network,
+        ip_configurations: p
+            .ip
+            .map(|ip| {
+                vec![IpConfig {
+                    ip_address: Some(ip),
+                    prefix_length: 16,
+                }]
+            })
+            .unwrap_or_default(),
+        ..Endpoint::default()
+    }
+}
+
+/// The single address and the MAC of a stored endpoint; panics naming the endpoint if either is
+/// missing, i.e. if the endpoint is not whole.
+fn address_of(e: &Endpoint) -> (IpAddr, MacAddress) {
+    let ips: Vec<IpAddr> = e.ips().collect();
+    assert_eq!(
+        ips.len(),
+        1,
+        "endpoint {} ({}) has addresses {ips:?}",
+        e.id,
+        e.name
+    );
+    let mac = e
+        .mac_address
+        .unwrap_or_else(|| panic!("endpoint {} ({}) has no MAC", e.id, e.name));
+    (ips[0], mac)
+}
+
+/// Every stored endpoint is whole, on `network`, inside its subnet; no IP, MAC or name twice.
+/// Returns the endpoints by name.
+async fn check_store(client: &Client, network: Guid) -> HashMap<String, Endpoint> {
+    // The raw documents must decode as HNS endpoints, not just as JSON.
+    for raw in client
+        .list_raw(hns::Kind::Endpoint, None)
+        .await
+        .expect("list endpoints")
+    {
+        let bytes = serde_json::to_vec(&raw).expect("re-encode");
+        hcn::decode::<Endpoint>(&bytes)
+            .unwrap_or_else(|e| panic!("stored endpoint does not decode: {e}: {raw}"));
+    }
+    let all = client.list_endpoints().await.expect("list endpoints");
+    let (mut ips, mut macs) = (HashSet::new(), HashSet::new());
+    let mut by_name = HashMap::new();
+    for e in all {
+        assert!(!e.id.is_nil(), "an endpoint without an ID: {e:?}");
+        assert_eq!(e.host_compute_network, network, "endpoint {} network", e.id);
+        let (ip, mac) = address_of(&e);
+        let in_subnet = matches!(ip, IpAddr::V4(v4) if v4.octets()[..2] == [10, 0]);
+        assert!(in_subnet, "endpoint {} has {ip}, outside 10.0.0.0/16", e.id);
+        assert!(ips.insert(ip), "IP {ip} is stored twice");
+        assert!(macs.insert(mac), "MAC {mac} is stored twice");
+        let name = e.name.clone();
+        assert!(
+            by_name.insert(name.clone(), e).is_none(),
+            "endpoint {name} is stored twice"
+        );
+    }
+    by_name
+}
+
+/// Runs the planned creates `todo` with [`CLIENTS`] clients. Returns the acknowledged ones
+/// (by index) and the indices whose outcome is unknown because hnsd died under them. When
+/// `kill` is given, that process is SIGKILLed right after the `KILL_AFTER`th acknowledgement.
+async fn run_creates(
+    socket: &Path,
+    network: Guid,
+    plan: &[Planned],
+    todo: Vec<usize>,
+    kill: Option<i32>,
+) -> (HashMap<usize, Acked>, Vec<usize>) {
+    let todo = Arc::new(todo);
+    let next = Arc::new(AtomicUsize::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(HashMap::new()));
+    let unknown = Arc::new(Mutex::new(Vec::new()));
+    let plan = Arc::new(plan.to_vec());
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (todo, next, killed) = (todo.clone(), next.clone(), killed.clone());
+        let (acked, unknown, plan) = (acked.clone(), unknown.clone(), plan.clone());
+        let client = Client::new(socket);
+        tasks.push(tokio::spawn(async move {
+            while !killed.load(Ordering::SeqCst) {
+                let Some(&i) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                    break;
+                };
+                let p = &plan[i];
+                match client.create_endpoint(&endpoint_doc(network, p)).await {
+                    Ok(e) => {
+                        let (ip, mac) = address_of(&e);
+                        assert_eq!(e.name, p.name);
+                        if let Some(asked) = p.ip {
+                            assert_eq!(ip, asked, "{}: not the address asked for", p.name);
+                        }
+                        let mut acked = acked.lock().expect("acked");
+                        acked.insert(i, Acked { id: e.id, ip, mac });
+                        if let Some(pid) = kill.filter(|_| acked.len() == KILL_AFTER) {
+                            killed.store(true, Ordering::SeqCst);
+                            // SAFETY: kill(2) on our own child, which is not yet reaped.
+                            let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
+                            assert_eq!(rc, 0, "SIGKILL hnsd");
+                        }
+                    }
+                    Err(_) if killed.load(Ordering::SeqCst) => {
+                        // In flight when hnsd died: it may or may not have been stored.
+                        unknown.lock().expect("unknown").push(i);
+                    }
+                    Err(e) => panic!("create {} failed while hnsd was up: {e}", p.name),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let acked = std::mem::take(&mut *acked.lock().expect("acked"));
+    let unknown = std::mem::take(&mut *unknown.lock().expect("unknown"));
+    (acked, unknown)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (state, socket, log) = (
+        dir.path().join("state"),
+        dir.path().join("hns.sock"),
+        dir.path().join("hnsd.log"),
+    );
+    let plan = plan();
+
+    let mut hnsd = Hnsd::start(&state, &socket, &log).await;
+    let client = Client::new(&socket);
+    let network = client
+        .create_network(&network_doc())
+        .await
+        .expect("create the network")
+        .id;
+
+    let (acked, unknown) = run_creates(
+        &socket,
+        network,
+        &plan,
+        (0..CREATES).collect(),
+        Some(hnsd.pid()),
+    )
+    .await;
+    let status = hnsd
+        .wait_exit(Duration::from_secs(10))
+        .expect("hnsd dies after SIGKILL");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "hnsd ended by {status}"
+    );
+    // Answers already written to the socket when hnsd died still arrive: those are
+    // acknowledged creates too.
+    assert!(
+        (KILL_AFTER..CREATES).contains(&acked.len()),
+        "{} creates acknowledged; the kill came after {KILL_AFTER}",
+        acked.len()
+    );
+    assert!(
+        socket.exists(),
+        "a killed hnsd leaves its socket behind, which the restart must replace"
+    );
+    drop(hnsd);
+
+    // Restart on the same store and the same (now stale) socket.
+    let hnsd = Hnsd::start(&state, &socket, &log).await;
+    let client = Client::new(&socket);
+    let stored = check_store(&client, network).await;
+    for (i, a) in &acked {
+        let p = &plan[*i];
+        let e = client
+            .get_endpoint_by_id(a.id)
+            .await
+            .unwrap_or_else(|e| panic!("acknowledged {} ({}) is gone: {e}", p.name, a.id));
+        assert_eq!(e.name, p.name);
+        assert_eq!(
+            address_of(&e),
+            (a.ip, a.mac),
+            "{} changed its addresses",
+            p.name
+        );
+        assert_eq!(stored.get(&p.name).map(|e| e.id), Some(a.id));
+    }
+    // Whatever else is stored was in flight at the kill: stored whole or not at all.
+    for name in stored.keys() {
+        let i = plan
+            .iter()
+            .position(|p| &p.name == name)
+            .expect("a planned name");
+        assert!(
+            acked.contains_key(&i) || unknown.contains(&i),
+            "{name} is stored but was never sent"
+        );
+    }
+
+    // The creates that were not stored continue and succeed, addresses allocated around the
+    // ones that survived.
+    let rest: Vec<usize> = (0..CREATES)
+        .filter(|i| !stored.contains_key(&plan[*i].name))
+        .collect();
+    assert!(
+        !rest.is_empty(),
+        "the kill came part-way, so creates remain"
+    );
+    eprintln!(
+        "killed after {} acknowledged creates; {} in flight, {} of them stored; {} to redo",
+        acked.len(),
+        unknown.len(),
+        stored.len() - acked.len(),
+        rest.len()
+    );
+    let (more, lost) = run_creates(&socket, network, &plan, rest.clone(), None).await;
+    assert!(lost.is_empty());
+    assert_eq!(more.len(), rest.len(), "every remaining create succeeds");
+    let stored = check_store(&client, network).await;
+    assert_eq!(stored.len(), CREATES, "one endpoint per planned create");
+    for (i, a) in &more {
+        let e = &stored[&plan[*i].name];
+        assert_eq!((e.id, address_of(e)), (a.id, (a.ip, a.mac)));
+    }
+
+    // A graceful stop removes the socket.
+    let pid = hnsd.pid();
+    // SAFETY: kill(2) on our own child, which is not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut hnsd = hnsd;
+    let status = hnsd
+        .wait_exit(Duration::from_secs(10))
+        .expect("hnsd stops on SIGTERM");
+    assert!(
+        status.success(),
+        "hnsd stopped with {status}:\n{}",
+        hnsd.log()
+    );
+    assert!(!socket.exists(), "a stopped hnsd removes its socket");
+}
+
+#[tokio::test]
+async fn second_hnsd_on_a_live_socket_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("hns.sock");
+    let first = Hnsd::start(
+        &dir.path().join("state-1"),
+        &socket,
+        &dir.path().join("hnsd-1.log"),
+    )
+    .await;
+
+    let mut second = Hnsd::spawn(
+        &dir.path().join("state-2"),
+        &socket,
+        &dir.path().join("hnsd-2.log"),
+    );
+    let status = second
+        .wait_exit(Duration::from_secs(10))
+        .expect("the second hnsd exits instead of serving");
+    assert!(!status.success(), "the second hnsd exited with {status}");
+    let message = second.log();
+    assert!(
+        message.contains(&socket.display().to_string()),
+        "the message names the socket: {message}"
+    );
+
+    // The first one still serves on its socket.
+    Client::new(&socket)
+        .get_version()
+        .await
+        .expect("the first hnsd still answers");
+    drop(first);
+}
+
+#[tokio::test]
+async fn second_hnsd_on_a_store_in_use_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    let first = Hnsd::start(
+        &state,
+        &dir.path().join("a.sock"),
+        &dir.path().join("a.log"),
+    )
+    .await;
+
+    let socket = dir.path().join("b.sock");
+    let mut second = Hnsd::spawn(&state, &socket, &dir.path().join("b.log"));
+    let status = second
+        .wait_exit(Duration::from_secs(10))
+        .expect("the second hnsd exits instead of serving");
+    assert!(!status.success(), "the second hnsd exited with {status}");
+    let message = second.log();
+    assert!(
+        message.contains(&state.display().to_string()),
+        "the message names the state dir: {message}"
+    );
+    assert!(!socket.exists(), "the refused hnsd leaves no socket behind");
+    Client::new(dir.path().join("a.sock"))
+        .get_version()
+        .await
+        .expect("the first hnsd still answers");
+    drop(first);
+}
+
+#[tokio::test]
+async fn stale_socket_is_replaced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("hns.sock");
+    // A socket file nobody listens on, as a killed hnsd leaves.
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    assert!(socket.exists());
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
+
+    let hnsd = Hnsd::start(
+        &dir.path().join("state"),
+        &socket,
+        &dir.path().join("hnsd.log"),
+    )
+    .await;
+    let client = Client::new(&socket);
+    let version = client.get_version().await.expect("hnsd answers");
+    assert!(version.major >= 9, "HNS version {version:?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&socket).expect("socket").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "socket mode");
+    drop(hnsd);
+}
