@@ -202,13 +202,15 @@ impl FlowTable {
                 (self.slab.len() - 1) as u32
             }
         };
-        for &side in sides {
-            let h = self.hash(&rec.key(side));
+        let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
+        // The record goes in first: growing the index rehashes every entry from its record,
+        // this one's included.
+        self.slab[slot as usize] = Some(rec);
+        for (&side, h) in sides.iter().zip(hashes) {
             let (slab, hasher) = (&self.slab, &self.hasher);
             self.index
                 .insert_unique(h, pack(slot, side), |&v| rehash(slab, hasher, v));
         }
-        self.slab[slot as usize] = Some(rec);
         self.live += 1;
         Ok((slot, displaced))
     }
