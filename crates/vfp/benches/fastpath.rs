@@ -1,1 +1,333 @@
-fn main() {}
+//! Data-path throughput of the switch, in packets (elements) per second:
+//! - `fast_path`: flow-table hits with 10,000 load balancers and 100,000 live connections;
+//! - `new_flows`: first packets of new connections (slow path + install) with 10,000 LBs;
+//! - `floor`: the least work any switch must do per packet, measured in the same run: parse
+//!   the 5-tuple, one hash lookup, rewrite one address with incremental checksum updates.
+//!
+//! Every variant restores the same frame bytes into the same buffer before each packet, so the
+//! copy is common to all three. Run: `cargo bench -p vfp --bench fastpath`.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vfp::layer::{ACL, NAT, ROUTE, SLB};
+use vfp::wire::{EthernetRepr, Ipv4Repr, MacAddr, TcpFlags, TcpRepr, proto};
+use vfp::*;
+
+const LBS: u32 = 10_000;
+const FLOWS: u32 = 100_000;
+const BATCH: usize = 1024;
+
+fn mac(n: u8) -> MacAddr {
+    MacAddr([2, 0, 0, 0, 0, n])
+}
+
+fn v4(a: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(a))
+}
+
+fn vip(i: u32) -> IpAddr {
+    v4(0x0a60_0000 + i) // 10.96.0.0/16 + i
+}
+
+fn frame(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, flags: u8) -> Vec<u8> {
+    let tcp = TcpRepr::new(sport, dport, flags);
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
+        unreachable!()
+    };
+    let mut b = vec![0u8; 14 + 20 + tcp.len()];
+    EthernetRepr {
+        src: mac(10),
+        dst: mac(1),
+        vlan_tci: None,
+        ethertype: 0x0800,
+    }
+    .emit(&mut b)
+    .unwrap();
+    Ipv4Repr::simple(s, d, proto::TCP, tcp.len())
+        .emit(&mut b[14..])
+        .unwrap();
+    tcp.emit(&mut b[34..], src, dst).unwrap();
+    b
+}
+
+/// A node like kube-proxy programs it: a client pod, 8 local backend pods, a host vNIC, an
+/// uplink; 10,000 ClusterIP load balancers (4 backends each: 2 local, 2 on remote nodes behind
+/// VXLAN) in the client's SLB layer, ACLs, OutboundNAT with a cluster exception, and remote
+/// subnet routes.
+fn node() -> (Switch, PortId) {
+    let mut sw = Switch::new(SwitchConfig {
+        max_flows: 1 << 20,
+        ..SwitchConfig::default()
+    });
+    let a = sw
+        .add_port(PortConfig::pod("client", mac(10), vec![v4(0x0af4_010a)]))
+        .unwrap();
+    for i in 0..8u32 {
+        sw.add_port(PortConfig::pod(
+            &format!("web-{i}"),
+            mac(11 + i as u8),
+            vec![v4(0x0af4_010b + i)],
+        ))
+        .unwrap();
+    }
+    sw.add_port(PortConfig::host("host", mac(20), vec![v4(0xc0a8_0105)]))
+        .unwrap();
+    sw.add_port(PortConfig::uplink("eth0")).unwrap();
+    sw.own_address(v4(0x0af4_0101), mac(1));
+    let pool = sw.add_snat_pool(v4(0xc0a8_0105), 1024, 65535);
+    let client = sw.port_mut(a).unwrap();
+    let acl = (0..16u16)
+        .map(|p| {
+            Rule::new(
+                100 + p,
+                Conditions::any().protocol(proto::TCP).dst_port(9000 + p),
+                Action::Block,
+            )
+        })
+        .collect();
+    client
+        .layer_mut(ACL)
+        .unwrap()
+        .set_rules(Origin::new("ACL", "ep"), acl);
+    let slb = client.layer_mut(SLB).unwrap();
+    for i in 0..LBS {
+        let local = |k: u32| Backend {
+            ip: v4(0x0af4_010b + (i + k) % 8),
+            port: Some(8080),
+            mac: Some(mac(11 + ((i + k) % 8) as u8)),
+        };
+        let remote = |n: u32| Backend {
+            ip: v4(0x0af4_0000 + (n << 8) + 2 + i % 200),
+            port: Some(8080),
+            mac: None,
+        };
+        let lb = LoadBalancer::new(vec![local(0), local(1), remote(2), remote(3)]);
+        let c = Conditions::any()
+            .protocol(proto::TCP)
+            .dst_ip(vip(i))
+            .dst_port(80);
+        slb.set_rules(
+            Origin::new("LoadBalancer", i.to_string()),
+            vec![Rule::new(1, c, Action::LoadBalance(Arc::new(lb)))],
+        );
+    }
+    let cluster = Conditions::any()
+        .direction(Direction::Out)
+        .dst_net("10.0.0.0/8".parse().unwrap());
+    let nat = vec![
+        Rule::new(1, cluster, Action::Allow),
+        Rule::new(
+            2,
+            Conditions::any().direction(Direction::Out),
+            Action::Snat { pool },
+        ),
+    ];
+    client
+        .layer_mut(NAT)
+        .unwrap()
+        .set_rules(Origin::new("OutBoundNAT", "ep"), nat);
+    let routes = (2..4u32)
+        .map(|n| {
+            let outer = Arc::new(Encap {
+                vni: 4096,
+                src_mac: mac(20),
+                dst_mac: mac(30 + n as u8),
+                src_ip: v4(0xc0a8_0105),
+                dst_ip: v4(0xc0a8_0100 + n),
+                udp_port: 4789,
+            });
+            let net = format!("10.244.{n}.0/24").parse().unwrap();
+            Rule::route(
+                net,
+                Action::Encap {
+                    outer,
+                    inner_dst_mac: Some(mac(40)),
+                },
+            )
+        })
+        .collect();
+    client
+        .layer_mut(ROUTE)
+        .unwrap()
+        .set_rules(Origin::new("RemoteSubnetRoute", "all"), routes);
+    (sw, a)
+}
+
+/// Connection `k`: client address, client port, VIP. Client ports are unique per client
+/// address so that two connections never clash after DNAT to the same backend.
+fn conn(k: u32) -> (IpAddr, u16, IpAddr) {
+    (
+        v4(0x0af4_010a + k / 50_000),
+        1024 + (k % 50_000) as u16,
+        vip(k % LBS),
+    )
+}
+
+fn pick(n: usize, modulo: u32) -> Vec<u32> {
+    // A fixed pseudo-random walk so batches touch flows all over the table (cache misses
+    // included), deterministically.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(modulo)) as u32
+        })
+        .collect()
+}
+
+fn fast_path(c: &mut Criterion) {
+    let (mut sw, a) = node();
+    sw.reserve_flows(FLOWS as usize);
+    for k in 0..FLOWS {
+        let (client, sp, dst) = conn(k);
+        let d = sw.process(
+            a,
+            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
+            Timestamp(0),
+        );
+        assert!(
+            matches!(d, Disposition::Deliver(_) | Disposition::Uplink(_)),
+            "{d:?}"
+        );
+    }
+    assert_eq!(sw.flows().len(), FLOWS as usize);
+    report_memory(&sw);
+    let originals: Vec<Vec<u8>> = pick(BATCH, FLOWS)
+        .into_iter()
+        .map(|k| {
+            let (client, sp, dst) = conn(k);
+            frame(client, sp, dst, 80, TcpFlags::ACK)
+        })
+        .collect();
+    let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
+    let mut g = c.benchmark_group("switch");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.bench_function("fast_path_10k_lbs_100k_flows", |b| {
+        b.iter(|| {
+            for (f, o) in frames.iter_mut().zip(&originals) {
+                f.set(o);
+                black_box(sw.process(a, f, Timestamp(1)));
+            }
+        })
+    });
+    assert_eq!(
+        sw.flows().len(),
+        FLOWS as usize,
+        "every packet hit an existing flow"
+    );
+    g.finish();
+}
+
+fn report_memory(sw: &Switch) {
+    let f = sw.flows();
+    eprintln!(
+        "flow table: {} connections, {} heap bytes, {:.1} bytes/connection (record {} bytes, two index keys)",
+        f.len(),
+        f.memory_bytes(),
+        f.memory_bytes() as f64 / f.len() as f64,
+        std::mem::size_of::<Option<vfp::flow_table::FlowRecord>>()
+    );
+}
+
+fn new_flows(c: &mut Criterion) {
+    let (mut sw, a) = node();
+    sw.reserve_flows(BATCH);
+    let client = v4(0x0af4_010a);
+    let mut round = 0u32;
+    let mut g = c.benchmark_group("switch");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.bench_function("new_flows_10k_lbs", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round = round.wrapping_add(1);
+                let pkts: Vec<Frame> = pick(BATCH, LBS)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        Frame::new(&frame(client, 1024 + i as u16, vip(l), 80, TcpFlags::SYN))
+                    })
+                    .collect();
+                let mut pkts = black_box(pkts);
+                let t = Instant::now();
+                for f in pkts.iter_mut() {
+                    black_box(sw.process(a, f, Timestamp::from_secs(u64::from(round) * 1000)));
+                }
+                total += t.elapsed();
+                assert_eq!(sw.flows().len(), BATCH, "each packet created a connection");
+                // Tear down outside the timed region.
+                sw.expire(Timestamp::from_secs(u64::from(round) * 1000 + 999));
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// The floor: a 5-tuple hash map and the minimal parse/lookup/rewrite any switch needs.
+fn floor(c: &mut Criterion) {
+    use hashbrown::HashMap;
+    let mut table: HashMap<[u8; 13], [u8; 4], foldhash::fast::FixedState> =
+        HashMap::with_capacity_and_hasher(FLOWS as usize, foldhash::fast::FixedState::with_seed(1));
+    let key_of = |b: &[u8]| -> Option<[u8; 13]> {
+        let ip = b.get(14..34)?;
+        if b.get(12..14)? != [8, 0] || ip[0] >> 4 != 4 {
+            return None;
+        }
+        let l4 = b.get(14 + usize::from(ip[0] & 0xf) * 4..)?.get(..4)?;
+        let mut k = [0u8; 13];
+        k[..8].copy_from_slice(&ip[12..20]);
+        k[8] = ip[9];
+        k[9..13].copy_from_slice(l4);
+        Some(k)
+    };
+    for k in 0..FLOWS {
+        let (client, sp, dst) = conn(k);
+        let f = frame(client, sp, dst, 80, TcpFlags::ACK);
+        table.insert(key_of(&f).unwrap(), [10, 244, 1, (k % 250) as u8]);
+    }
+    let originals: Vec<Vec<u8>> = pick(BATCH, FLOWS)
+        .into_iter()
+        .map(|k| {
+            let (client, sp, dst) = conn(k);
+            frame(client, sp, dst, 80, TcpFlags::ACK)
+        })
+        .collect();
+    let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
+    let mut g = c.benchmark_group("switch");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.bench_function("floor_parse_lookup_rewrite", |b| {
+        b.iter(|| {
+            for (f, o) in frames.iter_mut().zip(&originals) {
+                f.set(o);
+                let bytes = f.bytes_mut();
+                let Some(k) = key_of(bytes) else { continue };
+                let Some(new) = table.get(&k) else { continue };
+                let old = [bytes[30], bytes[31], bytes[32], bytes[33]];
+                bytes[30..34].copy_from_slice(new);
+                let d = vfp::wire::checksum::delta(&old, new);
+                let ipc = u16::from_be_bytes([bytes[24], bytes[25]]);
+                bytes[24..26]
+                    .copy_from_slice(&vfp::wire::checksum::apply_delta(ipc, d).to_be_bytes());
+                let l4 = 14 + usize::from(bytes[14] & 0xf) * 4 + 16;
+                let tc = u16::from_be_bytes([bytes[l4], bytes[l4 + 1]]);
+                bytes[l4..l4 + 2]
+                    .copy_from_slice(&vfp::wire::checksum::apply_delta(tc, d).to_be_bytes());
+                black_box(&bytes[..]);
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(2)).sample_size(30);
+    targets = floor, fast_path, new_flows
+}
+criterion_main!(benches);
