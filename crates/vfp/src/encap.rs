@@ -2,9 +2,7 @@
 //! host's provider address (PA) to another's, and the code that adds and removes them.
 
 use crate::frame::Frame;
-use crate::wire::{
-    self, EtherType, EthernetRepr, Ipv4Repr, Ipv6Repr, MacAddr, VxlanRepr, checksum,
-};
+use crate::wire::{self, EtherType, Ipv6Repr, MacAddr, VxlanRepr, checksum};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -63,48 +61,50 @@ pub fn entropy_port(flow_hash: u64) -> u16 {
 }
 
 /// Prepends the outer headers to `frame` (which holds the inner Ethernet frame). The outer IPv4
-/// header gets a full checksum (20 bytes, cheaper than tracking); the outer UDP checksum is zero
-/// over IPv4 (RFC 7348 allows it) and computed over IPv6, where zero is not allowed by default.
+/// header gets a full checksum (20 bytes); the outer UDP checksum is zero over IPv4 (RFC 7348
+/// allows it) and computed over IPv6, where zero is not allowed by default. Written field by
+/// field rather than through the `Repr`s: this runs once per encapsulated packet.
 pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::WireError> {
     let inner_len = frame.len();
-    let udp_len = 8 + 8 + inner_len;
-    let n = e.overhead();
+    let udp_len = u16::try_from(16 + inner_len).map_err(|_| wire::WireError::Malformed)?;
     let (ethertype, ip_len) = match (e.src_ip, e.dst_ip) {
         (IpAddr::V4(_), IpAddr::V4(_)) => (EtherType::IPV4, 20),
         (IpAddr::V6(_), IpAddr::V6(_)) => (EtherType::IPV6, 40),
         _ => return Err(wire::WireError::Malformed),
     };
+    let n = 14 + ip_len + 16;
     let out = frame.push_front(n);
-    EthernetRepr {
-        src: e.src_mac,
-        dst: e.dst_mac,
-        vlan_tci: None,
-        ethertype,
-    }
-    .emit(out)?;
+    out[0..6].copy_from_slice(&e.dst_mac.0);
+    out[6..12].copy_from_slice(&e.src_mac.0);
+    out[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    let ip = &mut out[14..14 + ip_len];
     match (e.src_ip, e.dst_ip) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut r = Ipv4Repr::simple(s, d, wire::proto::UDP, udp_len);
-            r.dont_frag = false;
-            r.emit(&mut out[14..])?
+            let total = udp_len.checked_add(20).ok_or(wire::WireError::Malformed)?;
+            ip[..12].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, wire::proto::UDP, 0, 0]);
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            let c = checksum::compute(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            Ipv6Repr::simple(s, d, wire::proto::UDP, udp_len).emit(&mut out[14..])?
+            Ipv6Repr::simple(s, d, wire::proto::UDP, usize::from(udp_len)).emit(ip)?;
         }
         _ => return Err(wire::WireError::Malformed),
     }
-    let u = 14 + ip_len;
-    let len16 = u16::try_from(udp_len).map_err(|_| wire::WireError::Malformed)?;
-    out[u..u + 2].copy_from_slice(&src_port.to_be_bytes());
-    out[u + 2..u + 4].copy_from_slice(&e.udp_port.to_be_bytes());
-    out[u + 4..u + 6].copy_from_slice(&len16.to_be_bytes());
-    out[u + 6..u + 8].fill(0);
-    VxlanRepr { vni: e.vni }.emit(&mut out[u + 8..])?;
+    let u = &mut out[14 + ip_len..];
+    u[0..2].copy_from_slice(&src_port.to_be_bytes());
+    u[2..4].copy_from_slice(&e.udp_port.to_be_bytes());
+    u[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    u[6..8].fill(0);
+    VxlanRepr { vni: e.vni }.emit(&mut u[8..])?;
     if e.src_ip.is_ipv6() {
-        let seg = &frame.bytes()[u..];
+        let at = 14 + ip_len;
+        let seg = &frame.bytes()[at..];
         let c = checksum::l4(e.src_ip, e.dst_ip, wire::proto::UDP, seg);
         let c = if c == 0 { 0xffff } else { c };
-        frame.bytes_mut()[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+        frame.bytes_mut()[at + 6..at + 8].copy_from_slice(&c.to_be_bytes());
     }
     Ok(())
 }

@@ -124,7 +124,7 @@ impl fmt::Display for PacketHeaders {
 
 /// What identifies a connection at the point where it enters the switch: the port it came in
 /// on, the VNI it was encapsulated with (0 if none), and the inner 5-tuple.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
     /// The port the packet entered the switch from.
     pub port: u16,
@@ -155,5 +155,36 @@ impl FlowKey {
             src_port: h.src_port,
             dst_port: h.dst_port,
         }
+    }
+}
+
+/// Hashes the key as three or five machine words rather than field by field (the derived
+/// impl feeds the hasher a dozen small writes, a measurable share of the fast path).
+impl std::hash::Hash for FlowKey {
+    #[inline(always)]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let w0 = u64::from(self.port)
+            | u64::from(self.proto) << 16
+            | u64::from(self.src_port) << 24
+            | u64::from(self.dst_port) << 40;
+        state.write_u64(w0);
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                state.write_u64(u64::from(self.vni));
+                state.write_u64(u64::from(u32::from(s)) << 32 | u64::from(u32::from(d)));
+            }
+            (s, d) => {
+                state.write_u64(u64::from(self.vni) | 1 << 32 | u64::from(s.is_ipv6()) << 33);
+                state.write_u128(v6_bits(s));
+                state.write_u128(v6_bits(d));
+            }
+        }
+    }
+}
+
+fn v6_bits(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v) => u128::from(u32::from(v)),
+        IpAddr::V6(v) => u128::from(v),
     }
 }

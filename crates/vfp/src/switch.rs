@@ -77,6 +77,10 @@ pub struct Switch {
     counters: FlowCounters,
 }
 
+/// Frames whose flow records are fetched together in `process_batch`: enough misses in flight
+/// to overlap memory latency, few enough that the records stay in L1 until used.
+const LOOKAHEAD: usize = 16;
+
 /// What a flow-table lookup found.
 enum Cached {
     Hit(u32, FlowSide),
@@ -262,16 +266,58 @@ impl Switch {
     /// Processes one frame that entered at port `from`: on return the frame holds the bytes to
     /// send, and the disposition says where.
     pub fn process(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
-        let rx = frame.len() as u64;
-        let d = self.dispatch(from, frame, now);
-        let tx = frame.len() as u64;
+        let rx = frame.len();
+        let d = match parse::parse(frame.bytes(), &self.parse_ctx()) {
+            Ok(p) => self.dispatch(from, frame, &p, now),
+            Err(_) => Disposition::Drop(DropReason::Malformed),
+        };
+        self.account(from, rx, frame.len(), d);
+        d
+    }
+
+    /// Processes a burst of frames that entered at `from` (as an I/O loop reads them), writing
+    /// one disposition per frame to `out`. Same result as `process` on each frame in turn; it
+    /// is faster because the flow-table records of a group of frames are fetched from memory
+    /// together before any of them is rewritten, so their cache misses overlap.
+    pub fn process_batch(
+        &mut self,
+        from: PortId,
+        frames: &mut [Frame],
+        now: Timestamp,
+        out: &mut Vec<Disposition>,
+    ) {
+        out.clear();
+        for chunk in frames.chunks_mut(LOOKAHEAD) {
+            let mut parsed: [Option<Parsed>; LOOKAHEAD] = std::array::from_fn(|_| None);
+            let mut touched = 0u64;
+            for (slot, f) in parsed.iter_mut().zip(chunk.iter()) {
+                if let Ok(p) = parse::parse(f.bytes(), &self.parse_ctx()) {
+                    let key = FlowKey::of(from, p.vni(), &p.headers);
+                    touched = touched.wrapping_add(self.flows.touch(&key));
+                    *slot = Some(p);
+                }
+            }
+            std::hint::black_box(touched);
+            for (p, f) in parsed.iter_mut().zip(chunk.iter_mut()) {
+                let rx = f.len();
+                let d = match p.take() {
+                    Some(p) => self.dispatch(from, f, &p, now),
+                    None => Disposition::Drop(DropReason::Malformed),
+                };
+                self.account(from, rx, f.len(), d);
+                out.push(d);
+            }
+        }
+    }
+
+    fn account(&mut self, from: PortId, rx: usize, tx: usize, d: Disposition) {
         if let Some(p) = self
             .ports
             .get_mut(usize::from(from))
             .and_then(Option::as_mut)
         {
             p.counters.rx_packets += 1;
-            p.counters.rx_bytes += rx;
+            p.counters.rx_bytes += rx as u64;
             if let Disposition::Drop(r) = d {
                 p.counters.drops[r.idx()] += 1;
             }
@@ -280,26 +326,27 @@ impl Switch {
             && let Some(p) = self.ports.get_mut(usize::from(to)).and_then(Option::as_mut)
         {
             p.counters.tx_packets += 1;
-            p.counters.tx_bytes += tx;
+            p.counters.tx_bytes += tx as u64;
         }
-        d
     }
 
-    fn dispatch(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
+    fn dispatch(
+        &mut self,
+        from: PortId,
+        frame: &mut Frame,
+        p: &Parsed,
+        now: Timestamp,
+    ) -> Disposition {
         if self.port(from).is_none() {
             return Disposition::Drop(DropReason::UnknownPort);
         }
-        let p = match parse::parse(frame.bytes(), &self.parse_ctx()) {
-            Ok(p) => p,
-            Err(_) => return Disposition::Drop(DropReason::Malformed),
-        };
         match (p.kind, p.l4_kind) {
             (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
-                self.layer2(from, frame, &p)
+                self.layer2(from, frame, p)
             }
             _ if p.headers.dst_mac.is_group() && p.outer.is_none() => Disposition::Flood { from },
-            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, &p, &e),
-            (Kind::Ip, _) => self.ip(from, frame, &p, now),
+            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, p, &e),
+            (Kind::Ip, _) => self.ip(from, frame, p, now),
         }
     }
 
