@@ -41,30 +41,94 @@ pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    let (listener, service) = open(config)?;
+    serve(listener, service, &config.socket, shutdown).await
+}
+
+/// Binds the socket and loads the store: everything that can fail before serving.
+fn open(config: &Config) -> Result<(UnixListener, Arc<Service>), ServerError> {
     // Refuse a live socket before touching the state dir, so the message names the real cause.
     let listener = bind(&config.socket)?;
-    if let Err(source) = std::fs::create_dir_all(&config.state_dir) {
-        let _ = std::fs::remove_file(&config.socket);
-        return Err(ServerError::StateDir {
+    let opened = std::fs::create_dir_all(&config.state_dir)
+        .map_err(|source| ServerError::StateDir {
             path: config.state_dir.clone(),
             source,
-        });
-    }
-    let store = match Store::open(&config.state_dir.join("hns.redb")) {
-        Ok(s) => s,
+        })
+        .and_then(|()| Ok(Store::open(&config.state_dir.join("hns.redb"))?))
+        .and_then(|store| Ok(Service::start(store, config.profile)?));
+    match opened {
+        Ok(service) => Ok((listener, Arc::new(service))),
         Err(e) => {
             let _ = std::fs::remove_file(&config.socket);
-            return Err(e.into());
+            Err(e)
         }
-    };
-    let service = Arc::new(Service::start(store, config.profile)?);
-    tracing::info!(socket = %config.socket.display(), profile = %config.profile, "hnsd serving");
+    }
+}
+
+async fn serve(
+    listener: UnixListener,
+    service: Arc<Service>,
+    socket: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    tracing::info!(socket = %socket.display(), profile = %service.profile(), "hnsd serving");
     let served = axum::serve(listener, crate::api::router(Arc::clone(&service)))
         .with_graceful_shutdown(shutdown)
         .await;
-    let _ = std::fs::remove_file(&config.socket);
+    let _ = std::fs::remove_file(socket);
     service.shutdown();
     served.map_err(ServerError::Serve)
+}
+
+/// An hnsd serving inside this process (for tests, and for the in-memory demo).
+pub struct Running {
+    pub socket: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), ServerError>>>,
+}
+
+/// Starts hnsd in this process; returns once it accepts calls.
+pub fn spawn(config: &Config) -> Result<Running, ServerError> {
+    let (listener, service) = open(config)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let socket = config.socket.clone();
+    let task = tokio::spawn(async move {
+        serve(listener, service, &socket, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    Ok(Running {
+        socket: config.socket.clone(),
+        stop: Some(stop),
+        task: Some(task),
+    })
+}
+
+impl Running {
+    /// A client of this hnsd.
+    pub fn client(&self) -> crate::Client {
+        crate::Client::new(&self.socket)
+    }
+
+    /// Stops serving and closes the store.
+    pub async fn stop(mut self) -> Result<(), ServerError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.task.take() {
+            Some(t) => t.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
 }
 
 /// Binds `path` with mode 0600. A socket that answers belongs to a live hnsd: refused. One that

@@ -18,6 +18,8 @@ enum Command {
     Hnsd(commands::hnsd::Args),
     /// Talk to hnsd: list, get, create, modify, delete and dump HNS objects.
     Hns(commands::hns::Args),
+    /// kube-proxy for a Windows node: Services to HNS load balancers (winkernel).
+    Proxy(commands::proxy::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,6 +34,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Hnsd(args) => commands::hnsd::run(args),
         Command::Hns(args) => commands::hns::run(args),
+        Command::Proxy(args) => commands::proxy::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

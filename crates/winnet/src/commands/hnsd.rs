@@ -27,24 +27,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async {
-        hns::server::run(&config, shutdown_signal()).await?;
+        hns::server::run(&config, super::shutdown_signal()).await?;
         tracing::info!("hnsd stopped");
         Ok(())
     })
-}
-
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers hnsd still runs; it stops when killed.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

@@ -1,0 +1,15 @@
+//! kube-proxy for Windows nodes: Services and EndpointSlices to HNS load balancers and remote
+//! endpoints, with the `winkernel` proxier's mapping (reference §5.4), reconciled so that a
+//! restart changes nothing and 2,000 Services take seconds.
+
+pub mod health;
+pub mod metrics;
+pub mod model;
+pub mod planner;
+pub mod proxier;
+pub mod reconciler;
+pub mod source;
+
+pub use proxier::{Config, FeatureGates, Proxy, ProxyError, SourceConfig, run};
+pub use reconciler::SyncReport;
+pub use source::Snapshot;

@@ -1,0 +1,67 @@
+//! Prometheus metrics of the proxy.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The proxy's metrics, registered once.
+pub struct Metrics {
+    registry: Registry,
+    pub sync_duration: Histogram,
+    pub load_balancers: Gauge,
+    pub remote_endpoints: Gauge,
+    pub errors: Counter,
+    pub syncs: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let sync_duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let load_balancers = Gauge::default();
+        let remote_endpoints = Gauge::default();
+        let errors = Counter::default();
+        let syncs = Counter::default();
+        registry.register(
+            "kubeproxy_sync_proxy_rules_duration_seconds",
+            "Time a sync took to program HNS",
+            sync_duration.clone(),
+        );
+        registry.register(
+            "winnet_proxy_load_balancers",
+            "HNS load balancers programmed",
+            load_balancers.clone(),
+        );
+        registry.register(
+            "winnet_proxy_remote_endpoints",
+            "Remote HNS endpoints programmed",
+            remote_endpoints.clone(),
+        );
+        registry.register(
+            "winnet_proxy_sync_errors",
+            "Problems reported by syncs (failed HNS calls, unusable objects)",
+            errors.clone(),
+        );
+        registry.register("winnet_proxy_syncs", "Syncs run", syncs.clone());
+        Metrics {
+            registry,
+            sync_duration,
+            load_balancers,
+            remote_endpoints,
+            errors,
+            syncs,
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

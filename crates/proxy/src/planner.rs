@@ -1,0 +1,442 @@
+//! The winkernel mapping (reference §5.4) as a pure function: one Service and its
+//! EndpointSlices, on this node, to the HNS load balancers and remote endpoints it needs.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use hcn::MacAddress;
+use hcn::loadbalancer::{LoadBalancerDistribution, LoadBalancerFlags, PortMappingFlags};
+use ipnet::IpNet;
+
+use crate::model::{
+    Endpoint, Protocol, Service, ServiceKey, ServicePort, ServiceType, Slice, TargetPort,
+};
+
+/// kube-proxy's own port-mapping flag for external IPs (not in hcsshim).
+const VIP_EXTERNAL_IP: u32 = PortMappingFlags::VIP_EXTERNAL_IP;
+
+/// What the planner needs to know about this node and its HNS.
+#[derive(Clone, Debug, Default)]
+pub struct NodeContext {
+    /// This node's name (`--hostname-override`): endpoints with this `nodeName` are local.
+    pub hostname: String,
+    /// The node's addresses, by family: the PA of last resort and the overlay SourceVIP for
+    /// backends outside the pod network.
+    pub node_ips: Vec<IpAddr>,
+    pub overlay: bool,
+    /// The network's RemoteSubnetRoutes: remote pod prefix -> PA (Overlay).
+    pub remote_subnets: Vec<(IpNet, IpAddr)>,
+    /// `--source-vip` (used on Overlay only, as winkernel does).
+    pub source_vip: Option<IpAddr>,
+    /// `--enable-dsr`, already checked against HNS's DSR support.
+    pub enable_dsr: bool,
+    /// HNS has DSR at all (else ETP=Local and preserve-destination cannot use it).
+    pub dsr_supported: bool,
+    pub session_affinity_supported: bool,
+    /// One proxier per family: IPv6 only when HNS has IPv6DualStack and the network is not
+    /// Overlay.
+    pub ipv6: bool,
+    /// `--forward-healthcheck-vip`: a health-check LB per ingress IP onto the root endpoint.
+    pub forward_healthcheck_vip: bool,
+    /// The kube-proxy healthz port, the health port when a Service names none.
+    pub healthz_port: u16,
+}
+
+/// Which of a service port's load balancers this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    ClusterIp,
+    NodePort,
+    ExternalIp,
+    Ingress,
+    HealthCheck,
+}
+
+/// A backend of a desired load balancer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// A pod on this node: its HNS endpoint is the CNI's.
+    Local(IpAddr),
+    /// A pod elsewhere: a remote HNS endpoint (Flags 1) that the proxy owns.
+    Remote(IpAddr),
+    /// The root HNS endpoint (`--root-hnsendpoint-name`), for health-check LBs.
+    Root,
+}
+
+/// The frontend an LB claims in HNS: one owner per (VIP or every node address, protocol, port).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frontend {
+    pub vip: Option<IpAddr>,
+    pub protocol: u32,
+    pub port: u16,
+}
+
+/// A load balancer the Service needs, before backends are resolved to HNS endpoint IDs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredLb {
+    pub service: ServiceKey,
+    pub port_name: String,
+    pub role: Role,
+    pub frontend: Frontend,
+    pub internal_port: u16,
+    pub backends: BTreeSet<Backend>,
+    pub source_vip: Option<IpAddr>,
+    pub lb_flags: u32,
+    pub port_mapping_flags: u32,
+    pub distribution: u32,
+}
+
+/// A remote HNS endpoint the Service needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RemoteEndpoint {
+    pub ip: IpAddr,
+    pub mac: MacAddress,
+    /// The PA (Overlay only).
+    pub provider_address: Option<IpAddr>,
+}
+
+/// Everything one Service needs on this node, and what could not be done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServicePlan {
+    pub lbs: Vec<DesiredLb>,
+    pub remotes: BTreeSet<RemoteEndpoint>,
+    /// Things winkernel would log: unsupported protocol, missing features, and the like.
+    pub problems: Vec<String>,
+    /// Endpoints on this node, by service port, for the health-check server.
+    pub local_endpoints: usize,
+}
+
+/// The MAC winkernel gives a remote endpoint: the prefix and the last four bytes of the IP.
+/// It is never sent on the wire.
+pub fn conjure_mac(prefix: [u8; 2], ip: IpAddr) -> MacAddress {
+    let b = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    MacAddress([prefix[0], prefix[1], b[0], b[1], b[2], b[3]])
+}
+
+/// Plans one Service. `slices` are the Service's EndpointSlices (any family).
+pub fn plan_service(svc: &Service, slices: &[&Slice], ctx: &NodeContext) -> ServicePlan {
+    let mut plan = ServicePlan::default();
+    if svc.service_type == ServiceType::ExternalName || svc.cluster_ips.is_empty() {
+        return plan; // ExternalName and headless Services have no VIP to balance.
+    }
+    for family_ip in &svc.cluster_ips {
+        let ipv6 = family_ip.is_ipv6();
+        if ipv6 && !ctx.ipv6 {
+            plan.problems.push(if ctx.overlay {
+                format!("{}: Overlay (VXLAN) networks on Windows do not support dual-stack networking today; IPv6 cluster IP {family_ip} not programmed", svc.key)
+            } else {
+                format!("{}: this HNS has no IPv6DualStack; IPv6 cluster IP {family_ip} not programmed", svc.key)
+            });
+            continue;
+        }
+        let family: Vec<&Slice> = slices.iter().copied().filter(|s| s.ipv6 == ipv6).collect();
+        for port in &svc.ports {
+            plan_port(svc, port, *family_ip, &family, ctx, &mut plan);
+        }
+    }
+    plan
+}
+
+/// The endpoints of one service port, with the internal port they listen on.
+fn port_endpoints<'a>(
+    port: &ServicePort,
+    slices: &[&'a Slice],
+    problems: &mut Vec<String>,
+    key: &ServiceKey,
+) -> (Vec<&'a Endpoint>, Option<u16>) {
+    let mut eps = Vec::new();
+    let mut internal: Option<u16> = None;
+    for slice in slices {
+        let Some(sp) = slice
+            .ports
+            .iter()
+            .find(|p| p.name == port.name && p.protocol == port.protocol)
+        else {
+            continue;
+        };
+        match internal {
+            Some(p) if p != sp.port => problems.push(format!(
+                "{key} port {}: endpoints listen on different ports ({p} and {}); HNS load balancers take one, {p} is used",
+                port.name, sp.port
+            )),
+            _ => internal = Some(sp.port),
+        }
+        eps.extend(slice.endpoints.iter());
+    }
+    if internal.is_none()
+        && let TargetPort::Number(n) = port.target_port
+    {
+        internal = Some(n);
+    }
+    (eps, internal)
+}
+
+fn plan_port(
+    svc: &Service,
+    port: &ServicePort,
+    cluster_ip: IpAddr,
+    slices: &[&Slice],
+    ctx: &NodeContext,
+    plan: &mut ServicePlan,
+) {
+    let Some(protocol) = port.protocol.hns_number() else {
+        plan.problems.push(format!(
+            "{} port {} ({}): Windows has no SCTP load balancing; not programmed",
+            svc.key, port.name, port.port
+        ));
+        return;
+    };
+    let (endpoints, internal) = port_endpoints(port, slices, &mut plan.problems, &svc.key);
+    let is_local = |e: &Endpoint| e.node_name.as_deref() == Some(ctx.hostname.as_str());
+    let ext_local = svc.external_policy_local;
+
+    // KEP-1669 as winkernel applies it: terminating and serving state only matter with ingress IPs.
+    let (mut all_terminating, mut all_non_serving) = (false, false);
+    if !svc.ingress_ips.is_empty() {
+        (all_terminating, all_non_serving) = (true, true);
+        for e in endpoints.iter().filter(|e| !ext_local || is_local(e)) {
+            all_terminating &= e.terminating;
+            all_non_serving &= !e.serving;
+        }
+    }
+    let usable: Vec<&Endpoint> = endpoints
+        .iter()
+        .copied()
+        .filter(|e| {
+            if all_terminating {
+                e.serving
+            } else {
+                e.ready && e.serving
+            }
+        })
+        .collect();
+    let available_for_lb = !all_terminating && !all_non_serving;
+    plan.local_endpoints += usable.iter().filter(|e| is_local(e)).count();
+
+    let Some(internal_port) = internal else {
+        return;
+    };
+    let backends = |local_only: bool| -> BTreeSet<Backend> {
+        usable
+            .iter()
+            .filter(|e| !local_only || is_local(e))
+            .map(|e| {
+                if is_local(e) {
+                    Backend::Local(e.ip)
+                } else {
+                    Backend::Remote(e.ip)
+                }
+            })
+            .collect()
+    };
+    let ipv6 = if cluster_ip.is_ipv6() {
+        LoadBalancerFlags::IPV6
+    } else {
+        0
+    };
+    let dsr = |on: bool| {
+        if on && ctx.dsr_supported {
+            LoadBalancerFlags::DSR
+        } else {
+            0
+        }
+    };
+    let distribution = if svc.session_affinity && ctx.session_affinity_supported {
+        LoadBalancerDistribution::SOURCE_IP
+    } else {
+        if svc.session_affinity
+            && plan
+                .problems
+                .iter()
+                .all(|p| !p.contains("Session Affinity"))
+        {
+            plan.problems.push(format!(
+                "{}: Session Affinity is not supported on this version of Windows",
+                svc.key
+            ));
+        }
+        LoadBalancerDistribution::NONE
+    };
+    let mut add = |role: Role,
+                   vip: Option<IpAddr>,
+                   ext_port: u16,
+                   set: BTreeSet<Backend>,
+                   lb_flags: u32,
+                   pm_flags: u32,
+                   dist: u32| {
+        if set.is_empty() {
+            return;
+        }
+        let source_vip = source_vip(&set, ctx);
+        plan.lbs.push(DesiredLb {
+            service: svc.key.clone(),
+            port_name: port.name.clone(),
+            role,
+            frontend: Frontend {
+                vip,
+                protocol,
+                port: ext_port,
+            },
+            internal_port: if role == Role::HealthCheck {
+                ext_port
+            } else {
+                internal_port
+            },
+            backends: set,
+            source_vip,
+            lb_flags: lb_flags | ipv6,
+            port_mapping_flags: pm_flags,
+            distribution: dist,
+        });
+    };
+
+    let cluster_set = backends(svc.internal_policy_local);
+    add(
+        Role::ClusterIp,
+        Some(cluster_ip),
+        port.port,
+        cluster_set,
+        dsr(ctx.enable_dsr),
+        0,
+        distribution,
+    );
+    if !available_for_lb {
+        return;
+    }
+    let same_family = |ip: &&IpAddr| ip.is_ipv6() == cluster_ip.is_ipv6();
+    if let Some(node_port) = port
+        .node_port
+        .filter(|_| svc.service_type != ServiceType::ClusterIp)
+    {
+        let local_only = ext_local || svc.preserve_destination;
+        let flags = PortMappingFlags::LOCAL_ROUTED_VIP | VIP_EXTERNAL_IP;
+        add(
+            Role::NodePort,
+            None,
+            node_port,
+            backends(local_only),
+            dsr(ext_local),
+            flags,
+            distribution,
+        );
+    }
+    for ext in svc.external_ips.iter().filter(same_family) {
+        add(
+            Role::ExternalIp,
+            Some(*ext),
+            port.port,
+            backends(ext_local),
+            dsr(ext_local),
+            VIP_EXTERNAL_IP,
+            distribution,
+        );
+    }
+    for ingress in svc.ingress_ips.iter().filter(same_family) {
+        let preserve = svc.preserve_destination;
+        let flags = if preserve {
+            VIP_EXTERNAL_IP | PortMappingFlags::USE_MUX | PortMappingFlags::PRESERVE_DIP
+        } else {
+            VIP_EXTERNAL_IP
+        };
+        add(
+            Role::Ingress,
+            Some(*ingress),
+            port.port,
+            backends(ext_local || preserve),
+            dsr(ext_local || preserve),
+            flags,
+            distribution,
+        );
+        if ctx.forward_healthcheck_vip {
+            let health_port = svc.health_check_node_port.unwrap_or(ctx.healthz_port);
+            let hc_flags = if preserve {
+                PortMappingFlags::USE_MUX | PortMappingFlags::PRESERVE_DIP
+            } else {
+                0
+            };
+            let root = BTreeSet::from([Backend::Root]);
+            add(
+                Role::HealthCheck,
+                Some(*ingress),
+                health_port,
+                root,
+                0,
+                hc_flags,
+                LoadBalancerDistribution::NONE,
+            );
+        }
+    }
+    for lb in &plan.lbs {
+        for b in &lb.backends {
+            if let Backend::Remote(ip) = b {
+                plan.remotes.insert(RemoteEndpoint {
+                    ip: *ip,
+                    mac: conjure_mac([0x02, 0x11], *ip),
+                    provider_address: provider_address(*ip, ctx),
+                });
+            }
+        }
+    }
+}
+
+/// The PA of a remote endpoint on Overlay: the RemoteSubnetRoute's whose prefix holds the IP,
+/// else the node's own address ("assuming it is a public IP", as winkernel says).
+fn provider_address(ip: IpAddr, ctx: &NodeContext) -> Option<IpAddr> {
+    if !ctx.overlay {
+        return None;
+    }
+    ctx.remote_subnets
+        .iter()
+        .find(|(prefix, _)| prefix.contains(&ip))
+        .map(|(_, pa)| *pa)
+        .or_else(|| node_ip(ctx, ip.is_ipv6()))
+}
+
+fn node_ip(ctx: &NodeContext, ipv6: bool) -> Option<IpAddr> {
+    ctx.node_ips.iter().copied().find(|ip| ip.is_ipv6() == ipv6)
+}
+
+/// SourceVIP: none on L2Bridge; on Overlay the node IP when a backend is outside the pod
+/// network (a remote address in no RemoteSubnetRoute), else `--source-vip`.
+fn source_vip(backends: &BTreeSet<Backend>, ctx: &NodeContext) -> Option<IpAddr> {
+    if !ctx.overlay {
+        return None;
+    }
+    let outside = backends.iter().any(|b| match b {
+        Backend::Remote(ip) => !ctx.remote_subnets.iter().any(|(p, _)| p.contains(ip)),
+        _ => false,
+    });
+    if outside {
+        ctx.source_vip
+            .and_then(|v| node_ip(ctx, v.is_ipv6()))
+            .or(ctx.source_vip)
+    } else {
+        ctx.source_vip
+    }
+}
+
+/// A plan's protocol name for messages.
+pub fn protocol_name(n: u32) -> &'static str {
+    match n {
+        6 => "TCP",
+        17 => "UDP",
+        _ => "?",
+    }
+}
+
+impl Protocol {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+            Protocol::Sctp => "SCTP",
+        }
+    }
+}

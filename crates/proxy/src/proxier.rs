@@ -1,0 +1,475 @@
+//! The proxier: startup checks as winkernel makes them, then one loop that turns snapshots into
+//! per-Service plans and hands the changed ones to the reconciler.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hcn::{NetworkPolicy, NetworkType, SupportedFeatures};
+use hns::Client;
+
+use crate::health::{self, Health, ServiceHealth};
+use crate::model::{Service, ServiceKey, Slice};
+use crate::planner::{NodeContext, ServicePlan, plan_service};
+use crate::reconciler::{Reconciler, SyncReport};
+use crate::source::{self, Snapshot};
+
+/// `--feature-gates`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    pub win_dsr: bool,
+    pub win_overlay: bool,
+}
+
+impl std::str::FromStr for FeatureGates {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut g = FeatureGates::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("--feature-gates: \"{item}\" is not NAME=true|false"))?;
+            let on: bool = value.parse().map_err(|_| {
+                format!("--feature-gates: {name}={value}: the value must be true or false")
+            })?;
+            match name {
+                "WinDSR" => g.win_dsr = on,
+                "WinOverlay" => g.win_overlay = on,
+                // kube-proxy accepts every gate of Kubernetes; those it does not use change nothing.
+                _ => tracing::info!(
+                    gate = name,
+                    "feature gate has no effect on the Windows proxier"
+                ),
+            }
+        }
+        Ok(g)
+    }
+}
+
+/// Where the Kubernetes objects come from.
+#[derive(Clone, Debug)]
+pub enum SourceConfig {
+    Manifests(PathBuf),
+    Kubeconfig(PathBuf),
+}
+
+/// What `winnet proxy` is started with (kube-proxy's flags).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub hostname: String,
+    pub network_name: String,
+    pub source_vip: Option<IpAddr>,
+    pub enable_dsr: bool,
+    pub feature_gates: FeatureGates,
+    pub cluster_cidr: Option<ipnet::IpNet>,
+    /// The node's addresses; else taken from its Node object.
+    pub node_ips: Vec<IpAddr>,
+    pub healthz_bind: Option<SocketAddr>,
+    pub metrics_bind: Option<SocketAddr>,
+    pub hns_socket: PathBuf,
+    pub root_hnsendpoint_name: String,
+    pub forward_healthcheck_vip: bool,
+    pub source: SourceConfig,
+    /// How long to wait before retrying a Service whose HNS calls failed (doubles, up to 30 s).
+    pub retry_after: Duration,
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("{0}")]
+    Startup(String),
+    #[error(transparent)]
+    Hns(#[from] hns::ClientError),
+}
+
+/// A connected proxy: HNS observed, ready to sync snapshots.
+pub struct Proxy {
+    client: Arc<Client>,
+    reconciler: Reconciler,
+    proxier: Proxier,
+    synced_once: bool,
+}
+
+impl Proxy {
+    /// Startup as winkernel does it: HNS V2, the feature gates, the network (waited for), the
+    /// Overlay requirements; then HNS's load balancers and endpoints are read, once.
+    pub async fn connect(config: Config) -> Result<Proxy, ProxyError> {
+        let client = Arc::new(Client::new(&config.hns_socket));
+        let features = client.get_supported_features().await?;
+        if !features.api.v2 {
+            return Err(ProxyError::Startup(
+                "this HNS has no V2 API; the Windows proxier needs it".into(),
+            ));
+        }
+        if config.enable_dsr && !config.feature_gates.win_dsr {
+            return Err(ProxyError::Startup(
+                "WinDSR feature gate not enabled: --enable-dsr needs --feature-gates WinDSR=true"
+                    .into(),
+            ));
+        }
+        let network = wait_for_network(&client, &config.network_name).await?;
+        let overlay = network.network_type == NetworkType::Overlay;
+        if overlay {
+            check_overlay(&config, &features)?;
+        }
+        let modify = features.modify_loadbalancer;
+        let reconciler = Reconciler::observe(
+            Arc::clone(&client),
+            network,
+            &config.root_hnsendpoint_name,
+            modify,
+        )
+        .await?;
+        let proxier = Proxier::new(config, features, overlay, Arc::new(Health::default()));
+        Ok(Proxy {
+            client,
+            reconciler,
+            proxier,
+            synced_once: false,
+        })
+    }
+
+    /// Programs HNS for `snapshot`. The first sync is full: it adopts the load balancers that
+    /// already match and removes those nothing wants.
+    pub async fn sync(&mut self, snapshot: &Snapshot) -> SyncReport {
+        let full = !self.synced_once;
+        self.synced_once = true;
+        self.proxier
+            .sync(&self.client, &mut self.reconciler, snapshot, full)
+            .await
+    }
+
+    /// When the next retry of failed Services is due.
+    pub fn next_retry(&self) -> Option<Duration> {
+        self.proxier.next_retry()
+    }
+
+    /// The health state (metrics, last sync) the servers report.
+    pub fn health(&self) -> Arc<Health> {
+        Arc::clone(&self.proxier.health)
+    }
+
+    /// The reconciler's view of HNS.
+    pub fn reconciler(&self) -> &Reconciler {
+        &self.reconciler
+    }
+}
+
+/// Runs the proxy until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
+    tokio::pin!(shutdown);
+    let (healthz, metrics) = (config.healthz_bind, config.metrics_bind);
+    let mut snapshots = match &config.source {
+        SourceConfig::Manifests(dir) => source::manifests::watch(dir.clone()),
+        SourceConfig::Kubeconfig(path) => source::kube::watch(path)
+            .await
+            .map_err(ProxyError::Startup)?,
+    };
+    let mut proxy = tokio::select! {
+        p = Proxy::connect(config) => p?,
+        _ = &mut shutdown => return Ok(()),
+    };
+    if let Some(addr) = healthz {
+        health::serve(addr, proxy.health(), false);
+    }
+    if let Some(addr) = metrics {
+        health::serve(addr, proxy.health(), true);
+    }
+    let mut snapshot = snapshots.borrow_and_update().clone();
+    proxy.sync(&snapshot).await;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    return Err(ProxyError::Startup("the object source stopped".into()));
+                }
+                snapshot = snapshots.borrow_and_update().clone();
+                proxy.sync(&snapshot).await;
+            }
+            _ = sleep_opt(proxy.next_retry()) => {
+                proxy.sync(&snapshot).await;
+            }
+        }
+    }
+}
+
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Polls every second until the network exists, as winkernel does.
+async fn wait_for_network(client: &Client, name: &str) -> Result<hcn::Network, ProxyError> {
+    let mut logged = false;
+    loop {
+        if let Some(n) = client.get_network_by_name(name).await? {
+            return Ok(n);
+        }
+        if !logged {
+            tracing::info!(
+                network = name,
+                "waiting for the HNS network (is --network-name / KUBE_NETWORK right?)"
+            );
+            logged = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn check_overlay(config: &Config, features: &SupportedFeatures) -> Result<(), ProxyError> {
+    if !config.feature_gates.win_overlay {
+        return Err(ProxyError::Startup("the network is Overlay: WinOverlay feature gate not enabled (--feature-gates WinOverlay=true)".into()));
+    }
+    if !features.remote_subnet {
+        return Err(ProxyError::Startup(
+            "the network is Overlay but this HNS has no RemoteSubnet support".into(),
+        ));
+    }
+    if config.source_vip.is_none() {
+        return Err(ProxyError::Startup("the network is Overlay: --source-vip is required (an address of the node's pod subnet)".into()));
+    }
+    Ok(())
+}
+
+/// The inputs a Service's plan depends on; a plan is recomputed only when they change.
+#[derive(Clone, PartialEq)]
+struct Inputs {
+    service: Service,
+    slices: Vec<Slice>,
+}
+
+struct Proxier {
+    config: Config,
+    features: SupportedFeatures,
+    overlay: bool,
+    health: Arc<Health>,
+    service_health: ServiceHealth,
+    inputs: BTreeMap<ServiceKey, Inputs>,
+    context: Option<NodeContext>,
+    retry: BTreeSet<ServiceKey>,
+    retry_delay: Duration,
+    retry_at: Option<Instant>,
+    reported: BTreeSet<String>,
+}
+
+impl Proxier {
+    fn new(
+        config: Config,
+        features: SupportedFeatures,
+        overlay: bool,
+        health: Arc<Health>,
+    ) -> Proxier {
+        let retry_delay = config.retry_after;
+        Proxier {
+            config,
+            features,
+            overlay,
+            health,
+            service_health: ServiceHealth::default(),
+            inputs: BTreeMap::new(),
+            context: None,
+            retry: BTreeSet::new(),
+            retry_delay,
+            retry_at: None,
+            reported: BTreeSet::new(),
+        }
+    }
+
+    fn next_retry(&self) -> Option<Duration> {
+        self.retry_at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    fn context(&self, network: &hcn::Network, snapshot: &Snapshot) -> NodeContext {
+        let node_ips = if self.config.node_ips.is_empty() {
+            snapshot
+                .nodes
+                .get(&self.config.hostname)
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            self.config.node_ips.clone()
+        };
+        let remote_subnets = network
+            .policies
+            .iter()
+            .filter_map(|p| match p {
+                NetworkPolicy::RemoteSubnetRoute(r) => {
+                    Some((r.destination_prefix, r.provider_address))
+                }
+                _ => None,
+            })
+            .collect();
+        NodeContext {
+            hostname: self.config.hostname.clone(),
+            node_ips,
+            overlay: self.overlay,
+            remote_subnets,
+            source_vip: if self.overlay {
+                self.config.source_vip
+            } else {
+                None
+            },
+            enable_dsr: self.config.enable_dsr && self.features.dsr,
+            dsr_supported: self.features.dsr,
+            session_affinity_supported: self.features.session_affinity,
+            ipv6: self.features.ipv6_dual_stack && !self.overlay,
+            forward_healthcheck_vip: self.config.forward_healthcheck_vip,
+            healthz_port: self.config.healthz_bind.map_or(10256, |a| a.port()),
+        }
+    }
+
+    /// One sync: replan what changed (or everything when the node context changed), apply it.
+    async fn sync(
+        &mut self,
+        client: &Client,
+        reconciler: &mut Reconciler,
+        snapshot: &Snapshot,
+        full: bool,
+    ) -> SyncReport {
+        let started = Instant::now();
+        let network = match client.get_network_by_name(&self.config.network_name).await {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                let problem = format!(
+                    "network {} is gone from HNS; waiting for it",
+                    self.config.network_name
+                );
+                return self.failed_sync(problem);
+            }
+            Err(e) => {
+                let problem = format!("reading network {}: {e}", self.config.network_name);
+                return self.failed_sync(problem);
+            }
+        };
+        let context = self.context(&network, snapshot);
+        let context_changed = self
+            .context
+            .as_ref()
+            .is_none_or(|c| !same_context(c, &context));
+        let retrying = std::mem::take(&mut self.retry);
+        if !retrying.is_empty()
+            && let Err(e) = reconciler.refresh_local_endpoints().await
+        {
+            self.report_once(format!("listing local endpoints: {e}"));
+        }
+        let by_service = snapshot.slices_by_service();
+        let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
+        let mut wanted_inputs = BTreeMap::new();
+        for (key, svc) in &snapshot.services {
+            let slices: Vec<&Slice> = by_service.get(key).cloned().unwrap_or_default();
+            let inputs = Inputs {
+                service: svc.clone(),
+                slices: slices.iter().map(|s| (*s).clone()).collect(),
+            };
+            let changed = self.inputs.get(key) != Some(&inputs);
+            if full || context_changed || changed || retrying.contains(key) {
+                updates.push((key.clone(), plan_service(svc, &slices, &context)));
+            }
+            wanted_inputs.insert(key.clone(), inputs);
+        }
+        for key in self
+            .inputs
+            .keys()
+            .filter(|k| !snapshot.services.contains_key(*k))
+        {
+            updates.push((key.clone(), ServicePlan::default()));
+        }
+        self.inputs = wanted_inputs;
+        self.context = Some(context);
+        for p in &snapshot.problems {
+            self.report_once(p.clone());
+        }
+        let report = reconciler.sync(updates, full).await;
+        self.after_sync(reconciler, snapshot, &report, started);
+        report
+    }
+
+    /// A sync that could not start: retried later, everything still wanted.
+    fn failed_sync(&mut self, problem: String) -> SyncReport {
+        self.report_once(problem.clone());
+        self.retry.extend(self.inputs.keys().cloned());
+        self.schedule_retry();
+        SyncReport {
+            problems: vec![problem],
+            retry: self.retry.clone(),
+            ..SyncReport::default()
+        }
+    }
+
+    fn after_sync(
+        &mut self,
+        reconciler: &Reconciler,
+        snapshot: &Snapshot,
+        report: &SyncReport,
+        started: Instant,
+    ) {
+        let m = &self.health.metrics;
+        m.sync_duration.observe(started.elapsed().as_secs_f64());
+        m.syncs.inc();
+        m.load_balancers
+            .set(reconciler.load_balancer_count() as i64);
+        m.remote_endpoints
+            .set(reconciler.remote_endpoint_count() as i64);
+        m.errors.inc_by(report.retry.len() as u64);
+        if report.created
+            + report.updated
+            + report.deleted
+            + report.remote_created
+            + report.remote_deleted
+            > 0
+        {
+            tracing::info!(
+                created = report.created,
+                updated = report.updated,
+                deleted = report.deleted,
+                remote_created = report.remote_created,
+                remote_deleted = report.remote_deleted,
+                took_ms = started.elapsed().as_millis() as u64,
+                "synced load balancers"
+            );
+        }
+        for p in &report.problems {
+            self.report_once(p.clone());
+        }
+        self.retry = report.retry.clone();
+        if self.retry.is_empty() {
+            self.retry_delay = self.config.retry_after;
+            self.retry_at = None;
+        } else {
+            self.schedule_retry();
+        }
+        let mut hc = HashMap::new();
+        for (key, svc) in &snapshot.services {
+            if let (true, Some(port)) = (svc.external_policy_local, svc.health_check_node_port) {
+                let local = reconciler.plan(key).map_or(0, |p| p.local_endpoints);
+                hc.insert(port, (key.clone(), local));
+            }
+        }
+        self.service_health.update(&hc);
+        self.health.synced();
+    }
+
+    fn schedule_retry(&mut self) {
+        self.retry_at = Some(Instant::now() + self.retry_delay);
+        self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(30));
+    }
+
+    /// Logs a problem once (until it goes away and comes back, it is not repeated).
+    fn report_once(&mut self, problem: String) {
+        if self.reported.insert(problem.clone()) {
+            tracing::warn!("{problem}");
+        }
+    }
+}
+
+fn same_context(a: &NodeContext, b: &NodeContext) -> bool {
+    a.node_ips == b.node_ips && a.remote_subnets == b.remote_subnets && a.hostname == b.hostname
+}

@@ -1,0 +1,100 @@
+//! `winnet proxy`: kube-proxy's Windows proxier, with the flags kube-proxy users know.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use proxy::{Config, FeatureGates, SourceConfig};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// This node's name: EndpointSlice endpoints with this nodeName are local.
+    #[arg(long)]
+    hostname_override: Option<String>,
+    /// The HNS network pods are on.
+    #[arg(long, env = "KUBE_NETWORK")]
+    network_name: String,
+    /// The source VIP for non-DSR traffic (Overlay).
+    #[arg(long)]
+    source_vip: Option<IpAddr>,
+    /// Direct server return for ClusterIP load balancers (needs WinDSR=true).
+    #[arg(long)]
+    enable_dsr: bool,
+    /// Feature gates, e.g. WinDSR=true,WinOverlay=true.
+    #[arg(long, default_value = "")]
+    feature_gates: FeatureGates,
+    /// The pod CIDR of the cluster.
+    #[arg(long)]
+    cluster_cidr: Option<ipnet::IpNet>,
+    /// The node's address (repeat for dual-stack); else from its Node object.
+    #[arg(long = "bind-address")]
+    bind_address: Vec<IpAddr>,
+    /// Where /healthz is served ("" to not serve).
+    #[arg(long, default_value = "0.0.0.0:10256")]
+    healthz_bind_address: String,
+    /// Where /metrics is served ("" to not serve).
+    #[arg(long, default_value = "127.0.0.1:10249")]
+    metrics_bind_address: String,
+    /// The root HNS endpoint, the backend of health-check load balancers.
+    #[arg(long, default_value = "cbr0")]
+    root_hnsendpoint_name: String,
+    /// A health-check load balancer per ingress IP onto the root endpoint.
+    #[arg(long)]
+    forward_healthcheck_vip: bool,
+    /// Kubernetes objects from a kube API (watch).
+    #[arg(long, conflicts_with = "manifests")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubernetes objects from a folder of manifests (reloaded on change).
+    #[arg(long)]
+    manifests: Option<PathBuf>,
+    /// hnsd's socket (else HNS_SOCKET, else /run/winnet/hns.sock).
+    #[arg(long)]
+    hns_socket: Option<PathBuf>,
+}
+
+fn addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .with_context(|| format!("--{flag} {s}: write ADDRESS:PORT, e.g. 0.0.0.0:10256"))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let source = match (args.manifests, args.kubeconfig) {
+        (Some(dir), _) => SourceConfig::Manifests(dir),
+        (None, Some(path)) => SourceConfig::Kubeconfig(path),
+        (None, None) => bail!("say where Services come from: --kubeconfig FILE or --manifests DIR"),
+    };
+    let hostname = match args.hostname_override {
+        Some(h) => h,
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_lowercase())
+            .context("no --hostname-override and the host name cannot be read")?,
+    };
+    let config = Config {
+        hostname,
+        network_name: args.network_name,
+        source_vip: args.source_vip,
+        enable_dsr: args.enable_dsr,
+        feature_gates: args.feature_gates,
+        cluster_cidr: args.cluster_cidr,
+        node_ips: args
+            .bind_address
+            .into_iter()
+            .filter(|a| !a.is_unspecified())
+            .collect(),
+        healthz_bind: addr("healthz-bind-address", &args.healthz_bind_address)?,
+        metrics_bind: addr("metrics-bind-address", &args.metrics_bind_address)?,
+        hns_socket: hns::socket_path(args.hns_socket.as_deref()),
+        root_hnsendpoint_name: args.root_hnsendpoint_name,
+        forward_healthcheck_vip: args.forward_healthcheck_vip,
+        source,
+        retry_after: Duration::from_secs(1),
+    };
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    rt.block_on(proxy::run(config, super::shutdown_signal()))?;
+    Ok(())
+}
