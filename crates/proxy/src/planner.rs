@@ -140,6 +140,19 @@ pub fn plan_service(svc: &Service, slices: &[&Slice], ctx: &NodeContext) -> Serv
             plan_port(svc, port, *family_ip, &family, ctx, &mut plan);
         }
     }
+    plan.remotes = plan
+        .lbs
+        .iter()
+        .flat_map(|lb| &lb.backends)
+        .filter_map(|b| match b {
+            Backend::Remote(ip) => Some(RemoteEndpoint {
+                ip: *ip,
+                mac: conjure_mac([0x02, 0x11], *ip),
+                provider_address: provider_address(*ip, ctx),
+            }),
+            _ => None,
+        })
+        .collect();
     plan
 }
 
@@ -372,17 +385,6 @@ fn plan_port(
             );
         }
     }
-    for lb in &plan.lbs {
-        for b in &lb.backends {
-            if let Backend::Remote(ip) = b {
-                plan.remotes.insert(RemoteEndpoint {
-                    ip: *ip,
-                    mac: conjure_mac([0x02, 0x11], *ip),
-                    provider_address: provider_address(*ip, ctx),
-                });
-            }
-        }
-    }
 }
 
 /// The PA of a remote endpoint on Overlay: the RemoteSubnetRoute's whose prefix holds the IP,
@@ -418,15 +420,6 @@ fn source_vip(backends: &BTreeSet<Backend>, ctx: &NodeContext) -> Option<IpAddr>
             .or(ctx.source_vip)
     } else {
         ctx.source_vip
-    }
-}
-
-/// A plan's protocol name for messages.
-pub fn protocol_name(n: u32) -> &'static str {
-    match n {
-        6 => "TCP",
-        17 => "UDP",
-        _ => "?",
     }
 }
 
