@@ -40,6 +40,8 @@ pub struct NodeContext {
     pub forward_healthcheck_vip: bool,
     /// The kube-proxy healthz port, the health port when a Service names none.
     pub healthz_port: u16,
+    /// The MAC of the NIC that holds the node IP (Overlay: the ClusterIP remote endpoints).
+    pub host_mac: Option<MacAddress>,
 }
 
 /// Which of a service port's load balancers this is.
@@ -153,6 +155,24 @@ pub fn plan_service(svc: &Service, slices: &[&Slice], ctx: &NodeContext) -> Serv
             _ => None,
         })
         .collect();
+    // Overlay: each ClusterIP with a load balancer is also a remote endpoint behind this node's
+    // PA, with the host's MAC, so that VFP routes it (winkernel's svcInfo.remoteEndpoint).
+    if let (true, Some(mac)) = (ctx.overlay, ctx.host_mac) {
+        for vip in &svc.cluster_ips {
+            let has_lb = plan
+                .lbs
+                .iter()
+                .any(|lb| lb.role == Role::ClusterIp && lb.frontend.vip == Some(*vip));
+            if has_lb {
+                let provider_address = node_ip(ctx, vip.is_ipv6());
+                plan.remotes.insert(RemoteEndpoint {
+                    ip: *vip,
+                    mac,
+                    provider_address,
+                });
+            }
+        }
+    }
     plan
 }
 

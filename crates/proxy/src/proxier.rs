@@ -75,6 +75,8 @@ pub struct Config {
     pub source: SourceConfig,
     /// How long to wait before retrying a Service whose HNS calls failed (doubles, up to 30 s).
     pub retry_after: Duration,
+    /// The MAC of the NIC holding the node IP; required on Overlay.
+    pub host_mac: Option<hcn::MacAddress>,
 }
 
 /// Why the proxy could not start.
@@ -115,6 +117,7 @@ impl Proxy {
         let overlay = network.network_type == NetworkType::Overlay;
         if overlay {
             check_overlay(&config, &features)?;
+            ensure_source_vip_endpoint(&client, &network, &config).await?;
         }
         let modify = features.modify_loadbalancer;
         let reconciler = Reconciler::observe(
@@ -235,6 +238,43 @@ fn check_overlay(config: &Config, features: &SupportedFeatures) -> Result<(), Pr
     if config.source_vip.is_none() {
         return Err(ProxyError::Startup("the network is Overlay: --source-vip is required (an address of the node's pod subnet)".into()));
     }
+    if config.host_mac.is_none() {
+        return Err(ProxyError::Startup(
+            "the network is Overlay: the host MAC is needed (the MAC of the NIC holding the node IP; give the node IP with --bind-address)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Overlay: the source VIP is a local HNS endpoint with the host's MAC; made if no endpoint
+/// holds that address yet.
+async fn ensure_source_vip_endpoint(
+    client: &Client,
+    network: &hcn::Network,
+    config: &Config,
+) -> Result<(), ProxyError> {
+    let Some(vip) = config.source_vip else {
+        return Ok(());
+    };
+    let existing = client.list_endpoints_of_network(network.id).await?;
+    if existing.iter().any(|e| e.ips().any(|ip| ip == vip)) {
+        return Ok(());
+    }
+    let ep = hcn::Endpoint {
+        name: "source-vip".into(),
+        host_compute_network: network.id,
+        ip_configurations: vec![hcn::IpConfig {
+            ip_address: Some(vip),
+            prefix_length: 0,
+        }],
+        mac_address: config.host_mac,
+        ..hcn::Endpoint::default()
+    };
+    client
+        .create_endpoint(&ep)
+        .await
+        .map_err(|e| ProxyError::Startup(format!("creating the source VIP endpoint {vip}: {e}")))?;
+    tracing::info!(%vip, "created the source VIP endpoint");
     Ok(())
 }
 
@@ -323,6 +363,7 @@ impl Proxier {
             ipv6: self.features.ipv6_dual_stack && !self.overlay,
             forward_healthcheck_vip: self.config.forward_healthcheck_vip,
             healthz_port: self.config.healthz_bind.map_or(10256, |a| a.port()),
+            host_mac: self.config.host_mac,
         }
     }
 

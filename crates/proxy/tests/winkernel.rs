@@ -103,6 +103,7 @@ fn config(n: &Node) -> Config {
         forward_healthcheck_vip: false,
         source: SourceConfig::Manifests("/nonexistent".into()),
         retry_after: Duration::from_millis(50),
+        host_mac: Some("00-15-5D-AA-BB-CC".parse().unwrap()),
     }
 }
 
@@ -621,6 +622,20 @@ async fn overlay_remote_endpoints_carry_the_pa_and_lbs_the_source_vip() {
         "192.168.0.11",
         "a backend outside the pod network"
     );
+    let cluster = h.remote("10.96.0.10");
+    assert_eq!(
+        cluster.mac_address.unwrap().to_string(),
+        "00-15-5D-AA-BB-CC",
+        "ClusterIP remote endpoint with the host MAC"
+    );
+    assert_eq!(pa(cluster), "192.168.0.11", "behind this node's PA");
+    let eps = n.client.list_endpoints().await.unwrap();
+    let svip = eps
+        .iter()
+        .find(|e| e.ips().any(|ip| ip.to_string() == "10.244.1.3"))
+        .expect("source VIP endpoint");
+    assert!(!svip.is_remote());
+    assert_eq!(svip.mac_address.unwrap().to_string(), "00-15-5D-AA-BB-CC");
 }
 
 #[tokio::test]

@@ -93,8 +93,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         forward_healthcheck_vip: args.forward_healthcheck_vip,
         source,
         retry_after: Duration::from_secs(1),
+        host_mac: None,
+    };
+    let config = Config {
+        host_mac: config
+            .node_ips
+            .iter()
+            .find_map(|ip| mac_of_interface_with(*ip)),
+        ..config
     };
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(proxy::run(config, super::shutdown_signal()))?;
     Ok(())
+}
+
+/// The MAC of the interface that holds `ip` (kube-proxy's host MAC on Overlay).
+fn mac_of_interface_with(ip: IpAddr) -> Option<hcn::MacAddress> {
+    let addrs: Vec<_> = nix::ifaddrs::getifaddrs().ok()?.collect();
+    let name = addrs.iter().find_map(|a| {
+        let sa = a.address.as_ref()?;
+        let found = match ip {
+            IpAddr::V4(v4) => sa.as_sockaddr_in().is_some_and(|s| s.ip() == v4),
+            IpAddr::V6(v6) => sa.as_sockaddr_in6().is_some_and(|s| s.ip() == v6),
+        };
+        found.then(|| a.interface_name.clone())
+    })?;
+    addrs.iter().find_map(|a| {
+        let link = a.address.as_ref()?.as_link_addr()?;
+        (a.interface_name == name).then_some(())?;
+        link.addr().map(hcn::MacAddress)
+    })
 }
