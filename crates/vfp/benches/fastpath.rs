@@ -207,22 +207,18 @@ fn fast_path(c: &mut Criterion) {
     let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
     let mut g = c.benchmark_group("switch");
     g.throughput(Throughput::Elements(BATCH as u64));
+    best_rate("fast_path", || {
+        for (f, o) in frames.iter_mut().zip(&originals) {
+            f.set(o);
+            black_box(sw.process(a, f, Timestamp(1)));
+        }
+    });
     g.bench_function("fast_path_10k_lbs_100k_flows", |b| {
         b.iter(|| {
             for (f, o) in frames.iter_mut().zip(&originals) {
                 f.set(o);
                 black_box(sw.process(a, f, Timestamp(1)));
             }
-        })
-    });
-    let mut out = Vec::with_capacity(BATCH);
-    g.bench_function("fast_path_batch_10k_lbs_100k_flows", |b| {
-        b.iter(|| {
-            for (f, o) in frames.iter_mut().zip(&originals) {
-                f.set(o);
-            }
-            sw.process_batch(a, &mut frames, Timestamp(1), &mut out);
-            black_box(&out);
         })
     });
     assert_eq!(
@@ -232,6 +228,22 @@ fn fast_path(c: &mut Criterion) {
     );
     assert_eq!(sw.flow_counters().created, u64::from(FLOWS));
     g.finish();
+}
+
+/// Best rate over many short runs of `batch` (packets per run): the figure least disturbed by
+/// other load on a shared machine, printed next to criterion's mean.
+fn best_rate(name: &str, mut batch: impl FnMut()) {
+    let mut best = Duration::MAX;
+    for _ in 0..300 {
+        let t = Instant::now();
+        batch();
+        best = best.min(t.elapsed());
+    }
+    let mpps = BATCH as f64 / best.as_secs_f64() / 1e6;
+    eprintln!(
+        "{name}: best of 300 runs {:.1} ns/packet = {mpps:.2} Mpps",
+        best.as_nanos() as f64 / BATCH as f64
+    );
 }
 
 fn report_memory(sw: &Switch) {
@@ -312,27 +324,26 @@ fn floor(c: &mut Criterion) {
     let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
     let mut g = c.benchmark_group("switch");
     g.throughput(Throughput::Elements(BATCH as u64));
-    g.bench_function("floor_parse_lookup_rewrite", |b| {
-        b.iter(|| {
-            for (f, o) in frames.iter_mut().zip(&originals) {
-                f.set(o);
-                let bytes = f.bytes_mut();
-                let Some(k) = key_of(bytes) else { continue };
-                let Some(new) = table.get(&k) else { continue };
-                let old = [bytes[30], bytes[31], bytes[32], bytes[33]];
-                bytes[30..34].copy_from_slice(new);
-                let d = vfp::wire::checksum::delta(&old, new);
-                let ipc = u16::from_be_bytes([bytes[24], bytes[25]]);
-                bytes[24..26]
-                    .copy_from_slice(&vfp::wire::checksum::apply_delta(ipc, d).to_be_bytes());
-                let l4 = 14 + usize::from(bytes[14] & 0xf) * 4 + 16;
-                let tc = u16::from_be_bytes([bytes[l4], bytes[l4 + 1]]);
-                bytes[l4..l4 + 2]
-                    .copy_from_slice(&vfp::wire::checksum::apply_delta(tc, d).to_be_bytes());
-                black_box(&bytes[..]);
-            }
-        })
-    });
+    let mut run = || {
+        for (f, o) in frames.iter_mut().zip(&originals) {
+            f.set(o);
+            let bytes = f.bytes_mut();
+            let Some(k) = key_of(bytes) else { continue };
+            let Some(new) = table.get(&k) else { continue };
+            let old = [bytes[30], bytes[31], bytes[32], bytes[33]];
+            bytes[30..34].copy_from_slice(new);
+            let d = vfp::wire::checksum::delta(&old, new);
+            let ipc = u16::from_be_bytes([bytes[24], bytes[25]]);
+            bytes[24..26].copy_from_slice(&vfp::wire::checksum::apply_delta(ipc, d).to_be_bytes());
+            let l4 = 14 + usize::from(bytes[14] & 0xf) * 4 + 16;
+            let tc = u16::from_be_bytes([bytes[l4], bytes[l4 + 1]]);
+            bytes[l4..l4 + 2]
+                .copy_from_slice(&vfp::wire::checksum::apply_delta(tc, d).to_be_bytes());
+            black_box(&bytes[..]);
+        }
+    };
+    best_rate("floor", &mut run);
+    g.bench_function("floor_parse_lookup_rewrite", |b| b.iter(&mut run));
     g.finish();
 }
 

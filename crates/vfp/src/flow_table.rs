@@ -66,6 +66,29 @@ impl FlowRecord {
     }
 }
 
+impl FlowRecord {
+    /// True if packets of `side` arrive with `key`; compares in place rather than building the
+    /// key, as this runs on every lookup.
+    #[inline(always)]
+    fn has_key(&self, side: FlowSide, key: &FlowKey) -> bool {
+        let (port, outer, h) = match side {
+            FlowSide::Forward => (self.port_a, &self.rev_outer, &self.orig),
+            FlowSide::Reverse => (self.port_b, &self.fin_outer, &self.fin),
+        };
+        let (src, dst, sp, dp) = match side {
+            FlowSide::Forward => (h.src_ip, h.dst_ip, h.src_port, h.dst_port),
+            FlowSide::Reverse => (h.dst_ip, h.src_ip, h.dst_port, h.src_port),
+        };
+        port == key.port
+            && sp == key.src_port
+            && dp == key.dst_port
+            && h.proto == key.proto
+            && src == key.src
+            && dst == key.dst
+            && outer.as_ref().map_or(0, |o| o.vni) == key.vni
+    }
+}
+
 const SIDE_BIT: u32 = 1 << 31;
 
 /// A slab entry, aligned to a cache line so that a record never straddles more lines than its
@@ -164,27 +187,9 @@ impl FlowTable {
                 slab[slot as usize]
                     .0
                     .as_ref()
-                    .is_some_and(|r| r.key(side) == *key)
+                    .is_some_and(|r| r.has_key(side, key))
             })
             .map(|&v| unpack(v))
-    }
-
-    /// Loads the record a key probably belongs to (first candidate of the hash, no comparison)
-    /// into the cache, and returns a value read from it so the load is not optimised away.
-    /// Used to overlap the cache misses of a batch of packets.
-    #[inline(always)]
-    pub fn touch(&self, key: &FlowKey) -> u64 {
-        let Some(&v) = self.index.iter_hash(self.hash(key)).next() else {
-            return 0;
-        };
-        match self
-            .slab
-            .get(unpack(v).0 as usize)
-            .and_then(|s| s.0.as_ref())
-        {
-            Some(r) => r.last_seen.0 ^ u64::from(r.fin.dst_port) ^ u64::from(r.orig.src_port),
-            None => 0,
-        }
     }
 
     /// The record in `slot`.

@@ -10,7 +10,7 @@ use crate::wire::{
 use std::net::IpAddr;
 
 /// What follows the IP header, as far as the engine cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum L4Kind {
     /// TCP with its flags.
     Tcp { flags: u8 },
@@ -18,8 +18,9 @@ pub(crate) enum L4Kind {
     Udp { checksum: bool },
     /// ICMP or ICMPv6 echo request/reply; the identifier is in both ports.
     IcmpEcho,
-    /// An ICMP error embedding the offending packet's headers.
-    IcmpError(Embedded),
+    /// An ICMP error embedding the offending packet's headers (boxed: errors are rare, and
+    /// keeping `Parsed` small keeps the fast path from copying it around).
+    IcmpError(Box<Embedded>),
     /// Neighbour discovery (ICMPv6 133-137), handled at layer 2.
     NeighborDiscovery { msg_type: u8 },
     /// Another ICMP message.
@@ -44,13 +45,14 @@ pub(crate) struct Embedded {
     pub dst_port: u16,
 }
 
-/// Outer VXLAN headers of a frame addressed to one of this switch's provider addresses.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Outer VXLAN headers of a frame addressed to one of this switch's provider addresses: only
+/// what the fast path needs; `arrival_encap` reads the addresses when the slow path wants them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OuterInfo {
     /// Bytes of outer headers before the inner Ethernet frame.
     pub len: usize,
-    /// The outer addresses and VNI as seen on arrival.
-    pub encap: Encap,
+    /// The VXLAN network identifier.
+    pub vni: u32,
 }
 
 /// The kind of frame, by EtherType.
@@ -83,7 +85,7 @@ impl Parsed {
     /// The VNI of an encapsulated frame, 0 otherwise.
     #[inline(always)]
     pub fn vni(&self) -> u32 {
-        self.outer.as_ref().map_or(0, |o| o.encap.vni)
+        self.outer.map_or(0, |o| o.vni)
     }
 
     /// TCP flags, 0 for other protocols.
@@ -103,17 +105,32 @@ pub(crate) struct ParseContext<'a> {
 }
 
 /// Parses a frame; VXLAN to a provider address is looked through to the inner frame.
+#[inline]
 pub(crate) fn parse(bytes: &[u8], cx: &ParseContext<'_>) -> Result<Parsed, WireError> {
-    let p = parse_at(bytes, 0)?;
-    if let Some(outer) = vxlan_outer(bytes, &p, cx)? {
-        let mut inner = parse_at(bytes, outer.len)?;
-        inner.outer = Some(outer);
-        return Ok(inner);
-    }
+    let mut p = Parsed::at(0);
+    parse_into(bytes, cx, &mut p)?;
     Ok(p)
 }
 
+/// `parse` into a caller's `Parsed`, which the fast path keeps on its stack: the struct is
+/// filled in place rather than moved through `Result`s.
+#[inline]
+pub(crate) fn parse_into(
+    bytes: &[u8],
+    cx: &ParseContext<'_>,
+    p: &mut Parsed,
+) -> Result<(), WireError> {
+    fill(bytes, p)?;
+    if let Some(outer) = vxlan_outer(bytes, p, cx)? {
+        *p = Parsed::at(outer.len);
+        fill(bytes, p)?;
+        p.outer = Some(outer);
+    }
+    Ok(())
+}
+
 /// Recognises VXLAN addressed to a provider address and reads its outer headers.
+#[inline]
 fn vxlan_outer(
     bytes: &[u8],
     p: &Parsed,
@@ -124,45 +141,69 @@ fn vxlan_outer(
         return Ok(None);
     }
     let vx = VxlanPacket::new_checked(&bytes[p.l4 + 8..])?;
-    let h = &p.headers;
     Ok(Some(OuterInfo {
         len: p.l4 + 16,
-        encap: Encap {
-            vni: vx.vni(),
-            src_mac: h.src_mac,
-            dst_mac: h.dst_mac,
-            src_ip: h.src_ip,
-            dst_ip: h.dst_ip,
-            udp_port: h.dst_port,
-        },
+        vni: vx.vni(),
     }))
+}
+
+/// The outer headers of an encapsulated frame as they arrived (for the connection's record, so
+/// that replies can be encapsulated back the same way).
+pub(crate) fn arrival_encap(bytes: &[u8], p: &Parsed) -> Option<Encap> {
+    let o = p.outer?;
+    let outer = parse_at(bytes, 0).ok()?;
+    let h = &outer.headers;
+    Some(Encap {
+        vni: o.vni,
+        src_mac: h.src_mac,
+        dst_mac: h.dst_mac,
+        src_ip: h.src_ip,
+        dst_ip: h.dst_ip,
+        udp_port: h.dst_port,
+    })
+}
+
+impl Parsed {
+    /// An empty parse of a frame whose Ethernet header starts at `eth`.
+    pub(crate) fn at(eth: usize) -> Parsed {
+        Parsed {
+            outer: None,
+            eth,
+            kind: Kind::Other,
+            l3: eth,
+            l4: 0,
+            l4_kind: L4Kind::Opaque,
+            headers: Headers::empty(),
+        }
+    }
 }
 
 /// Parses the Ethernet frame starting at `eth`.
 fn parse_at(bytes: &[u8], eth: usize) -> Result<Parsed, WireError> {
-    let f = EthernetFrame::new_checked(&bytes[eth..])?;
-    let mut h = Headers::empty();
-    h.src_mac = f.src();
-    h.dst_mac = f.dst();
-    let l3 = eth + f.header_len();
-    let mut p = Parsed {
-        outer: None,
-        eth,
-        kind: Kind::Other,
-        l3,
-        l4: 0,
-        l4_kind: L4Kind::Opaque,
-        headers: h,
-    };
-    match f.ethertype() {
-        EtherType::IPV4 => parse_ipv4(bytes, &mut p)?,
-        EtherType::IPV6 => parse_ipv6(bytes, &mut p)?,
-        EtherType::ARP => p.kind = Kind::Arp,
-        _ => {}
-    }
+    let mut p = Parsed::at(eth);
+    fill(bytes, &mut p)?;
     Ok(p)
 }
 
+/// Fills `p` (created by `Parsed::at`) from the Ethernet frame at `p.eth`.
+#[inline]
+fn fill(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
+    let f = EthernetFrame::new_checked(&bytes[p.eth..])?;
+    p.headers.src_mac = f.src();
+    p.headers.dst_mac = f.dst();
+    p.l3 = p.eth + f.header_len();
+    match f.ethertype() {
+        EtherType::IPV4 => parse_ipv4(bytes, p),
+        EtherType::IPV6 => parse_ipv6(bytes, p),
+        EtherType::ARP => {
+            p.kind = Kind::Arp;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[inline]
 fn parse_ipv4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     let ip = Ipv4Packet::new_checked(&bytes[p.l3..])?;
     p.kind = Kind::Ip;
@@ -177,6 +218,7 @@ fn parse_ipv4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     parse_l4(&bytes[..end], p)
 }
 
+#[inline]
 fn parse_ipv6(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     let ip = Ipv6Packet::new_checked(&bytes[p.l3..])?;
     p.kind = Kind::Ip;
@@ -193,6 +235,7 @@ fn parse_ipv6(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
 }
 
 /// Reads ports, flags or the ICMP kind. `bytes` ends where the IP datagram ends.
+#[inline]
 fn parse_l4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     let seg = &bytes[p.l4..];
     let h = &mut p.headers;
@@ -279,7 +322,7 @@ fn embedded(bytes: &[u8], l3: usize) -> Result<L4Kind, WireError> {
             _ => {}
         }
     }
-    Ok(L4Kind::IcmpError(Embedded {
+    Ok(L4Kind::IcmpError(Box::new(Embedded {
         l3,
         l4,
         truncated,
@@ -288,5 +331,5 @@ fn embedded(bytes: &[u8], l3: usize) -> Result<L4Kind, WireError> {
         proto,
         src_port,
         dst_port,
-    }))
+    })))
 }

@@ -77,10 +77,6 @@ pub struct Switch {
     counters: FlowCounters,
 }
 
-/// Frames whose flow records are fetched together in `process_batch`: enough misses in flight
-/// to overlap memory latency, few enough that the records stay in L1 until used.
-const LOOKAHEAD: usize = 16;
-
 /// What a flow-table lookup found.
 enum Cached {
     Hit(u32, FlowSide),
@@ -267,47 +263,13 @@ impl Switch {
     /// send, and the disposition says where.
     pub fn process(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
         let rx = frame.len();
-        let d = match parse::parse(frame.bytes(), &self.parse_ctx()) {
-            Ok(p) => self.dispatch(from, frame, &p, now),
+        let mut p = Parsed::at(0);
+        let d = match parse::parse_into(frame.bytes(), &self.parse_ctx(), &mut p) {
+            Ok(()) => self.dispatch(from, frame, &p, now),
             Err(_) => Disposition::Drop(DropReason::Malformed),
         };
         self.account(from, rx, frame.len(), d);
         d
-    }
-
-    /// Processes a burst of frames that entered at `from` (as an I/O loop reads them), writing
-    /// one disposition per frame to `out`. Same result as `process` on each frame in turn; it
-    /// is faster because the flow-table records of a group of frames are fetched from memory
-    /// together before any of them is rewritten, so their cache misses overlap.
-    pub fn process_batch(
-        &mut self,
-        from: PortId,
-        frames: &mut [Frame],
-        now: Timestamp,
-        out: &mut Vec<Disposition>,
-    ) {
-        out.clear();
-        for chunk in frames.chunks_mut(LOOKAHEAD) {
-            let mut parsed: [Option<Parsed>; LOOKAHEAD] = std::array::from_fn(|_| None);
-            let mut touched = 0u64;
-            for (slot, f) in parsed.iter_mut().zip(chunk.iter()) {
-                if let Ok(p) = parse::parse(f.bytes(), &self.parse_ctx()) {
-                    let key = FlowKey::of(from, p.vni(), &p.headers);
-                    touched = touched.wrapping_add(self.flows.touch(&key));
-                    *slot = Some(p);
-                }
-            }
-            std::hint::black_box(touched);
-            for (p, f) in parsed.iter_mut().zip(chunk.iter_mut()) {
-                let rx = f.len();
-                let d = match p.take() {
-                    Some(p) => self.dispatch(from, f, &p, now),
-                    None => Disposition::Drop(DropReason::Malformed),
-                };
-                self.account(from, rx, f.len(), d);
-                out.push(d);
-            }
-        }
     }
 
     fn account(&mut self, from: PortId, rx: usize, tx: usize, d: Disposition) {
@@ -340,12 +302,12 @@ impl Switch {
         if self.port(from).is_none() {
             return Disposition::Drop(DropReason::UnknownPort);
         }
-        match (p.kind, p.l4_kind) {
+        match (p.kind, &p.l4_kind) {
             (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
                 self.layer2(from, frame, p)
             }
             _ if p.headers.dst_mac.is_group() && p.outer.is_none() => Disposition::Flood { from },
-            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, p, &e),
+            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, p, e),
             (Kind::Ip, _) => self.ip(from, frame, p, now),
         }
     }
@@ -498,7 +460,7 @@ impl Switch {
         }
         let start = PacketHeaders {
             inner: p.headers,
-            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+            outer: parse::arrival_encap(frame.bytes(), p).map(Arc::new),
         };
         let ev =
             match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
@@ -659,7 +621,7 @@ impl Switch {
         plain.l4_kind = L4Kind::IcmpOther;
         let start = PacketHeaders {
             inner: p.headers,
-            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+            outer: parse::arrival_encap(frame.bytes(), p).map(Arc::new),
         };
         match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
             Ok(ev) => {
@@ -716,9 +678,9 @@ impl Switch {
         let mut f = Frame::new(frame);
         let start = PacketHeaders {
             inner: p.headers,
-            outer: p.outer.as_ref().map(|o| Arc::new(o.encap.clone())),
+            outer: parse::arrival_encap(frame, &p).map(Arc::new),
         };
-        match (p.kind, p.l4_kind) {
+        match (p.kind, &p.l4_kind) {
             (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
                 t.note = Some("handled at layer 2: answered if owned, else forwarded by MAC");
                 t.disposition = self.layer2(from, &mut f, &p);
@@ -748,7 +710,7 @@ impl Switch {
         now: Timestamp,
         t: &mut Trace,
     ) {
-        let key = match p.l4_kind {
+        let key = match &p.l4_kind {
             L4Kind::IcmpError(e) => FlowKey {
                 port: from,
                 vni: p.vni(),

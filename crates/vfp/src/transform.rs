@@ -28,8 +28,8 @@ pub(crate) fn apply(
     entropy: u16,
 ) -> Result<(), WireError> {
     let o = strip_outer(frame, p);
-    match p.l4_kind {
-        L4Kind::IcmpError(e) => rewrite_icmp_error(frame.bytes_mut(), p, o, &e, target)?,
+    match &p.l4_kind {
+        L4Kind::IcmpError(e) => rewrite_icmp_error(frame.bytes_mut(), p, o, e, target)?,
         _ => rewrite(frame.bytes_mut(), p, o, target)?,
     }
     if let Some(e) = outer {
@@ -39,7 +39,7 @@ pub(crate) fn apply(
 }
 
 fn strip_outer(frame: &mut Frame, p: &Parsed) -> Offsets {
-    let base = p.outer.as_ref().map_or(0, |o| o.len);
+    let base = p.outer.map_or(0, |o| o.len);
     frame.pull_front(base);
     Offsets {
         eth: p.eth - base,
@@ -56,11 +56,11 @@ fn write_addrs(b: &mut [u8], l3: usize, cur: &Headers, t: &Headers) -> Result<u3
     match (cur.src_ip, t.src_ip, cur.dst_ip, t.dst_ip) {
         (IpAddr::V4(os), IpAddr::V4(ns), IpAddr::V4(od), IpAddr::V4(nd)) => {
             if os != ns {
-                d += checksum::delta(&os.octets(), &ns.octets());
+                d += checksum::delta_v4(os.octets(), ns.octets());
                 b[l3 + 12..l3 + 16].copy_from_slice(&ns.octets());
             }
             if od != nd {
-                d += checksum::delta(&od.octets(), &nd.octets());
+                d += checksum::delta_v4(od.octets(), nd.octets());
                 b[l3 + 16..l3 + 20].copy_from_slice(&nd.octets());
             }
             if d != 0 {
@@ -103,7 +103,7 @@ fn write_port(b: &mut [u8], off: usize, old: u16, new: u16) -> u32 {
         return 0;
     }
     b[off..off + 2].copy_from_slice(&new.to_be_bytes());
-    checksum::delta(&old.to_be_bytes(), &new.to_be_bytes())
+    checksum::delta16(old, new)
 }
 
 #[inline]

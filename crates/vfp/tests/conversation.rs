@@ -383,37 +383,3 @@ fn nodeport_at_the_uplink_and_dsr_rewrite_at_the_backends_own_port() {
     assert_eq!(out, want.build());
     verify_checksums(&out);
 }
-
-#[test]
-fn process_batch_matches_process_frame_by_frame() {
-    let mut one = lb(&[("10.244.1.11", 11), ("10.244.1.12", 12)]);
-    let mut many = lb(&[("10.244.1.11", 11), ("10.244.1.12", 12)]);
-    let pkts: Vec<Vec<u8>> = (0..40u16)
-        .map(|i| match i % 4 {
-            0 => Pkt::tcp("10.244.1.10", 30000 + i / 2, VIP, 80, SYN)
-                .macs(mac(10), mac(1))
-                .build(),
-            1 => Pkt::tcp("10.244.1.10", 30000 + i / 2, VIP, 80, ACK)
-                .macs(mac(10), mac(1))
-                .build(),
-            2 => vec![0xff; 7],
-            _ => Pkt::udp("10.244.1.10", 1, "10.244.1.12", 2, b"u")
-                .macs(mac(10), mac(12))
-                .build(),
-        })
-        .collect();
-    let mut frames: Vec<Frame> = pkts.iter().map(|p| Frame::new(p)).collect();
-    let mut out = Vec::new();
-    many.sw
-        .process_batch(many.a, &mut frames, Timestamp(0), &mut out);
-    for (i, p) in pkts.iter().enumerate() {
-        let mut f = Frame::new(p);
-        let d = one.sw.process(one.a, &mut f, Timestamp(0));
-        assert_eq!(out[i], d, "frame {i}");
-        assert_eq!(frames[i].bytes(), f.bytes(), "frame {i}");
-    }
-    assert_eq!(
-        one.sw.port(one.a).unwrap().counters,
-        many.sw.port(many.a).unwrap().counters
-    );
-}

@@ -6,22 +6,28 @@
 use std::net::IpAddr;
 
 /// Adds `data` to a one's-complement accumulator, as big-endian 16-bit words (odd tail padded).
-pub fn sum(mut acc: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc = acc.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        // Fold early so that very long buffers cannot overflow the accumulator.
-        if acc & 0x8000_0000 != 0 {
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
+/// Sums 32-bit words into a 64-bit accumulator, which cannot overflow for any real packet, and
+/// folds once at the end (one's-complement sums are independent of word size).
+#[inline]
+pub fn sum(acc: u32, data: &[u8]) -> u32 {
+    let mut wide = u64::from(acc);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        wide += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        acc = acc.wrapping_add(u32::from(*last) << 8);
-    }
-    acc
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    wide += u64::from(u32::from_be_bytes(tail));
+    // Fold 64 -> 32 bits twice (the first fold can carry once more).
+    wide = (wide & 0xffff_ffff) + (wide >> 32);
+    wide = (wide & 0xffff_ffff) + (wide >> 32);
+    let v = wide as u32;
+    (v & 0xffff) + (v >> 16)
 }
 
 /// Folds an accumulator to 16 bits.
+#[inline(always)]
 pub fn fold(mut acc: u32) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);
@@ -104,6 +110,19 @@ pub fn delta(old: &[u8], new: &[u8]) -> u32 {
         acc += u32::from(u16::from_be_bytes([n[0], n[1]]));
     }
     acc
+}
+
+/// `delta` for one changed 16-bit word.
+#[inline(always)]
+pub fn delta16(old: u16, new: u16) -> u32 {
+    u32::from(!old) + u32::from(new)
+}
+
+/// `delta` for a changed IPv4 address, without a loop.
+#[inline(always)]
+pub fn delta_v4(old: [u8; 4], new: [u8; 4]) -> u32 {
+    let (o, n) = (u32::from_be_bytes(old), u32::from_be_bytes(new));
+    delta16((o >> 16) as u16, (n >> 16) as u16) + delta16(o as u16, n as u16)
 }
 
 /// Applies a `delta` to a checksum field value.
