@@ -74,6 +74,8 @@ pub struct Switch {
     flows: FlowTable,
     /// Bumped by changes outside any port (addresses, pools, ports added or removed).
     topo_gen: u32,
+    /// The shortest of the configured timeouts.
+    min_timeout: Duration,
     counters: FlowCounters,
 }
 
@@ -89,7 +91,20 @@ impl Switch {
     /// An empty switch.
     pub fn new(config: SwitchConfig) -> Switch {
         let flows = FlowTable::new(config.max_flows, config.seed);
+        let t = &config.timeouts;
+        let min_timeout = [
+            t.tcp_opening,
+            t.tcp_established,
+            t.tcp_closing,
+            t.tcp_closed,
+            t.udp,
+            t.other,
+        ]
+        .into_iter()
+        .min()
+        .unwrap_or_default();
         Switch {
+            min_timeout,
             config,
             ports: Vec::new(),
             fwd: Forwarding::default(),
@@ -357,11 +372,14 @@ impl Switch {
             return Cached::Miss;
         };
         let flags = TcpFlags(p.tcp_flags());
-        let reopened = side == FlowSide::Forward
-            && r.tcp.phase() == TcpPhase::Closed
-            && flags.has(TcpFlags::SYN)
-            && !flags.has(TcpFlags::ACK);
-        if reopened || now.since(r.last_seen) > self.timeout(r) {
+        let reopened = flags.has(TcpFlags::SYN)
+            && !flags.has(TcpFlags::ACK)
+            && side == FlowSide::Forward
+            && r.tcp.phase() == TcpPhase::Closed;
+        // Most packets follow their predecessor within the shortest timeout; only the others
+        // pay for working out the connection's phase.
+        let idle = now.since(r.last_seen);
+        if reopened || (idle > self.min_timeout && idle > self.timeout(r)) {
             Cached::Gone(slot)
         } else if self.is_fresh(r) {
             Cached::Hit(slot, side)
