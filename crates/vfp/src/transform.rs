@@ -142,10 +142,10 @@ fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), Wire
                 patch(b, l4 + 2, d, false);
             }
         }
-        L4Kind::NeighborDiscovery { .. } | L4Kind::IcmpOther if cur.proto == proto::ICMPV6 => {
-            if d != 0 {
-                patch(b, l4 + 2, d, false);
-            }
+        L4Kind::NeighborDiscovery { .. } | L4Kind::IcmpOther
+            if cur.proto == proto::ICMPV6 && d != 0 =>
+        {
+            patch(b, l4 + 2, d, false);
         }
         _ => {}
     }

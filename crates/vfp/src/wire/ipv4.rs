@@ -207,7 +207,10 @@ impl Ipv4Repr {
     /// Writes the header (with a correct checksum) at the start of `buf`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), WireError> {
         let hl = self.header_len();
-        if self.options.len() % 4 != 0 || self.options.len() > 40 || self.frag_offset % 8 != 0 {
+        if !self.options.len().is_multiple_of(4)
+            || self.options.len() > 40
+            || !self.frag_offset.is_multiple_of(8)
+        {
             return Err(WireError::Malformed);
         }
         let total = u16::try_from(hl + self.payload_len).map_err(|_| WireError::Malformed)?;

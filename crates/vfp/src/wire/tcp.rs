@@ -189,7 +189,7 @@ impl TcpRepr {
 
     /// Writes the segment with a correct checksum for the given addresses.
     pub fn emit(&self, buf: &mut [u8], src: IpAddr, dst: IpAddr) -> Result<(), WireError> {
-        if self.options.len() % 4 != 0 || self.options.len() > 40 {
+        if !self.options.len().is_multiple_of(4) || self.options.len() > 40 {
             return Err(WireError::Malformed);
         }
         let len = self.len();
