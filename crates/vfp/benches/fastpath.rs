@@ -180,6 +180,20 @@ fn pick(n: usize, modulo: u32) -> Vec<u32> {
         .collect()
 }
 
+/// One batch of packets of existing connections, picked all over the table, and buffers to
+/// process them in.
+fn batch_of_live_connections() -> (Vec<Vec<u8>>, Vec<Frame>) {
+    let originals: Vec<Vec<u8>> = pick(BATCH, FLOWS)
+        .into_iter()
+        .map(|k| {
+            let (client, sp, dst) = conn(k);
+            frame(client, sp, dst, 80, TcpFlags::ACK)
+        })
+        .collect();
+    let frames = originals.iter().map(|o| Frame::new(o)).collect();
+    (originals, frames)
+}
+
 fn fast_path(c: &mut Criterion) {
     let (mut sw, a) = node();
     sw.reserve_flows(FLOWS as usize);
@@ -197,14 +211,7 @@ fn fast_path(c: &mut Criterion) {
     }
     assert_eq!(sw.flows().len(), FLOWS as usize);
     report_memory(&sw);
-    let originals: Vec<Vec<u8>> = pick(BATCH, FLOWS)
-        .into_iter()
-        .map(|k| {
-            let (client, sp, dst) = conn(k);
-            frame(client, sp, dst, 80, TcpFlags::ACK)
-        })
-        .collect();
-    let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
+    let (originals, mut frames) = batch_of_live_connections();
     let mut g = c.benchmark_group("switch");
     g.throughput(Throughput::Elements(BATCH as u64));
     best_rate("fast_path", || {
@@ -314,14 +321,7 @@ fn floor(c: &mut Criterion) {
         let f = frame(client, sp, dst, 80, TcpFlags::ACK);
         table.insert(key_of(&f).unwrap(), [10, 244, 1, (k % 250) as u8]);
     }
-    let originals: Vec<Vec<u8>> = pick(BATCH, FLOWS)
-        .into_iter()
-        .map(|k| {
-            let (client, sp, dst) = conn(k);
-            frame(client, sp, dst, 80, TcpFlags::ACK)
-        })
-        .collect();
-    let mut frames: Vec<Frame> = originals.iter().map(|o| Frame::new(o)).collect();
+    let (originals, mut frames) = batch_of_live_connections();
     let mut g = c.benchmark_group("switch");
     g.throughput(Throughput::Elements(BATCH as u64));
     let mut run = || {

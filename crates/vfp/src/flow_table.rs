@@ -50,6 +50,16 @@ pub struct FlowRecord {
 }
 
 impl FlowRecord {
+    /// What packets of `side` become: their headers, their outer headers, and the port they
+    /// leave by.
+    #[inline(always)]
+    pub fn target(&self, side: FlowSide) -> (Headers, Option<&Arc<Encap>>, u16) {
+        match side {
+            FlowSide::Forward => (self.fin, self.fin_outer.as_ref(), self.port_b),
+            FlowSide::Reverse => (self.orig.reversed(), self.rev_outer.as_ref(), self.port_a),
+        }
+    }
+
     /// The key packets of `side` arrive with.
     #[inline(always)]
     pub fn key(&self, side: FlowSide) -> FlowKey {

@@ -2,7 +2,7 @@
 //! and the layers need. Built on the `wire` views, so it inherits their bounds checks.
 
 use crate::encap::Encap;
-use crate::headers::Headers;
+use crate::headers::{FlowKey, Headers};
 use crate::wire::{
     self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket,
     UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
@@ -86,6 +86,24 @@ impl Parsed {
     #[inline(always)]
     pub fn vni(&self) -> u32 {
         self.outer.map_or(0, |o| o.vni)
+    }
+
+    /// The flow key of this packet entering at `port`. An ICMP error belongs to the connection
+    /// of the packet it quotes, travelling the other way (the error goes back to its sender).
+    #[inline(always)]
+    pub fn flow_key(&self, port: u16) -> FlowKey {
+        match &self.l4_kind {
+            L4Kind::IcmpError(e) => FlowKey {
+                port,
+                vni: self.vni(),
+                proto: e.proto,
+                src: e.dst,
+                dst: e.src,
+                src_port: e.dst_port,
+                dst_port: e.src_port,
+            },
+            _ => FlowKey::of(port, self.vni(), &self.headers),
+        }
     }
 
     /// TCP flags, 0 for other protocols.

@@ -15,7 +15,7 @@ use crate::headers::{FlowKey, PacketHeaders};
 use crate::layer::Layer;
 use crate::nat::{NatPools, PoolId, SnatAlloc, SnatPool};
 use crate::neighbor;
-use crate::parse::{self, Embedded, Kind, L4Kind, ParseContext, Parsed};
+use crate::parse::{self, Kind, L4Kind, ParseContext, Parsed};
 use crate::pipeline::{self, Env, Evaluation, Recorder, Stop};
 use crate::port::{Port, PortConfig, PortId, PortKind};
 use crate::tcp_state::{FlowSide, FlowTimeouts, TcpPhase, TcpTracker};
@@ -322,7 +322,7 @@ impl Switch {
                 self.layer2(from, frame, p)
             }
             _ if p.headers.dst_mac.is_group() && p.outer.is_none() => Disposition::Flood { from },
-            (Kind::Ip, L4Kind::IcmpError(e)) => self.icmp_error(from, frame, p, e),
+            (Kind::Ip, L4Kind::IcmpError(_)) => self.icmp_error(from, frame, p),
             (Kind::Ip, _) => self.ip(from, frame, p, now),
         }
     }
@@ -390,7 +390,7 @@ impl Switch {
 
     /// An IP packet: the fast path if its connection is cached, else the layers.
     fn ip(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
-        let key = FlowKey::of(from, p.vni(), &p.headers);
+        let key = p.flow_key(from);
         for _ in 0..2 {
             match self.lookup(&key, p, now) {
                 Cached::Hit(slot, side) => return self.fast(from, slot, side, frame, p, now),
@@ -429,16 +429,8 @@ impl Switch {
         if flags != 0 {
             r.tcp.observe(side, flags);
         }
-        let res = match side {
-            FlowSide::Forward => {
-                transform::apply(frame, p, &r.fin, r.fin_outer.as_deref(), r.entropy)
-                    .map(|_| r.port_b)
-            }
-            FlowSide::Reverse => {
-                let t = r.orig.reversed();
-                transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy).map(|_| r.port_a)
-            }
-        };
+        let (t, outer, to) = r.target(side);
+        let res = transform::apply(frame, p, &t, outer.map(|o| &**o), r.entropy).map(|_| to);
         self.counters.hits += 1;
         if let Some(port) = self
             .ports
@@ -606,31 +598,14 @@ impl Switch {
 
     /// An ICMP error: rewritten like the connection it quotes, if that connection is cached;
     /// otherwise through the layers as a packet of its own (not cached, quote untouched).
-    fn icmp_error(
-        &mut self,
-        from: PortId,
-        frame: &mut Frame,
-        p: &Parsed,
-        e: &Embedded,
-    ) -> Disposition {
-        let key = FlowKey {
-            port: from,
-            vni: p.vni(),
-            proto: e.proto,
-            src: e.dst,
-            dst: e.src,
-            src_port: e.dst_port,
-            dst_port: e.src_port,
-        };
+    fn icmp_error(&mut self, from: PortId, frame: &mut Frame, p: &Parsed) -> Disposition {
+        let key = p.flow_key(from);
         if let Some((slot, side)) = self.flows.find(&key, self.flows.hash(&key))
             && let Some(r) = self.flows.get(slot)
             && self.is_fresh(r)
         {
-            let (t, outer, to) = match side {
-                FlowSide::Forward => (r.fin, r.fin_outer.clone(), r.port_b),
-                FlowSide::Reverse => (r.orig.reversed(), r.rev_outer.clone(), r.port_a),
-            };
-            return match transform::apply(frame, p, &t, outer.as_deref(), r.entropy) {
+            let (t, outer, to) = r.target(side);
+            return match transform::apply(frame, p, &t, outer.map(|o| &**o), r.entropy) {
                 Ok(()) => self.out_disposition(to),
                 Err(_) => Disposition::Drop(DropReason::RewriteFailed),
             };
@@ -728,18 +703,7 @@ impl Switch {
         now: Timestamp,
         t: &mut Trace,
     ) {
-        let key = match &p.l4_kind {
-            L4Kind::IcmpError(e) => FlowKey {
-                port: from,
-                vni: p.vni(),
-                proto: e.proto,
-                src: e.dst,
-                dst: e.src,
-                src_port: e.dst_port,
-                dst_port: e.src_port,
-            },
-            _ => FlowKey::of(from, p.vni(), &p.headers),
-        };
+        let key = p.flow_key(from);
         if let Cached::Hit(slot, side) = self.lookup(&key, p, now)
             && let Some(r) = self.flows.get(slot)
         {
@@ -751,15 +715,10 @@ impl Switch {
                 inner: r.fin,
                 outer: r.fin_outer.clone(),
             };
-            let (out, to) = match side {
-                FlowSide::Forward => (fin.clone(), r.port_b),
-                FlowSide::Reverse => (
-                    PacketHeaders {
-                        inner: r.orig.reversed(),
-                        outer: r.rev_outer.clone(),
-                    },
-                    r.port_a,
-                ),
+            let (inner, outer, to) = r.target(side);
+            let out = PacketHeaders {
+                inner,
+                outer: outer.cloned(),
             };
             let ok = transform::apply(f, p, &out.inner, out.outer.as_deref(), r.entropy).is_ok();
             t.cached = Some(CachedFlow { side, orig, fin });
