@@ -22,6 +22,7 @@ pub mod encap;
 pub mod error;
 pub mod flow_table;
 pub mod forwarding;
+mod fragments;
 pub mod frame;
 pub mod headers;
 pub mod layer;

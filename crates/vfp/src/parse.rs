@@ -45,6 +45,14 @@ pub(crate) struct Embedded {
     pub dst_port: u16,
 }
 
+/// Where a fragment of a fragmented datagram stands: its datagram's identification, and
+/// whether it is a later fragment (no L4 header) or the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fragment {
+    pub ident: u32,
+    pub later: bool,
+}
+
 /// Outer VXLAN headers of a frame addressed to one of this switch's provider addresses: only
 /// what the fast path needs; `arrival_encap` reads the addresses when the slow path wants them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +87,8 @@ pub(crate) struct Parsed {
     pub l4: usize,
     pub l4_kind: L4Kind,
     pub headers: Headers,
+    /// Set for fragments of a fragmented datagram.
+    pub fragment: Option<Fragment>,
 }
 
 impl Parsed {
@@ -192,6 +202,7 @@ impl Parsed {
             l4: 0,
             l4_kind: L4Kind::Opaque,
             headers: Headers::empty(),
+            fragment: None,
         }
     }
 }
@@ -228,6 +239,12 @@ fn parse_ipv4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     p.headers.src_ip = IpAddr::V4(ip.src());
     p.headers.dst_ip = IpAddr::V4(ip.dst());
     p.headers.proto = ip.protocol();
+    if ip.more_frags() || ip.is_later_fragment() {
+        p.fragment = Some(Fragment {
+            ident: u32::from(ip.ident()),
+            later: ip.is_later_fragment(),
+        });
+    }
     if ip.is_later_fragment() {
         return Ok(());
     }
@@ -244,6 +261,10 @@ fn parse_ipv6(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
     p.headers.dst_ip = IpAddr::V6(ip.dst());
     let ul = ip.upper_layer()?;
     p.headers.proto = ul.protocol;
+    p.fragment = ul.fragment_id.map(|ident| Fragment {
+        ident,
+        later: ul.later_fragment,
+    });
     if ul.later_fragment {
         return Ok(());
     }
@@ -262,6 +283,14 @@ fn parse_l4(bytes: &[u8], p: &mut Parsed) -> Result<(), WireError> {
             let t = TcpPacket::new_checked(seg)?;
             (h.src_port, h.dst_port) = (t.src_port(), t.dst_port());
             L4Kind::Tcp { flags: t.flags().0 }
+        }
+        // The first fragment of a datagram holds only part of what the UDP length counts.
+        proto::UDP if p.fragment.is_some() => {
+            wire::need(seg, wire::udp::HEADER_LEN)?;
+            (h.src_port, h.dst_port) = (wire::be16(seg, 0), wire::be16(seg, 2));
+            L4Kind::Udp {
+                checksum: wire::be16(seg, 6) != 0,
+            }
         }
         proto::UDP => {
             let u = UdpPacket::new_checked(seg)?;

@@ -10,6 +10,7 @@ use crate::encap;
 use crate::error::ConfigError;
 use crate::flow_table::{FlowRecord, FlowTable};
 use crate::forwarding::{Decision, Forwarding};
+use crate::fragments::Fragments;
 use crate::frame::Frame;
 use crate::headers::{FlowKey, PacketHeaders};
 use crate::layer::Layer;
@@ -72,6 +73,7 @@ pub struct Switch {
     fwd: Forwarding,
     pools: NatPools,
     flows: FlowTable,
+    fragments: Fragments,
     /// Bumped by changes outside any port (addresses, pools, ports added or removed).
     topo_gen: u32,
     /// The shortest of the configured timeouts.
@@ -110,6 +112,7 @@ impl Switch {
             fwd: Forwarding::default(),
             pools: NatPools::default(),
             flows,
+            fragments: Fragments::default(),
             topo_gen: 0,
             counters: FlowCounters::default(),
         }
@@ -390,6 +393,11 @@ impl Switch {
 
     /// An IP packet: the fast path if its connection is cached, else the layers.
     fn ip(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
+        if let Some((slot, side)) = self.fragments.later(from, p, &self.flows, now)
+            && self.flows.get(slot).is_some_and(|r| self.is_fresh(r))
+        {
+            return self.fast(from, slot, side, frame, p, now);
+        }
         let key = p.flow_key(from);
         for _ in 0..2 {
             match self.lookup(&key, p, now) {
@@ -420,6 +428,9 @@ impl Switch {
     ) -> Disposition {
         let len = frame.len() as u64;
         let flags = p.tcp_flags();
+        if p.fragment.is_some() {
+            self.fragments.first(from, p, slot, side, now);
+        }
         let Some(r) = self.flows.get_mut(slot) else {
             return Disposition::Drop(DropReason::UnknownPort);
         };
@@ -498,8 +509,11 @@ impl Switch {
             bytes: frame.len() as u64,
         };
         let entropy = rec.entropy;
-        if !self.install(rec) {
+        let Some(slot) = self.install(rec) else {
             return Disposition::Drop(DropReason::FlowTableFull);
+        };
+        if p.fragment.is_some() {
+            self.fragments.first(from, p, slot, FlowSide::Forward, now);
         }
         self.emit(frame, p, &ev, entropy)
     }
@@ -518,21 +532,21 @@ impl Switch {
     }
 
     /// Inserts a record; on a full table releases its SNAT ports and counts the refusal.
-    fn install(&mut self, rec: FlowRecord) -> bool {
+    fn install(&mut self, rec: FlowRecord) -> Option<u32> {
         let snat = rec.snat;
         match self.flows.insert(rec) {
-            Ok((_, displaced)) => {
+            Ok((slot, displaced)) => {
                 self.counters.created += 1;
                 for old in displaced {
                     self.counters.evicted += 1;
                     self.release(old.snat);
                 }
-                true
+                Some(slot)
             }
             Err(_) => {
                 self.counters.full_drops += 1;
                 self.release(snat);
-                false
+                None
             }
         }
     }
@@ -640,6 +654,7 @@ impl Switch {
         for &s in &expired {
             self.drop_record(s);
         }
+        self.fragments.expire(now);
         self.counters.expired += expired.len() as u64;
         expired.len()
     }

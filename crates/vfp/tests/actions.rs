@@ -480,3 +480,67 @@ fn switch_answers_arp_and_neighbor_solicitation_for_owned_addresses() {
     assert_eq!(out, want);
     verify_checksums(&out);
 }
+
+/// An IPv4 fragment of a UDP datagram: `offset` in bytes, `more` = MF flag.
+fn fragment(dst: &str, ident: u16, offset: u16, more: bool, payload: &[u8]) -> Vec<u8> {
+    use vfp::wire::{EthernetRepr, Ipv4Repr};
+    let mut ip4 = Ipv4Repr::simple(
+        "10.244.1.10".parse().unwrap(),
+        dst.parse().unwrap(),
+        proto::UDP,
+        payload.len(),
+    );
+    (ip4.ident, ip4.frag_offset, ip4.more_frags, ip4.dont_frag) = (ident, offset, more, false);
+    let mut out = vec![0u8; 34];
+    EthernetRepr {
+        src: mac(10),
+        dst: mac(1),
+        vlan_tci: None,
+        ethertype: 0x0800,
+    }
+    .emit(&mut out)
+    .unwrap();
+    ip4.emit(&mut out[14..]).unwrap();
+    out.extend_from_slice(payload);
+    out
+}
+
+#[test]
+fn later_fragments_follow_the_first_fragments_connection() {
+    let mut n = net();
+    let c = Conditions::any()
+        .protocol(proto::UDP)
+        .dst_ip(ip("10.96.0.10"))
+        .dst_port(53);
+    let dnat = Action::Dnat {
+        ip: ip("10.244.1.11"),
+        port: Some(5353),
+    };
+    n.sw.layer_mut(n.a, SLB)
+        .unwrap()
+        .set_rules(origin("dns"), vec![Rule::new(1, c, dnat)]);
+    // A 24-byte UDP datagram (8 header + 16 data) split after 16 bytes.
+    let udp = Pkt::udp("10.244.1.10", 4000, "10.96.0.10", 53, &[0xab; 16]);
+    let dgram = udp.ip_bytes()[20..].to_vec();
+    let first = fragment("10.96.0.10", 77, 0, true, &dgram[..16]);
+    let second = fragment("10.96.0.10", 77, 16, false, &dgram[16..]);
+    let (d1, out1) = run(&mut n.sw, n.a, &first);
+    let (d2, out2) = run(&mut n.sw, n.a, &second);
+    assert_eq!(
+        (d1, d2),
+        (Disposition::Deliver(n.b), Disposition::Deliver(n.b))
+    );
+    // Reassembled, the two rewritten fragments are the datagram the backend should get.
+    let want = Pkt::udp("10.244.1.10", 4000, "10.244.1.11", 5353, &[0xab; 16]).ip_bytes();
+    let mut joined = out1[34..].to_vec();
+    joined.extend_from_slice(&out2[34..]);
+    assert_eq!(joined, want[20..].to_vec());
+    for f in [&out1, &out2] {
+        assert_eq!(&f[30..34], &[10, 244, 1, 11], "destination rewritten");
+        assert!(folds_to_ffff(sum16(&f[14..34])), "IPv4 header checksum");
+    }
+    // A later fragment of a datagram whose first fragment was never seen is not rewritten.
+    let stray = fragment("10.96.0.10", 78, 16, false, &dgram[16..]);
+    let (_, out) = run(&mut n.sw, n.a, &stray);
+    assert_eq!(&out[30..34], &[10, 96, 0, 10]);
+}

@@ -19,6 +19,8 @@ pub struct UpperLayer {
     pub offset: usize,
     /// True when a fragment header says this is not the first fragment (no L4 header follows).
     pub later_fragment: bool,
+    /// The fragment header's identification, if the packet is a fragment.
+    pub fragment_id: Option<u32>,
 }
 
 /// A read/write view of an IPv6 packet. `new_checked` guarantees the fixed header and
@@ -93,6 +95,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         let mut next = self.next_header();
         let mut off = HEADER_LEN;
         let mut later_fragment = false;
+        let mut fragment_id = None;
         for _ in 0..MAX_EXT_HEADERS {
             let len = match next {
                 proto::HOP_BY_HOP | proto::ROUTING | proto::DEST_OPTS => {
@@ -106,6 +109,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                 proto::FRAGMENT => {
                     need(b, off + 8)?;
                     later_fragment = be16(b, off + 2) & 0xfff8 != 0;
+                    fragment_id = Some(super::be32(b, off + 4));
                     8
                 }
                 protocol => {
@@ -113,6 +117,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                         protocol,
                         offset: off,
                         later_fragment,
+                        fragment_id,
                     });
                 }
             };
