@@ -544,3 +544,34 @@ fn later_fragments_follow_the_first_fragments_connection() {
     let (_, out) = run(&mut n.sw, n.a, &stray);
     assert_eq!(&out[30..34], &[10, 96, 0, 10]);
 }
+
+#[test]
+fn vlan_tagged_frames_are_rewritten_behind_the_tag() {
+    let mut n = net();
+    let c = Conditions::any()
+        .protocol(proto::TCP)
+        .dst_ip(ip("10.96.0.10"))
+        .dst_port(80);
+    let dnat = Action::Dnat {
+        ip: ip("10.244.1.11"),
+        port: Some(8080),
+    };
+    n.sw.layer_mut(n.a, SLB)
+        .unwrap()
+        .set_rules(origin("pm"), vec![Rule::new(1, c, dnat)]);
+    let tag = |frame: Vec<u8>| {
+        let mut t = frame[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]); // VLAN 100
+        t.extend_from_slice(&frame[12..]);
+        t
+    };
+    let p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let (d, out) = run(&mut n.sw, n.a, &tag(p.build()));
+    assert_eq!(d, Disposition::Deliver(n.b));
+    let mut want = p.clone().macs(mac(1), mac(11));
+    want.dst = ip("10.244.1.11");
+    if let L4::Tcp { dport, .. } = &mut want.l4 {
+        *dport = 8080;
+    }
+    assert_eq!(out, tag(want.build()));
+}
