@@ -403,27 +403,36 @@ impl Proxier {
         }
         let by_service = snapshot.slices_by_service();
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
-        let mut wanted_inputs = BTreeMap::new();
         for (key, svc) in &snapshot.services {
             let slices: Vec<&Slice> = by_service.get(key).cloned().unwrap_or_default();
-            let inputs = Inputs {
-                service: svc.clone(),
-                slices: slices.iter().map(|s| (*s).clone()).collect(),
-            };
-            let changed = self.inputs.get(key) != Some(&inputs);
-            if full || context_changed || changed || retrying.contains(key) {
+            let unchanged = self
+                .inputs
+                .get(key)
+                .is_some_and(|i| i.service == *svc && i.slices.iter().eq(slices.iter().copied()));
+            if full || context_changed || !unchanged || retrying.contains(key) {
                 updates.push((key.clone(), plan_service(svc, &slices, &context)));
             }
-            wanted_inputs.insert(key.clone(), inputs);
+            if !unchanged {
+                let slices = slices.iter().map(|s| (*s).clone()).collect();
+                self.inputs.insert(
+                    key.clone(),
+                    Inputs {
+                        service: svc.clone(),
+                        slices,
+                    },
+                );
+            }
         }
-        for key in self
+        let gone: Vec<ServiceKey> = self
             .inputs
             .keys()
             .filter(|k| !snapshot.services.contains_key(*k))
-        {
-            updates.push((key.clone(), ServicePlan::default()));
+            .cloned()
+            .collect();
+        for key in gone {
+            self.inputs.remove(&key);
+            updates.push((key, ServicePlan::default()));
         }
-        self.inputs = wanted_inputs;
         self.context = Some(context);
         for p in &snapshot.problems {
             self.report_once(p.clone());

@@ -173,7 +173,6 @@ impl Reconciler {
             }
             touched.push(key);
         }
-        self.create_remotes(&touched, &mut report).await;
         let mut stale: Vec<Frontend> = Vec::new();
         let mut wanted: Vec<(ServiceKey, DesiredLb)> = Vec::new();
         for key in &touched {
@@ -209,7 +208,6 @@ impl Reconciler {
                     .filter(|f| !self.owner.contains_key(f) && self.lbs.contains_key(f)),
             );
         }
-        self.apply_lbs(wanted, stale, &mut report).await;
         let unused: Vec<IpAddr> = if full {
             self.remote_by_ip
                 .keys()
@@ -222,12 +220,27 @@ impl Reconciler {
                 .filter(|ip| !self.remote_refs.contains_key(ip))
                 .collect()
         };
-        self.delete_remotes(unused, &mut report).await;
+        // Two rounds of concurrent calls: first what frees or provides (new remote endpoints,
+        // load balancers to delete), then what uses them (load balancers created or updated,
+        // remote endpoints no plan wants any more).
+        let mut first = self.remote_creates(&touched, &mut report);
+        first.extend(self.lb_deletes(&wanted, stale));
+        let results = execute(&self.client, first, self.modify_supported).await;
+        self.absorb(results, &mut report);
+        let mut second = self.lb_writes(&wanted, &mut report);
+        second.extend(unused.iter().filter_map(|ip| {
+            self.remote_by_ip
+                .get(ip)
+                .map(|id| Call::DeleteRemote { ip: *ip, id: *id })
+        }));
+        let results = execute(&self.client, second, self.modify_supported).await;
+        self.absorb(results, &mut report);
         report
     }
 
-    async fn create_remotes(&mut self, touched: &[ServiceKey], report: &mut SyncReport) {
-        let mut todo: Vec<(ServiceKey, RemoteEndpoint)> = Vec::new();
+    /// Remote endpoints the touched Services need that HNS does not have.
+    fn remote_creates(&self, touched: &[ServiceKey], report: &mut SyncReport) -> Vec<Call> {
+        let mut calls = Vec::new();
         let mut seen = HashSet::new();
         for key in touched {
             for r in self
@@ -247,69 +260,88 @@ impl Reconciler {
                     ));
                     continue;
                 }
-                todo.push((key.clone(), r.clone()));
+                calls.push(Call::CreateRemote {
+                    key: key.clone(),
+                    endpoint: remote_endpoint(self.network.id, r),
+                });
             }
         }
-        let network = self.network.id;
-        let client = Arc::clone(&self.client);
-        let results: Vec<_> = futures::stream::iter(todo)
-            .map(|(key, r)| {
-                let client = Arc::clone(&client);
-                async move {
-                    let ep = remote_endpoint(network, &r);
-                    (key, r.ip, client.create_endpoint(&ep).await)
-                }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        for (key, ip, result) in results {
-            match result {
-                Ok(ep) => {
-                    self.remote_by_ip.insert(ip, ep.id);
-                    report.remote_created += 1;
-                }
-                Err(e) => {
-                    report
-                        .problems
-                        .push(format!("{key}: creating remote endpoint {ip}: {e}"));
-                    report.retry.insert(key);
-                }
-            }
-        }
+        calls
     }
 
-    async fn delete_remotes(&mut self, ips: Vec<IpAddr>, report: &mut SyncReport) {
-        let targets: Vec<(IpAddr, Guid)> = ips
+    /// Load balancers to delete before the new ones are written: stale ones, those whose
+    /// Service wants none now, and those HNS cannot modify in place.
+    fn lb_deletes(&self, wanted: &[(ServiceKey, DesiredLb)], stale: Vec<Frontend>) -> Vec<Call> {
+        let mut calls: Vec<Call> = stale
             .into_iter()
-            .filter_map(|ip| self.remote_by_ip.get(&ip).map(|id| (ip, *id)))
-            .collect();
-        let client = Arc::clone(&self.client);
-        let results: Vec<_> = futures::stream::iter(targets)
-            .map(|(ip, id)| {
-                let client = Arc::clone(&client);
-                async move { (ip, client.delete_endpoint(id).await) }
+            .filter_map(|f| {
+                self.lbs.get(&f).map(|lb| Call::DeleteLb {
+                    key: None,
+                    id: lb.id,
+                    frontend: f,
+                })
             })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        for (ip, result) in results {
-            match result {
-                Ok(()) => {
-                    self.remote_by_ip.remove(&ip);
-                    report.remote_deleted += 1;
-                }
-                Err(e) if e.is_not_found() => {
-                    self.remote_by_ip.remove(&ip);
-                }
-                Err(e) => report
-                    .problems
-                    .push(format!("deleting remote endpoint {ip}: {e}")),
+            .collect();
+        for (key, want) in wanted {
+            let Some(old) = self.lbs.get(&want.frontend) else {
+                continue;
+            };
+            let (ids, missing) = self.resolve(want);
+            let changed = !missing.is_empty() || !same_lb(old, &hns_lb(want, ids.clone()));
+            if ids.is_empty() && missing.is_empty() || changed && !self.modify_supported {
+                calls.push(Call::DeleteLb {
+                    key: Some(key.clone()),
+                    id: old.id,
+                    frontend: want.frontend.clone(),
+                });
             }
         }
+        calls
     }
 
-    /// Resolves a desired LB's backends to HNS endpoint IDs; `None` for a backend not in HNS.
+    /// Load balancers to create or update, with backends resolved after the first round.
+    fn lb_writes(&self, wanted: &[(ServiceKey, DesiredLb)], report: &mut SyncReport) -> Vec<Call> {
+        let mut calls = Vec::new();
+        for (key, want) in wanted {
+            let (ids, missing) = self.resolve(want);
+            if !missing.is_empty() {
+                report.problems.push(format!(
+                    "{key}: backend(s) {missing:?} not in HNS yet (a local endpoint is made by the CNI); retrying"
+                ));
+                report.retry.insert(key.clone());
+            }
+            let old = self.lbs.get(&want.frontend);
+            if ids.is_empty() {
+                if let Some(old) = old {
+                    calls.push(Call::DeleteLb {
+                        key: Some(key.clone()),
+                        id: old.id,
+                        frontend: want.frontend.clone(),
+                    });
+                }
+                continue;
+            }
+            let new = hns_lb(want, ids);
+            let frontend = want.frontend.clone();
+            match old {
+                Some(o) if same_lb(o, &new) => {} // adopted or unchanged: no HNS call
+                Some(o) => calls.push(Call::UpdateLb {
+                    key: key.clone(),
+                    frontend,
+                    id: o.id,
+                    lb: new,
+                }),
+                None => calls.push(Call::CreateLb {
+                    key: key.clone(),
+                    frontend,
+                    lb: new,
+                }),
+            }
+        }
+        calls
+    }
+
+    /// Resolves a desired LB's backends to HNS endpoint IDs, and the addresses not in HNS.
     fn resolve(&self, lb: &DesiredLb) -> (Vec<Guid>, Vec<IpAddr>) {
         let mut ids = Vec::new();
         let mut missing = Vec::new();
@@ -334,85 +366,53 @@ impl Reconciler {
         (ids, missing)
     }
 
-    async fn apply_lbs(
-        &mut self,
-        wanted: Vec<(ServiceKey, DesiredLb)>,
-        stale: Vec<Frontend>,
-        report: &mut SyncReport,
-    ) {
-        let mut ops: Vec<LbOp> = stale
-            .into_iter()
-            .filter_map(|f| {
-                self.lbs.get(&f).map(|lb| LbOp {
-                    key: None,
-                    frontend: f,
-                    old: Some(lb.id),
-                    new: None,
-                })
-            })
-            .collect();
-        for (key, want) in wanted {
-            let (ids, missing) = self.resolve(&want);
-            if !missing.is_empty() {
-                report.problems.push(format!(
-                    "{key}: backend(s) {missing:?} not in HNS yet (a local endpoint is made by the CNI); retrying"
-                ));
-                report.retry.insert(key.clone());
-            }
-            let old = self.lbs.get(&want.frontend);
-            if ids.is_empty() {
-                if let Some(old) = old {
-                    ops.push(LbOp {
-                        key: Some(key),
-                        frontend: want.frontend.clone(),
-                        old: Some(old.id),
-                        new: None,
-                    });
-                }
-                continue;
-            }
-            let new = hns_lb(&want, ids);
-            if old.is_some_and(|o| same_lb(o, &new)) {
-                continue; // adopted or unchanged: no HNS call
-            }
-            ops.push(LbOp {
-                key: Some(key),
-                frontend: want.frontend.clone(),
-                old: old.map(|o| o.id),
-                new: Some(new),
-            });
-        }
-        let client = Arc::clone(&self.client);
-        let modify = self.modify_supported;
-        let results: Vec<_> = futures::stream::iter(ops)
-            .map(|op| {
-                let client = Arc::clone(&client);
-                async move { op.run(&client, modify).await }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        for r in results {
-            if r.not_implemented {
+    /// Takes the answers into the observed state and the report.
+    fn absorb(&mut self, results: Vec<(Call, CallResult)>, report: &mut SyncReport) {
+        for (call, result) in results {
+            if result.not_implemented {
                 self.modify_supported = false;
             }
-            report.created += r.created;
-            report.updated += r.updated;
-            report.deleted += r.deleted;
-            match r.outcome {
-                Ok(Some(lb)) => {
-                    self.lbs.insert(r.frontend, lb);
-                }
-                Ok(None) => {
-                    self.lbs.remove(&r.frontend);
-                }
-                Err(e) => {
-                    if r.deleted > 0 {
-                        self.lbs.remove(&r.frontend);
+            match (call, result.outcome) {
+                (Call::CreateRemote { endpoint, .. }, Ok(Done::Endpoint(id))) => {
+                    for ip in endpoint.ips() {
+                        self.remote_by_ip.insert(ip, id);
                     }
-                    report.problems.push(format!("{:?}: {e}", r.frontend));
-                    if let Some(k) = r.key {
-                        report.retry.insert(k);
+                    report.remote_created += 1;
+                }
+                (Call::DeleteRemote { ip, .. }, Ok(_)) => {
+                    self.remote_by_ip.remove(&ip);
+                    report.remote_deleted += 1;
+                }
+                (Call::DeleteLb { frontend, .. }, Ok(_)) => {
+                    self.lbs.remove(&frontend);
+                    report.deleted += 1;
+                }
+                (Call::CreateLb { frontend, .. }, Ok(Done::Lb(lb))) => {
+                    self.lbs.insert(frontend, lb);
+                    report.created += 1;
+                }
+                (Call::UpdateLb { frontend, .. }, Ok(Done::Lb(lb))) => {
+                    self.lbs.insert(frontend, lb);
+                    if result.recreated {
+                        report.deleted += 1;
+                        report.created += 1;
+                    } else {
+                        report.updated += 1;
+                    }
+                }
+                (call, Ok(_)) => report
+                    .problems
+                    .push(format!("unexpected answer to {}", call.describe())),
+                (call, Err(e)) => {
+                    if result.recreated {
+                        // Deleted, then the create failed: the frontend is free now.
+                        if let Call::UpdateLb { frontend, .. } = &call {
+                            self.lbs.remove(frontend);
+                        }
+                    }
+                    report.problems.push(format!("{}: {e}", call.describe()));
+                    if let Some(key) = call.service() {
+                        report.retry.insert(key.clone());
                     }
                 }
             }
@@ -420,69 +420,134 @@ impl Reconciler {
     }
 }
 
-/// One frontend's change: delete, create, update, or delete + create.
-struct LbOp {
-    key: Option<ServiceKey>,
-    frontend: Frontend,
-    old: Option<Guid>,
-    new: Option<LoadBalancer>,
+/// One HNS call of a sync.
+enum Call {
+    CreateRemote {
+        key: ServiceKey,
+        endpoint: Endpoint,
+    },
+    DeleteRemote {
+        ip: IpAddr,
+        id: Guid,
+    },
+    DeleteLb {
+        key: Option<ServiceKey>,
+        id: Guid,
+        frontend: Frontend,
+    },
+    CreateLb {
+        key: ServiceKey,
+        frontend: Frontend,
+        lb: LoadBalancer,
+    },
+    /// Modify in place; where HNS answers E_NOTIMPL, delete + create.
+    UpdateLb {
+        key: ServiceKey,
+        frontend: Frontend,
+        id: Guid,
+        lb: LoadBalancer,
+    },
 }
 
-struct LbOpResult {
-    key: Option<ServiceKey>,
-    frontend: Frontend,
-    outcome: Result<Option<LoadBalancer>, ClientError>,
-    created: usize,
-    updated: usize,
-    deleted: usize,
+impl Call {
+    fn service(&self) -> Option<&ServiceKey> {
+        match self {
+            Call::CreateRemote { key, .. }
+            | Call::CreateLb { key, .. }
+            | Call::UpdateLb { key, .. } => Some(key),
+            Call::DeleteLb { key, .. } => key.as_ref(),
+            Call::DeleteRemote { .. } => None,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Call::CreateRemote { key, endpoint } => format!(
+                "{key}: creating remote endpoint {:?}",
+                endpoint.ips().next()
+            ),
+            Call::DeleteRemote { ip, .. } => format!("deleting remote endpoint {ip}"),
+            Call::DeleteLb { frontend, .. } => format!("deleting load balancer {frontend:?}"),
+            Call::CreateLb { key, frontend, .. } => {
+                format!("{key}: creating load balancer {frontend:?}")
+            }
+            Call::UpdateLb { key, frontend, .. } => {
+                format!("{key}: updating load balancer {frontend:?}")
+            }
+        }
+    }
+}
+
+enum Done {
+    Endpoint(Guid),
+    Lb(LoadBalancer),
+    Gone,
+}
+
+struct CallResult {
+    outcome: Result<Done, ClientError>,
     not_implemented: bool,
+    /// An update done as delete + create.
+    recreated: bool,
 }
 
-impl LbOp {
-    async fn run(self, client: &Client, modify: bool) -> LbOpResult {
-        let mut res = LbOpResult {
-            key: self.key,
-            frontend: self.frontend,
-            outcome: Ok(None),
-            created: 0,
-            updated: 0,
-            deleted: 0,
+/// Runs calls concurrently (they are independent by construction).
+async fn execute(client: &Arc<Client>, calls: Vec<Call>, modify: bool) -> Vec<(Call, CallResult)> {
+    futures::stream::iter(calls)
+        .map(|call| {
+            let client = Arc::clone(client);
+            async move {
+                let result = call.run(&client, modify).await;
+                (call, result)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+}
+
+impl Call {
+    async fn run(&self, client: &Client, modify: bool) -> CallResult {
+        let mut r = CallResult {
+            outcome: Ok(Done::Gone),
             not_implemented: false,
+            recreated: false,
         };
-        if let (Some(old), Some(new), true) = (self.old, &self.new, modify) {
-            match client.update_load_balancer(old, new).await {
-                Ok(lb) => {
-                    res.updated = 1;
-                    res.outcome = Ok(Some(lb));
-                    return res;
-                }
-                Err(e) if e.code() == Some(HResult::E_NOTIMPL) => res.not_implemented = true,
-                Err(e) => {
-                    res.outcome = Err(e);
-                    return res;
+        let gone = |res: Result<(), ClientError>| match res {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(Done::Gone),
+        };
+        r.outcome = match self {
+            Call::CreateRemote { endpoint, .. } => client
+                .create_endpoint(endpoint)
+                .await
+                .map(|e| Done::Endpoint(e.id)),
+            Call::DeleteRemote { id, .. } => gone(client.delete_endpoint(*id).await),
+            Call::DeleteLb { id, .. } => gone(client.delete_load_balancer(*id).await),
+            Call::CreateLb { lb, .. } => client.create_load_balancer(lb).await.map(Done::Lb),
+            Call::UpdateLb { id, lb, .. } => {
+                let updated = if modify {
+                    Some(client.update_load_balancer(*id, lb).await)
+                } else {
+                    None
+                };
+                match updated {
+                    Some(Ok(lb)) => Ok(Done::Lb(lb)),
+                    Some(Err(e)) if e.code() != Some(HResult::E_NOTIMPL) => Err(e),
+                    other => {
+                        r.not_implemented = other.is_some();
+                        match gone(client.delete_load_balancer(*id).await) {
+                            Ok(_) => {
+                                r.recreated = true;
+                                client.create_load_balancer(lb).await.map(Done::Lb)
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
                 }
             }
-        }
-        if let Some(old) = self.old {
-            match client.delete_load_balancer(old).await {
-                Ok(()) => res.deleted = 1,
-                Err(e) if e.is_not_found() => res.deleted = 1,
-                Err(e) => {
-                    res.outcome = Err(e);
-                    return res;
-                }
-            }
-        }
-        if let Some(new) = self.new {
-            match client.create_load_balancer(&new).await {
-                Ok(lb) => {
-                    res.created = 1;
-                    res.outcome = Ok(Some(lb));
-                }
-                Err(e) => res.outcome = Err(e),
-            }
-        }
-        res
+        };
+        r
     }
 }
 
