@@ -421,6 +421,8 @@ impl Reconciler {
 }
 
 /// One HNS call of a sync.
+// Calls live for one sync and are moved into their future once; boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 enum Call {
     CreateRemote {
         key: ServiceKey,
