@@ -37,7 +37,7 @@ fn vip(i: usize) -> IpAddr {
 fn backends(i: usize) -> Vec<(IpAddr, &'static str)> {
     (0..5)
         .map(|k| {
-            if k == 0 && i % 3 == 0 {
+            if k == 0 && i.is_multiple_of(3) {
                 (local_ip(i % LOCAL_PODS), NODE)
             } else {
                 (remote_ip((i * 5 + k) % REMOTE_PODS), "win-2")
@@ -215,7 +215,7 @@ async fn one_change(n: &Node, services: usize, rounds: usize) -> (Duration, Dura
         write_manifests(
             &manifests,
             services,
-            if r % 2 == 0 { Some(changed) } else { None },
+            if r.is_multiple_of(2) { Some(changed) } else { None },
         );
         let snapshot = proxy::source::manifests::load(&manifests);
         let started = Instant::now();
