@@ -12,7 +12,6 @@ use crate::nat::SnatAlloc;
 use crate::tcp_state::{FlowSide, TcpTracker};
 use crate::time::Timestamp;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// A cached connection.
@@ -128,7 +127,7 @@ pub struct FlowTable {
     slab: Vec<Slot>,
     free: Vec<u32>,
     index: HashTable<u32>,
-    hasher: foldhash::fast::FixedState,
+    seed: u64,
     limit: usize,
     live: usize,
 }
@@ -145,7 +144,7 @@ impl FlowTable {
             slab: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            hasher: foldhash::fast::FixedState::with_seed(seed),
+            seed,
             limit: limit.min((SIDE_BIT - 1) as usize),
             live: 0,
         }
@@ -168,8 +167,8 @@ impl FlowTable {
 
     /// Pre-sizes the table for `n` connections, so that filling it does not rehash.
     pub fn reserve(&mut self, n: usize) {
-        let (slab, hasher) = (&self.slab, &self.hasher);
-        self.index.reserve(2 * n, |&v| rehash(slab, hasher, v));
+        let (slab, seed) = (&self.slab, self.seed);
+        self.index.reserve(2 * n, |&v| rehash(slab, seed, v));
         self.slab.reserve(n);
     }
 
@@ -184,7 +183,7 @@ impl FlowTable {
     /// The hash of a key.
     #[inline(always)]
     pub fn hash(&self, key: &FlowKey) -> u64 {
-        self.hasher.hash_one(key)
+        key.hash_with(self.seed)
     }
 
     /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
@@ -247,9 +246,9 @@ impl FlowTable {
         // this one's included.
         self.slab[slot as usize] = Slot(Some(rec));
         for (&side, h) in sides.iter().zip(hashes) {
-            let (slab, hasher) = (&self.slab, &self.hasher);
+            let (slab, seed) = (&self.slab, self.seed);
             self.index
-                .insert_unique(h, pack(slot, side), |&v| rehash(slab, hasher, v));
+                .insert_unique(h, pack(slot, side), |&v| rehash(slab, seed, v));
         }
         self.live += 1;
         Ok((slot, displaced))
@@ -259,7 +258,7 @@ impl FlowTable {
     pub fn remove(&mut self, slot: u32) -> Option<FlowRecord> {
         let rec = self.slab.get_mut(slot as usize)?.0.take()?;
         for side in [FlowSide::Forward, FlowSide::Reverse] {
-            let h = self.hasher.hash_one(rec.key(side));
+            let h = self.hash(&rec.key(side));
             if let Ok(e) = self.index.find_entry(h, |&v| v == pack(slot, side)) {
                 e.remove();
             }
@@ -279,10 +278,10 @@ impl FlowTable {
     }
 }
 
-fn rehash(slab: &[Slot], hasher: &foldhash::fast::FixedState, v: u32) -> u64 {
+fn rehash(slab: &[Slot], seed: u64, v: u32) -> u64 {
     let (slot, side) = unpack(v);
     match &slab[slot as usize].0 {
-        Some(r) => hasher.hash_one(r.key(side)),
+        Some(r) => r.key(side).hash_with(seed),
         None => 0,
     }
 }

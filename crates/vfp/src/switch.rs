@@ -317,7 +317,9 @@ impl Switch {
         p: &Parsed,
         now: Timestamp,
     ) -> Disposition {
-        if self.port(from).is_none() {
+        // IP packets need no check here: a cached flow only exists for a live port (removing
+        // a port makes its flows stale), and the slow path refuses an unknown one.
+        if p.kind != Kind::Ip && self.port(from).is_none() {
             return Disposition::Drop(DropReason::UnknownPort);
         }
         match (p.kind, &p.l4_kind) {
@@ -393,7 +395,8 @@ impl Switch {
 
     /// An IP packet: the fast path if its connection is cached, else the layers.
     fn ip(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
-        if let Some((slot, side)) = self.fragments.later(from, p, &self.flows, now)
+        if p.fragment.is_some_and(|f| f.later)
+            && let Some((slot, side)) = self.fragments.later(from, p, &self.flows, now)
             && self.flows.get(slot).is_some_and(|r| self.is_fresh(r))
         {
             return self.fast(from, slot, side, frame, p, now);
