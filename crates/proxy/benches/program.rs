@@ -215,7 +215,11 @@ async fn one_change(n: &Node, services: usize, rounds: usize) -> (Duration, Dura
         write_manifests(
             &manifests,
             services,
-            if r.is_multiple_of(2) { Some(changed) } else { None },
+            if r.is_multiple_of(2) {
+                Some(changed)
+            } else {
+                None
+            },
         );
         let snapshot = proxy::source::manifests::load(&manifests);
         let started = Instant::now();
