@@ -260,7 +260,7 @@ fn report_memory(sw: &Switch) {
         f.len(),
         f.memory_bytes(),
         f.memory_bytes() as f64 / f.len() as f64,
-        std::mem::size_of::<Option<vfp::flow_table::FlowRecord>>()
+        vfp::FlowTable::record_bytes()
     );
 }
 

@@ -2,7 +2,7 @@
 //! the headers it leaves with, indexed under two keys — the forward key and the reverse key —
 //! so that packets of both directions find the composite transposition with one lookup.
 //!
-//! Memory: records live in a slab (`Vec`), and the hash index stores only a `u32` (slot and
+//! Memory: records live in a slab of fixed-size chunks, and the hash index stores only a `u32` (slot and
 //! side) per key; keys are compared against the record itself. That keeps the index at about
 //! five bytes per key instead of repeating a 40-byte key twice per connection.
 
@@ -106,6 +106,58 @@ const SIDE_BIT: u32 = 1 << 31;
 #[repr(align(64))]
 struct Slot(Option<FlowRecord>);
 
+/// Slots per slab chunk (a power of two; 1024 x 192 bytes = 192 KiB).
+const CHUNK: usize = 1024;
+
+/// Records in fixed-size chunks: growing never moves a record (no multi-megabyte copy on the
+/// data path) and never leaves more than one chunk unused, where a doubling `Vec` can leave
+/// half its capacity idle.
+#[derive(Debug, Default)]
+struct Slab {
+    chunks: Vec<Box<[Slot]>>,
+    len: usize,
+}
+
+impl Slab {
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<&Slot> {
+        self.chunks
+            .get(i / CHUNK)?
+            .get(i % CHUNK)
+            .filter(|_| i < self.len)
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, i: usize) -> Option<&mut Slot> {
+        if i >= self.len {
+            return None;
+        }
+        self.chunks.get_mut(i / CHUNK)?.get_mut(i % CHUNK)
+    }
+
+    /// Appends an empty slot and returns its index.
+    fn push_empty(&mut self) -> usize {
+        if self.len == self.capacity() {
+            self.chunks
+                .push(vec![Slot::default(); CHUNK].into_boxed_slice());
+        }
+        self.len += 1;
+        self.len - 1
+    }
+
+    fn capacity(&self) -> usize {
+        self.chunks.len() * CHUNK
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.chunks.reserve(
+            (self.len + n)
+                .div_ceil(CHUNK)
+                .saturating_sub(self.chunks.len()),
+        );
+    }
+}
+
 fn pack(slot: u32, side: FlowSide) -> u32 {
     match side {
         FlowSide::Forward => slot,
@@ -124,7 +176,7 @@ fn unpack(v: u32) -> (u32, FlowSide) {
 /// The table of cached connections, bounded in size.
 #[derive(Debug)]
 pub struct FlowTable {
-    slab: Vec<Slot>,
+    slab: Slab,
     free: Vec<u32>,
     index: HashTable<u32>,
     seed: u64,
@@ -141,7 +193,7 @@ impl FlowTable {
     /// `seed` (a fixed seed keeps runs repeatable; a random one resists hash flooding).
     pub fn new(limit: usize, seed: u64) -> FlowTable {
         FlowTable {
-            slab: Vec::new(),
+            slab: Slab::default(),
             free: Vec::new(),
             index: HashTable::new(),
             seed,
@@ -176,6 +228,7 @@ impl FlowTable {
     /// costs, not only what it uses).
     pub fn memory_bytes(&self) -> usize {
         self.slab.capacity() * std::mem::size_of::<Slot>()
+            + self.slab.chunks.capacity() * std::mem::size_of::<Box<[Slot]>>()
             + self.free.capacity() * 4
             + self.index.allocation_size()
     }
@@ -193,9 +246,8 @@ impl FlowTable {
         self.index
             .find(hash, |&v| {
                 let (slot, side) = unpack(v);
-                slab[slot as usize]
-                    .0
-                    .as_ref()
+                slab.get(slot as usize)
+                    .and_then(|s| s.0.as_ref())
                     .is_some_and(|r| r.has_key(side, key))
             })
             .map(|&v| unpack(v))
@@ -236,15 +288,14 @@ impl FlowTable {
         }
         let slot = match self.free.pop() {
             Some(s) => s,
-            None => {
-                self.slab.push(Slot(None));
-                (self.slab.len() - 1) as u32
-            }
+            None => self.slab.push_empty() as u32,
         };
         let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
         // The record goes in first: growing the index rehashes every entry from its record,
         // this one's included.
-        self.slab[slot as usize] = Slot(Some(rec));
+        if let Some(s) = self.slab.get_mut(slot as usize) {
+            s.0 = Some(rec);
+        }
         for (&side, h) in sides.iter().zip(hashes) {
             let (slab, seed) = (&self.slab, self.seed);
             self.index
@@ -270,17 +321,20 @@ impl FlowTable {
 
     /// Slots of every live connection.
     pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slab
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.0.is_some())
-            .map(|(i, _)| i as u32)
+        (0..self.slab.len)
+            .filter(|&i| self.slab.get(i).is_some_and(|s| s.0.is_some()))
+            .map(|i| i as u32)
+    }
+
+    /// Bytes one record takes in the slab (its cache-line aligned slot).
+    pub fn record_bytes() -> usize {
+        std::mem::size_of::<Slot>()
     }
 }
 
-fn rehash(slab: &[Slot], seed: u64, v: u32) -> u64 {
+fn rehash(slab: &Slab, seed: u64, v: u32) -> u64 {
     let (slot, side) = unpack(v);
-    match &slab[slot as usize].0 {
+    match slab.get(slot as usize).and_then(|s| s.0.as_ref()) {
         Some(r) => r.key(side).hash_with(seed),
         None => 0,
     }
@@ -359,7 +413,7 @@ mod tests {
     }
 
     #[test]
-    fn record_fits_the_memory_budget() {
+    fn record_fits_the_memory_budget_and_the_slab_never_moves_records() {
         // DESIGN.md §6: <= 256 bytes per cached flow; the index adds ~2 x 5 bytes / load.
         assert!(std::mem::size_of::<Slot>() <= 200);
     }
