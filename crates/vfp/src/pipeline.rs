@@ -7,7 +7,7 @@ use crate::direction::Direction;
 use crate::disposition::DropReason;
 use crate::forwarding::{Decision, ForwardReason, Forwarding};
 use crate::headers::PacketHeaders;
-use crate::layer::{DefaultAction, Verdict};
+use crate::layer::{DefaultAction, Layer, Verdict};
 use crate::nat::{NatPools, SnatAlloc};
 use crate::port::{Port, PortId};
 use crate::trace::{ForwardStep, LayerDecision, TraceStep};
@@ -146,29 +146,7 @@ fn run_layers(
         }
         let before = rec.is_some().then(|| h.clone());
         let verdict = layer.lookup(&h.inner, h.vni(), dir);
-        let (result, decision) = match verdict {
-            Verdict::Rule { group, slot } => {
-                let Some(r) = layer.rule(group, slot) else {
-                    continue;
-                };
-                *stateful &= r.rule.stateful;
-                let decision = rec.is_some().then(|| LayerDecision::Rule {
-                    origin: r.origin.clone(),
-                    group: layer.groups()[group].name().to_string(),
-                    index: r.index,
-                    priority: r.rule.priority,
-                    action: r.rule.action.clone(),
-                });
-                (action::apply(&r.rule.action, h, cx), decision)
-            }
-            Verdict::Default(d) => {
-                let result = match d {
-                    DefaultAction::Allow => Ok(()),
-                    DefaultAction::Block => Err(DropReason::BlockedByDefault),
-                };
-                (result, rec.is_some().then_some(LayerDecision::Default(d)))
-            }
-        };
+        let (result, decision) = apply_verdict(layer, verdict, h, cx, stateful, rec.is_some());
         if commit {
             count(&mut port.layers[li], verdict, result.is_err());
         }
@@ -188,7 +166,41 @@ fn run_layers(
     Ok(())
 }
 
-fn count(layer: &mut crate::layer::Layer, verdict: Verdict, dropped: bool) {
+/// Carries out a layer's verdict on the headers; describes it too when a trace wants it.
+fn apply_verdict(
+    layer: &Layer,
+    verdict: Verdict,
+    h: &mut PacketHeaders,
+    cx: &mut ActionCtx<'_>,
+    stateful: &mut bool,
+    describe: bool,
+) -> (Result<(), DropReason>, Option<LayerDecision>) {
+    match verdict {
+        Verdict::Rule { group, slot } => {
+            let Some(r) = layer.rule(group, slot) else {
+                return (Ok(()), None);
+            };
+            *stateful &= r.rule.stateful;
+            let decision = describe.then(|| LayerDecision::Rule {
+                origin: r.origin.clone(),
+                group: layer.groups()[group].name().to_string(),
+                index: r.index,
+                priority: r.rule.priority,
+                action: r.rule.action.clone(),
+            });
+            (action::apply(&r.rule.action, h, cx), decision)
+        }
+        Verdict::Default(d) => {
+            let result = match d {
+                DefaultAction::Allow => Ok(()),
+                DefaultAction::Block => Err(DropReason::BlockedByDefault),
+            };
+            (result, describe.then_some(LayerDecision::Default(d)))
+        }
+    }
+}
+
+fn count(layer: &mut Layer, verdict: Verdict, dropped: bool) {
     layer.counters.evaluated += 1;
     layer.counters.drops += u64::from(dropped);
     match verdict {

@@ -17,11 +17,10 @@ use crate::layer::Layer;
 use crate::nat::{NatPools, PoolId, SnatAlloc, SnatPool};
 use crate::neighbor;
 use crate::parse::{self, Kind, L4Kind, ParseContext, Parsed};
-use crate::pipeline::{self, Env, Evaluation, Recorder, Stop};
+use crate::pipeline::{self, Env, Evaluation, Stop};
 use crate::port::{Port, PortConfig, PortId, PortKind};
 use crate::tcp_state::{FlowSide, FlowTimeouts, TcpPhase, TcpTracker};
 use crate::time::Timestamp;
-use crate::trace::{CachedFlow, Trace};
 use crate::transform;
 use crate::wire::{self, MacAddr, TcpFlags, proto};
 use std::net::IpAddr;
@@ -72,7 +71,7 @@ pub struct Switch {
     ports: Vec<Option<Port>>,
     fwd: Forwarding,
     pools: NatPools,
-    flows: FlowTable,
+    pub(crate) flows: FlowTable,
     fragments: Fragments,
     /// Bumped by changes outside any port (addresses, pools, ports added or removed).
     topo_gen: u32,
@@ -82,7 +81,7 @@ pub struct Switch {
 }
 
 /// What a flow-table lookup found.
-enum Cached {
+pub(crate) enum Cached {
     Hit(u32, FlowSide),
     Stale(u32),
     Gone(u32),
@@ -262,14 +261,14 @@ impl Switch {
         &self.counters
     }
 
-    fn parse_ctx(&self) -> ParseContext<'_> {
+    pub(crate) fn parse_ctx(&self) -> ParseContext<'_> {
         ParseContext {
             vxlan_port: self.config.vxlan_port,
             provider_addrs: &self.fwd.provider_addrs,
         }
     }
 
-    fn out_disposition(&self, to: PortId) -> Disposition {
+    pub(crate) fn out_disposition(&self, to: PortId) -> Disposition {
         match self.port(to).map(Port::kind) {
             Some(PortKind::Uplink) => Disposition::Uplink(to),
             Some(_) => Disposition::Deliver(to),
@@ -334,7 +333,7 @@ impl Switch {
 
     /// ARP, neighbour discovery and non-IP frames: answered if for an owned address, else
     /// forwarded by MAC without the layers.
-    fn layer2(&mut self, from: PortId, frame: &mut Frame, p: &Parsed) -> Disposition {
+    pub(crate) fn layer2(&mut self, from: PortId, frame: &mut Frame, p: &Parsed) -> Disposition {
         if p.outer.is_some() {
             return Disposition::Drop(DropReason::EncapsulatedNonIp);
         }
@@ -369,7 +368,7 @@ impl Switch {
         }
     }
 
-    fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {
+    pub(crate) fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {
         let Some((slot, side)) = self.flows.find(key, self.flows.hash(key)) else {
             return Cached::Miss;
         };
@@ -459,7 +458,7 @@ impl Switch {
         }
     }
 
-    fn env(&mut self) -> Env<'_> {
+    pub(crate) fn env(&mut self) -> Env<'_> {
         Env {
             ports: &mut self.ports,
             fwd: &self.fwd,
@@ -521,7 +520,13 @@ impl Switch {
         self.emit(frame, p, &ev, entropy)
     }
 
-    fn emit(&self, frame: &mut Frame, p: &Parsed, ev: &Evaluation, entropy: u16) -> Disposition {
+    pub(crate) fn emit(
+        &self,
+        frame: &mut Frame,
+        p: &Parsed,
+        ev: &Evaluation,
+        entropy: u16,
+    ) -> Disposition {
         match transform::apply(
             frame,
             p,
@@ -660,116 +665,5 @@ impl Switch {
         self.fragments.expire(now);
         self.counters.expired += expired.len() as u64;
         expired.len()
-    }
-
-    /// Explains what `process` would do with `frame` entering at `from`, without doing it: no
-    /// flow entry, no counter, no SNAT port is consumed.
-    pub fn trace(&mut self, from: PortId, frame: &[u8], now: Timestamp) -> Trace {
-        let mut t = Trace {
-            ingress: from,
-            input: None,
-            cached: None,
-            steps: Vec::new(),
-            forward: None,
-            output: None,
-            frame: None,
-            disposition: Disposition::Drop(DropReason::UnknownPort),
-            note: None,
-        };
-        if self.port(from).is_none() {
-            return t;
-        }
-        let p = match parse::parse(frame, &self.parse_ctx()) {
-            Ok(p) => p,
-            Err(_) => {
-                t.disposition = Disposition::Drop(DropReason::Malformed);
-                return t;
-            }
-        };
-        let mut f = Frame::new(frame);
-        let start = PacketHeaders {
-            inner: p.headers,
-            outer: parse::arrival_encap(frame, &p).map(Arc::new),
-        };
-        match (p.kind, &p.l4_kind) {
-            (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
-                t.note = Some("handled at layer 2: answered if owned, else forwarded by MAC");
-                t.disposition = self.layer2(from, &mut f, &p);
-            }
-            _ if p.headers.dst_mac.is_group() && p.outer.is_none() => {
-                t.note = Some("broadcast/multicast: flooded without the layers");
-                t.disposition = Disposition::Flood { from };
-            }
-            _ => self.trace_ip(from, &mut f, &p, &start, now, &mut t),
-        }
-        t.input = (p.kind == Kind::Ip).then_some(start);
-        if !matches!(
-            t.disposition,
-            Disposition::Drop(_) | Disposition::Flood { .. }
-        ) {
-            t.frame = Some(f.bytes().to_vec());
-        }
-        t
-    }
-
-    fn trace_ip(
-        &mut self,
-        from: PortId,
-        f: &mut Frame,
-        p: &Parsed,
-        start: &PacketHeaders,
-        now: Timestamp,
-        t: &mut Trace,
-    ) {
-        let key = p.flow_key(from);
-        if let Cached::Hit(slot, side) = self.lookup(&key, p, now)
-            && let Some(r) = self.flows.get(slot)
-        {
-            let orig = PacketHeaders {
-                inner: r.orig,
-                outer: r.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
-            };
-            let fin = PacketHeaders {
-                inner: r.fin,
-                outer: r.fin_outer.clone(),
-            };
-            let (inner, outer, to) = r.target(side);
-            let out = PacketHeaders {
-                inner,
-                outer: outer.cloned(),
-            };
-            let ok = transform::apply(f, p, &out.inner, out.outer.as_deref(), r.entropy).is_ok();
-            t.cached = Some(CachedFlow { side, orig, fin });
-            t.output = Some(out);
-            t.disposition = if ok {
-                self.out_disposition(to)
-            } else {
-                Disposition::Drop(DropReason::RewriteFailed)
-            };
-            return;
-        }
-        let mut rec = Recorder::default();
-        let r = pipeline::evaluate(
-            &mut self.env(),
-            from,
-            start,
-            Prior::default(),
-            false,
-            Some(&mut rec),
-        );
-        t.steps = rec.steps;
-        t.forward = rec.forward;
-        t.disposition = match r {
-            Ok(ev) => {
-                t.output = Some(ev.after.clone());
-                let mut plain = p.clone();
-                if let L4Kind::IcmpError(_) = plain.l4_kind {
-                    plain.l4_kind = L4Kind::IcmpOther;
-                }
-                self.emit(f, &plain, &ev, 0)
-            }
-            Err(Stop::Flood) => Disposition::Flood { from },
-            Err(Stop::Drop(d)) => Disposition::Drop(d),
-        };
     }
 }

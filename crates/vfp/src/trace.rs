@@ -3,15 +3,21 @@
 //! final disposition. Produced by `Switch::trace`, which runs the processing code with side
 //! effects off (no flow installed, no counter touched, no SNAT port taken).
 
-use crate::action::Action;
+use crate::action::{Action, Prior};
 use crate::direction::Direction;
-use crate::disposition::Disposition;
+use crate::disposition::{Disposition, DropReason};
 use crate::forwarding::ForwardReason;
+use crate::frame::Frame;
 use crate::headers::PacketHeaders;
 use crate::layer::DefaultAction;
+use crate::parse::{self, Kind, L4Kind, Parsed};
+use crate::pipeline::{self, Recorder, Stop};
 use crate::port::PortId;
 use crate::rule::{Origin, Priority};
+use crate::switch::{Cached, Switch};
 use crate::tcp_state::FlowSide;
+use crate::time::Timestamp;
+use crate::transform;
 use std::fmt;
 use std::sync::Arc;
 
@@ -143,5 +149,117 @@ impl fmt::Display for Trace {
             writeln!(f, "  leaves as: {o}")?;
         }
         write!(f, "  {}", self.disposition)
+    }
+}
+
+impl Switch {
+    /// Explains what `process` would do with `frame` entering at `from`, without doing it: no
+    /// flow entry, no counter, no SNAT port is consumed.
+    pub fn trace(&mut self, from: PortId, frame: &[u8], now: Timestamp) -> Trace {
+        let mut t = Trace {
+            ingress: from,
+            input: None,
+            cached: None,
+            steps: Vec::new(),
+            forward: None,
+            output: None,
+            frame: None,
+            disposition: Disposition::Drop(DropReason::UnknownPort),
+            note: None,
+        };
+        if self.port(from).is_none() {
+            return t;
+        }
+        let Ok(p) = parse::parse(frame, &self.parse_ctx()) else {
+            t.disposition = Disposition::Drop(DropReason::Malformed);
+            return t;
+        };
+        let mut f = Frame::new(frame);
+        let start = PacketHeaders {
+            inner: p.headers,
+            outer: parse::arrival_encap(frame, &p).map(Arc::new),
+        };
+        match (p.kind, &p.l4_kind) {
+            (Kind::Ip, L4Kind::NeighborDiscovery { .. }) | (Kind::Arp, _) | (Kind::Other, _) => {
+                t.note = Some("handled at layer 2: answered if owned, else forwarded by MAC");
+                t.disposition = self.layer2(from, &mut f, &p);
+            }
+            _ if p.headers.dst_mac.is_group() && p.outer.is_none() => {
+                t.note = Some("broadcast/multicast: flooded without the layers");
+                t.disposition = Disposition::Flood { from };
+            }
+            _ => {
+                let key = p.flow_key(from);
+                match self.lookup(&key, &p, now) {
+                    Cached::Hit(slot, side) => self.trace_cached(slot, side, &mut f, &p, &mut t),
+                    _ => self.trace_layers(from, &mut f, &p, &start, &mut t),
+                }
+            }
+        }
+        t.input = (p.kind == Kind::Ip).then_some(start);
+        if !matches!(
+            t.disposition,
+            Disposition::Drop(_) | Disposition::Flood { .. }
+        ) {
+            t.frame = Some(f.bytes().to_vec());
+        }
+        t
+    }
+
+    /// A packet of a cached connection: the connection's transposition, as the fast path
+    /// replays it.
+    fn trace_cached(&self, slot: u32, side: FlowSide, f: &mut Frame, p: &Parsed, t: &mut Trace) {
+        let Some(r) = self.flows.get(slot) else {
+            return;
+        };
+        let orig = PacketHeaders {
+            inner: r.orig,
+            outer: r.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
+        };
+        let fin = PacketHeaders {
+            inner: r.fin,
+            outer: r.fin_outer.clone(),
+        };
+        let (inner, outer, to) = r.target(side);
+        let out = PacketHeaders {
+            inner,
+            outer: outer.cloned(),
+        };
+        let ok = transform::apply(f, p, &out.inner, out.outer.as_deref(), r.entropy).is_ok();
+        t.cached = Some(CachedFlow { side, orig, fin });
+        t.output = Some(out);
+        t.disposition = if ok {
+            self.out_disposition(to)
+        } else {
+            Disposition::Drop(DropReason::RewriteFailed)
+        };
+    }
+
+    /// A packet of a new (or stale) connection: the slow path, recording every layer.
+    fn trace_layers(
+        &mut self,
+        from: PortId,
+        f: &mut Frame,
+        p: &Parsed,
+        start: &PacketHeaders,
+        t: &mut Trace,
+    ) {
+        let mut rec = Recorder::default();
+        let prior = Prior::default();
+        let r = pipeline::evaluate(&mut self.env(), from, start, prior, false, Some(&mut rec));
+        t.steps = rec.steps;
+        t.forward = rec.forward;
+        t.disposition = match r {
+            Ok(ev) => {
+                t.output = Some(ev.after.clone());
+                let mut plain = p.clone();
+                if let L4Kind::IcmpError(_) = plain.l4_kind {
+                    plain.l4_kind = L4Kind::IcmpOther;
+                }
+                self.emit(f, &plain, &ev, 0)
+            }
+            Err(Stop::Flood) => Disposition::Flood { from },
+            Err(Stop::Drop(d)) => Disposition::Drop(d),
+        };
     }
 }
