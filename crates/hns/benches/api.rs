@@ -330,7 +330,18 @@ async fn create_while_listing(
     n: usize,
 ) -> (Phase, Phase) {
     let stop = Arc::new(AtomicBool::new(false));
-    let lister = tokio::spawn(list_until(socket.to_path_buf(), stop.clone()));
+    // The lister is another program (kube-proxy): its own thread and runtime, so decoding
+    // the list does not hold up the creating clients' runtime.
+    let lister = {
+        let (socket, stop) = (socket.to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("lister runtime");
+            rt.block_on(list_until(socket, stop))
+        })
+    };
     let creates = drive(
         format!(
             "create endpoint ({}) while 1 client lists all",
@@ -347,7 +358,7 @@ async fn create_while_listing(
     )
     .await;
     stop.store(true, Ordering::Relaxed);
-    (creates, lister.await.expect("lister"))
+    (creates, lister.join().expect("lister"))
 }
 
 /// `n` calls of `GET /globals/version`: the transport alone.
@@ -378,7 +389,7 @@ async fn run(dir: &Path, addressing: Addressing, sizes: Sizes) -> (Vec<String>, 
         create_endpoints(&socket, clients, network, addressing, sizes.endpoints).await;
     let base_lb = baseline(&socket, clients, sizes.lbs).await;
     let create_lb = create_load_balancers(&socket, clients, ids, sizes.lbs).await;
-    let more = sizes.endpoints / 5;
+    let more = sizes.endpoints / 2;
     let (during_list, list) =
         create_while_listing(&socket, clients, network, addressing, sizes.endpoints, more).await;
     drop(hnsd);
