@@ -8,6 +8,8 @@ pub struct HResult(pub u32);
 
 impl HResult {
     pub const E_NOTIMPL: HResult = HResult(0x8000_4001);
+    /// Unspecified failure: a fault inside hnsd, not the caller's input.
+    pub const E_FAIL: HResult = HResult(0x8000_4005);
     pub const E_INVALIDARG: HResult = HResult(0x8007_0057);
     pub const ERROR_NOT_FOUND: HResult = HResult(0x8007_0490);
     pub const E_OUTOFMEMORY: HResult = HResult(0x8007_000E);
@@ -68,6 +70,7 @@ impl HResult {
             | HResult::HCN_E_ADDR_INVALID_OR_RESERVED => 409,
             HResult::E_NOTIMPL | HResult::HCN_E_REQUEST_UNSUPPORTED => 501,
             HResult::HCN_E_MANAGER_STOPPED | HResult::E_OUTOFMEMORY => 503,
+            HResult::E_FAIL => 500,
             _ => 400,
         }
     }
@@ -76,6 +79,7 @@ impl HResult {
     pub fn text(self) -> &'static str {
         match self {
             HResult::E_NOTIMPL => "Not implemented.",
+            HResult::E_FAIL => "Unspecified error.",
             HResult::E_INVALIDARG => "The parameter is incorrect.",
             HResult::ERROR_NOT_FOUND => "Element not found.",
             HResult::E_OUTOFMEMORY => "Not enough memory resources are available.",

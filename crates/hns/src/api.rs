@@ -94,13 +94,23 @@ async fn list(
         .transpose()
         .map_err(|m| HnsError::new(HResult::E_INVALIDARG, m))?
         .unwrap_or_default();
-    let items: Vec<Value> = svc.read(|s| {
-        s.list_json(kind)
-            .into_iter()
+    let body = tokio::task::spawn_blocking(move || {
+        let objects = svc.read(|s| s.list_objects(kind));
+        let items: Vec<Value> = objects
+            .iter()
+            .map(|o| o.to_json())
             .filter(|o| filter.matches(o))
-            .collect()
-    });
-    Ok(axum::Json(items).into_response())
+            .collect();
+        serde_json::to_vec(&items)
+    })
+    .await
+    .map_err(|e| HnsError::new(HResult::E_FAIL, format!("listing failed: {e}")))?
+    .map_err(|e| HnsError::new(HResult::E_FAIL, format!("listing failed: {e}")))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 async fn query(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> ApiResult {

@@ -1,7 +1,8 @@
 //! Endpoint rules: the network must exist, addresses come from its subnets (HNS IPAM) and MACs
 //! from its pool, no address twice on one side, no delete while attached.
 
-use std::net::IpAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use hcn::error::{HResult, HnsError};
 use hcn::modify::{ModifyRequest, PolicyRequest};
@@ -9,6 +10,7 @@ use hcn::network::SubnetFlags;
 use hcn::{Endpoint, EndpointPolicy, Guid, IpConfig, MacAddress, Network, ResourceType, Subnet};
 use ipnet::IpNet;
 
+use super::pool::LowestFree;
 use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
 
 impl State {
@@ -183,6 +185,9 @@ impl State {
     /// broadcast address and addresses in use.
     fn free_ip(&self, net: Guid, subnet: &Subnet, also_taken: &[IpAddr]) -> Option<IpAddr> {
         let prefix = subnet.ip_address_prefix?;
+        if let Some(pool) = self.ip_pools.get(&net).filter(|p| p.prefix == prefix) {
+            return pool.lowest_except(net, also_taken, &self.ips);
+        }
         let reserved = reserved(subnet);
         hosts(prefix).find(|ip| {
             !reserved.contains(ip)
@@ -207,20 +212,18 @@ impl State {
             }
             return Ok(());
         }
-        let ranges: Vec<(u64, u64)> = if net.mac_pool.ranges.is_empty() {
-            vec![default_pool(net.id)]
-        } else {
-            net.mac_pool
-                .ranges
+        let in_use = |m: u128| self.macs.contains_key(&(net.id, mac_of(m)));
+        let free = match self.mac_pools.get(&net.id) {
+            Some(pools) => pools
                 .iter()
-                .map(|r| (r.start_mac_address.to_u64(), r.end_mac_address.to_u64()))
-                .collect()
+                .find_map(|p| p.lowest_except(&[], in_use))
+                .map(mac_of),
+            None => mac_ranges(net)
+                .into_iter()
+                .flat_map(|(lo, hi)| lo..=hi)
+                .map(MacAddress::from_u64)
+                .find(|m| !self.macs.contains_key(&(net.id, *m))),
         };
-        let free = ranges
-            .into_iter()
-            .flat_map(|(lo, hi)| lo..=hi)
-            .map(MacAddress::from_u64)
-            .find(|m| !self.macs.contains_key(&(net.id, *m)));
         ep.mac_address = Some(free.ok_or_else(|| {
             HnsError::new(
                 HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
@@ -257,4 +260,117 @@ fn default_pool(net: Guid) -> (u64, u64) {
     let b = net.0.as_bytes();
     let base = MacAddress([0x00, 0x15, 0x5D, b[0], 0, 0]).to_u64();
     (base + 1, base + 0xFFFF)
+}
+
+/// The MAC ranges endpoints of `net` draw from: its MacPool, else the default pool.
+fn mac_ranges(net: &Network) -> Vec<(u64, u64)> {
+    if net.mac_pool.ranges.is_empty() {
+        vec![default_pool(net.id)]
+    } else {
+        net.mac_pool
+            .ranges
+            .iter()
+            .map(|r| (r.start_mac_address.to_u64(), r.end_mac_address.to_u64()))
+            .collect()
+    }
+}
+
+/// One lowest-free allocator per MAC range of `net`.
+pub(super) fn mac_pools(
+    net: &Network,
+    macs: &HashMap<(Guid, MacAddress), Guid>,
+) -> Vec<LowestFree> {
+    mac_ranges(net)
+        .into_iter()
+        .map(|(lo, hi)| {
+            LowestFree::new(u128::from(lo), u128::from(hi), |m| {
+                macs.contains_key(&(net.id, mac_of(m)))
+            })
+        })
+        .collect()
+}
+
+pub(super) fn mac_of(n: u128) -> MacAddress {
+    // Pool numbers come from 48-bit MACs, so the truncation loses nothing.
+    MacAddress::from_u64(n as u64)
+}
+
+/// HNS IPAM for one network: its first subnet's host addresses, lowest free first.
+#[derive(Clone, Debug)]
+pub(super) struct IpPool {
+    prefix: IpNet,
+    reserved: Vec<IpAddr>,
+    free: LowestFree,
+}
+
+type IpIndex = HashMap<(Guid, bool, IpAddr), Guid>;
+
+impl IpPool {
+    pub(super) fn new(net: &Network, ips: &IpIndex) -> Option<IpPool> {
+        let subnet = net.subnets().find(|s| s.ip_address_prefix.is_some())?;
+        let prefix = subnet.ip_address_prefix?;
+        let (first, last) = host_range(prefix);
+        let reserved = reserved(subnet);
+        let free = LowestFree::new(first, last, |n| {
+            let ip = ip_of(prefix, n);
+            reserved.contains(&ip) || ips.contains_key(&(net.id, false, ip))
+        });
+        Some(IpPool {
+            prefix,
+            reserved,
+            free,
+        })
+    }
+
+    fn lowest_except(&self, net: Guid, also_taken: &[IpAddr], ips: &IpIndex) -> Option<IpAddr> {
+        let also: Vec<u128> = also_taken.iter().map(|ip| number(*ip)).collect();
+        let (prefix, reserved) = (self.prefix, &self.reserved);
+        self.free
+            .lowest_except(&also, |n| {
+                let ip = ip_of(prefix, n);
+                reserved.contains(&ip) || ips.contains_key(&(net, false, ip))
+            })
+            .map(|n| ip_of(self.prefix, n))
+    }
+
+    pub(super) fn taken(&mut self, net: Guid, ip: IpAddr, ips: &IpIndex) {
+        if self.prefix.contains(&ip) {
+            let (prefix, reserved) = (self.prefix, &self.reserved);
+            self.free.taken(number(ip), |n| {
+                let ip = ip_of(prefix, n);
+                reserved.contains(&ip) || ips.contains_key(&(net, false, ip))
+            });
+        }
+    }
+
+    pub(super) fn freed(&mut self, ip: IpAddr) {
+        if self.prefix.contains(&ip) {
+            self.free.freed(number(ip));
+        }
+    }
+}
+
+/// The first and last host address of a prefix as numbers, as [`hosts`] yields them.
+fn host_range(prefix: IpNet) -> (u128, u128) {
+    let (net, last) = (number(prefix.network()), number(prefix.broadcast()));
+    match prefix {
+        IpNet::V4(p) if p.prefix_len() >= 31 => (net, last),
+        IpNet::V4(_) => (net + 1, last.saturating_sub(1)),
+        IpNet::V6(_) => (net + 1, last),
+    }
+}
+
+fn number(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+fn ip_of(prefix: IpNet, n: u128) -> IpAddr {
+    match prefix {
+        // Numbers of a v4 prefix fit in 32 bits.
+        IpNet::V4(_) => IpAddr::V4(Ipv4Addr::from(n as u32)),
+        IpNet::V6(_) => IpAddr::V6(Ipv6Addr::from(n)),
+    }
 }

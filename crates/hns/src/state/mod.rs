@@ -8,6 +8,7 @@ mod endpoint;
 mod loadbalancer;
 mod namespace;
 mod network;
+mod pool;
 mod route;
 
 use std::collections::{BTreeMap, HashMap};
@@ -205,6 +206,10 @@ pub struct State {
     frontends: HashMap<Frontend, Guid>,
     /// Endpoint -> the load balancers and routes that name it.
     endpoint_users: HashMap<Guid, Vec<(Kind, Guid)>>,
+    /// Network -> where HNS IPAM takes the next address from.
+    ip_pools: HashMap<Guid, endpoint::IpPool>,
+    /// Network -> where the next MAC comes from, one allocator per MacPool range.
+    mac_pools: HashMap<Guid, Vec<pool::LowestFree>>,
 }
 
 impl State {
@@ -234,19 +239,34 @@ impl State {
         }
     }
 
-    /// Every object of `kind` as JSON, in ID order.
-    pub fn list_json(&self, kind: Kind) -> Vec<Value> {
-        fn all<T: serde::Serialize>(m: &BTreeMap<Guid, T>) -> Vec<Value> {
-            m.values()
-                .filter_map(|o| serde_json::to_value(o).ok())
-                .collect()
-        }
+    /// Every object of `kind`, cloned, in ID order.
+    pub fn list_objects(&self, kind: Kind) -> Vec<Object> {
         match kind {
-            Kind::Network => all(&self.networks),
-            Kind::Endpoint => all(&self.endpoints),
-            Kind::Namespace => all(&self.namespaces),
-            Kind::LoadBalancer => all(&self.load_balancers),
-            Kind::Route => all(&self.routes),
+            Kind::Network => self
+                .networks
+                .values()
+                .cloned()
+                .map(Object::Network)
+                .collect(),
+            Kind::Endpoint => self
+                .endpoints
+                .values()
+                .cloned()
+                .map(Object::Endpoint)
+                .collect(),
+            Kind::Namespace => self
+                .namespaces
+                .values()
+                .cloned()
+                .map(Object::Namespace)
+                .collect(),
+            Kind::LoadBalancer => self
+                .load_balancers
+                .values()
+                .cloned()
+                .map(Object::LoadBalancer)
+                .collect(),
+            Kind::Route => self.routes.values().cloned().map(Object::Route).collect(),
         }
     }
 
@@ -360,7 +380,11 @@ impl State {
 
     fn remove(&mut self, kind: Kind, id: Guid) {
         match kind {
-            Kind::Network => drop(self.networks.remove(&id)),
+            Kind::Network => {
+                self.ip_pools.remove(&id);
+                self.mac_pools.remove(&id);
+                drop(self.networks.remove(&id))
+            }
             Kind::Endpoint => drop(self.endpoints.remove(&id)),
             Kind::Namespace => drop(self.namespaces.remove(&id)),
             Kind::LoadBalancer => drop(self.load_balancers.remove(&id)),
@@ -372,14 +396,33 @@ impl State {
         match obj {
             Object::Network(n) => {
                 self.network_names.insert(n.name.to_ascii_lowercase(), n.id);
+                // A network's subnets and MAC pool never change after create.
+                if !self.ip_pools.contains_key(&n.id)
+                    && let Some(p) = endpoint::IpPool::new(n, &self.ips)
+                {
+                    self.ip_pools.insert(n.id, p);
+                }
+                if !self.mac_pools.contains_key(&n.id) {
+                    let pools = endpoint::mac_pools(n, &self.macs);
+                    self.mac_pools.insert(n.id, pools);
+                }
             }
             Object::Endpoint(e) => {
+                let net = e.host_compute_network;
                 for ip in e.ips() {
-                    self.ips
-                        .insert((e.host_compute_network, e.is_remote(), ip), e.id);
+                    self.ips.insert((net, e.is_remote(), ip), e.id);
+                    if let (Some(p), false) = (self.ip_pools.get_mut(&net), e.is_remote()) {
+                        p.taken(net, ip, &self.ips);
+                    }
                 }
                 if let (Some(mac), false) = (e.mac_address, e.is_remote()) {
-                    self.macs.insert((e.host_compute_network, mac), e.id);
+                    self.macs.insert((net, mac), e.id);
+                    for p in self.mac_pools.get_mut(&net).into_iter().flatten() {
+                        let macs = &self.macs;
+                        p.taken(u128::from(mac.to_u64()), |m| {
+                            macs.contains_key(&(net, endpoint::mac_of(m)))
+                        });
+                    }
                 }
             }
             Object::Namespace(_) => {}
@@ -414,14 +457,20 @@ impl State {
                 self.network_names.remove(&n.name.to_ascii_lowercase());
             }
             Object::Endpoint(e) => {
+                let net = e.host_compute_network;
                 for ip in e.ips() {
-                    self.ips
-                        .remove(&(e.host_compute_network, e.is_remote(), ip));
+                    self.ips.remove(&(net, e.is_remote(), ip));
+                    if let (Some(p), false) = (self.ip_pools.get_mut(&net), e.is_remote()) {
+                        p.freed(ip);
+                    }
                 }
                 if let Some(mac) = e.mac_address
-                    && self.macs.get(&(e.host_compute_network, mac)) == Some(&e.id)
+                    && self.macs.get(&(net, mac)) == Some(&e.id)
                 {
-                    self.macs.remove(&(e.host_compute_network, mac));
+                    self.macs.remove(&(net, mac));
+                    for p in self.mac_pools.get_mut(&net).into_iter().flatten() {
+                        p.freed(u128::from(mac.to_u64()));
+                    }
                 }
             }
             Object::Namespace(_) => {}
