@@ -45,6 +45,21 @@ fn origin(id: &str) -> Origin {
     Origin::new("Test", id)
 }
 
+/// Programs A's SLB layer to DNAT `proto` to 10.96.0.10:`port` onto B (10.244.1.11:`to`).
+fn dnat_to_b(n: &mut Net, protocol: u8, port: u16, to: u16) {
+    let c = Conditions::any()
+        .protocol(protocol)
+        .dst_ip(ip("10.96.0.10"))
+        .dst_port(port);
+    let dnat = Action::Dnat {
+        ip: ip("10.244.1.11"),
+        port: Some(to),
+    };
+    n.sw.layer_mut(n.a, SLB)
+        .unwrap()
+        .set_rules(origin("dnat"), vec![Rule::new(1, c, dnat)]);
+}
+
 #[test]
 fn allow_passes_the_frame_unchanged() {
     let mut n = net();
@@ -118,17 +133,7 @@ fn mac_rewrite_is_byte_exact() {
 #[test]
 fn dnat_rewrites_address_and_port_with_valid_checksums() {
     let mut n = net();
-    let c = Conditions::any()
-        .protocol(proto::TCP)
-        .dst_ip(ip("10.96.0.10"))
-        .dst_port(80);
-    let dnat = Action::Dnat {
-        ip: ip("10.244.1.11"),
-        port: Some(8080),
-    };
-    n.sw.layer_mut(n.a, SLB)
-        .unwrap()
-        .set_rules(origin("pm"), vec![Rule::new(1, c, dnat)]);
+    dnat_to_b(&mut n, proto::TCP, 80, 8080);
     let mut p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, ACK | 0x08).macs(mac(10), mac(1));
     if let L4::Tcp { payload, .. } = &mut p.l4 {
         *payload = b"GET / HTTP/1.1\r\n\r\n".to_vec();
@@ -508,17 +513,7 @@ fn fragment(dst: &str, ident: u16, offset: u16, more: bool, payload: &[u8]) -> V
 #[test]
 fn later_fragments_follow_the_first_fragments_connection() {
     let mut n = net();
-    let c = Conditions::any()
-        .protocol(proto::UDP)
-        .dst_ip(ip("10.96.0.10"))
-        .dst_port(53);
-    let dnat = Action::Dnat {
-        ip: ip("10.244.1.11"),
-        port: Some(5353),
-    };
-    n.sw.layer_mut(n.a, SLB)
-        .unwrap()
-        .set_rules(origin("dns"), vec![Rule::new(1, c, dnat)]);
+    dnat_to_b(&mut n, proto::UDP, 53, 5353);
     // A 24-byte UDP datagram (8 header + 16 data) split after 16 bytes.
     let udp = Pkt::udp("10.244.1.10", 4000, "10.96.0.10", 53, &[0xab; 16]);
     let dgram = udp.ip_bytes()[20..].to_vec();
@@ -548,17 +543,7 @@ fn later_fragments_follow_the_first_fragments_connection() {
 #[test]
 fn vlan_tagged_frames_are_rewritten_behind_the_tag() {
     let mut n = net();
-    let c = Conditions::any()
-        .protocol(proto::TCP)
-        .dst_ip(ip("10.96.0.10"))
-        .dst_port(80);
-    let dnat = Action::Dnat {
-        ip: ip("10.244.1.11"),
-        port: Some(8080),
-    };
-    n.sw.layer_mut(n.a, SLB)
-        .unwrap()
-        .set_rules(origin("pm"), vec![Rule::new(1, c, dnat)]);
+    dnat_to_b(&mut n, proto::TCP, 80, 8080);
     let tag = |frame: Vec<u8>| {
         let mut t = frame[..12].to_vec();
         t.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]); // VLAN 100
