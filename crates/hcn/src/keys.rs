@@ -140,6 +140,7 @@ const KEYS: &[&str] = &[
     // winnet extensions
     "LinuxNetns",
     "LinuxInterfaceName",
+    "LinuxService",
 ];
 
 /// The canonical spelling of `key`, or `key` itself when it is not part of the schema.

@@ -74,6 +74,10 @@ pub struct LoadBalancer {
     pub schema_version: SchemaVersion,
     #[serde(skip_serializing_if = "is_default")]
     pub flags: u32,
+    /// winnet: the Kubernetes Service port this load balancer implements
+    /// (`namespace/name:port`), set by `winnet proxy` so that traces can name it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub linux_service: String,
 }
 
 impl LoadBalancer {

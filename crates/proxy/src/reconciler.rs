@@ -567,6 +567,7 @@ fn hns_lb(want: &DesiredLb, backends: Vec<Guid>) -> LoadBalancer {
             flags: want.port_mapping_flags,
         }],
         flags: want.lb_flags,
+        linux_service: format!("{}:{}", want.service, want.port_name),
         ..LoadBalancer::default()
     }
 }
@@ -584,6 +585,7 @@ fn same_lb(a: &LoadBalancer, b: &LoadBalancer) -> bool {
         && a.frontend_vips == b.frontend_vips
         && a.port_mappings == b.port_mappings
         && a.flags == b.flags
+        && a.linux_service == b.linux_service
 }
 
 /// The remote HNS endpoint winkernel creates for a backend on another node.
