@@ -1,0 +1,412 @@
+//! sdnbridge, sdnoverlay and nat (microsoft/windows-container-networking): one plugin whose
+//! behaviour the config's `type` selects. Unlike win-*, the network is created from the config
+//! when absent; policies come from `AdditionalArgs`; the result names the CNI interface.
+
+use std::net::IpAddr;
+
+use hcn::network::{IpamType, NetworkType};
+use hcn::policy::{AclAction, AclDirection, AclPolicySetting};
+use hcn::{
+    Dns, Endpoint, EndpointPolicy, IpConfig as HcnIpConfig, Ipam, Network, NetworkPolicy, Route,
+    Subnet,
+};
+use hns::Client;
+use ipnet::IpNet;
+
+use crate::attachment::{Driver, endpoint_address, endpoint_dns, endpoint_gateway, endpoint_mac};
+use crate::config::NetConf;
+use crate::error::{CniError, HnsContext};
+use crate::plugins::win_bridge::bridge_gateway;
+use crate::plugins::windows::default_route;
+use crate::policy::{self, PortMapping};
+use crate::protocol::{Args, Request};
+use crate::result::{CniResult, Interface, IpConfig};
+use crate::state::Store;
+
+/// `optionalFlags`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OptionalFlags {
+    pub local_routed_port_mapping: bool,
+    pub allow_acl_port_mapping: bool,
+    pub force_bridge_gateway: bool,
+    pub enable_dual_stack: bool,
+    pub loopback_dsr: bool,
+    pub gateway_from_additional_routes: bool,
+}
+
+/// An sdnbridge / sdnoverlay / nat config (`cni.NetworkConfig`).
+#[derive(Clone, Debug)]
+pub struct Sdn {
+    pub conf: NetConf,
+    /// The HCN network type the config's `type` maps to (`MapCniTypeToHcnType`).
+    pub network_type: NetworkType,
+    /// `ipam.subnet`: the network's subnet when it is created, and the default gateway (+1).
+    pub subnet: Option<IpNet>,
+    /// `ipam.routes[].{dst,gw}`; the first `gw` is the gateway.
+    pub ipam_routes: Vec<(Option<IpNet>, Option<IpAddr>)>,
+    /// `ipam.ipAddress`: a static address when no IPAM plugin is named.
+    pub static_ip: Option<IpAddr>,
+    pub dns: Dns,
+    pub flags: OptionalFlags,
+    pub port_mappings: Vec<PortMapping>,
+    /// `additionalRoutes[].{dst,gw}`: more endpoint routes.
+    pub additional_routes: Vec<(IpNet, Option<IpAddr>)>,
+    /// `AdditionalArgs` entries named `EndpointPolicy`.
+    pub endpoint_policies: Vec<EndpointPolicy>,
+    /// `AdditionalArgs` entries named `NetworkPolicy` (used when the network is created).
+    pub network_policies: Vec<NetworkPolicy>,
+}
+
+/// The network type of an sdn* `type`: `nat`, `sdnbridge`/`L2Bridge`, `sdnoverlay`/`Overlay`.
+pub fn network_type_of(cni_type: &str) -> Option<NetworkType> {
+    let t = cni_type.to_ascii_lowercase();
+    match t.as_str() {
+        "nat" => Some(NetworkType::Nat),
+        "sdnbridge" | "l2bridge" => Some(NetworkType::L2Bridge),
+        "sdnoverlay" | "overlay" => Some(NetworkType::Overlay),
+        _ => None,
+    }
+}
+
+impl Sdn {
+    pub fn parse(conf: &NetConf) -> Result<Sdn, CniError> {
+        let root = conf.root();
+        let network_type = network_type_of(&conf.plugin_type).ok_or_else(|| {
+            CniError::config(
+                "type",
+                format!("Unsupported CNI config 'type' \"{}\"; use sdnbridge (L2Bridge), sdnoverlay (Overlay) or nat", conf.plugin_type),
+            )
+        })?;
+        let ipam = root.obj("ipam")?;
+        let (subnet, static_ip, ipam_routes) = match &ipam {
+            None => (None, None, Vec::new()),
+            Some(i) => (
+                i.parse::<IpNet>("subnet")?.map(|n| n.trunc()),
+                i.parse::<IpAddr>("ipAddress")?,
+                i.objects("routes")?
+                    .iter()
+                    .map(|r| Ok((r.parse::<IpNet>("dst")?, r.parse::<IpAddr>("gw")?)))
+                    .collect::<Result<Vec<_>, CniError>>()?,
+            ),
+        };
+        let mut dns = Dns::default();
+        if let Some(d) = root.obj("dns")? {
+            dns.server_list = d.strings("nameservers")?;
+            dns.domain = d.string("domain")?;
+            dns.search = d.strings("search")?;
+            dns.options = d.strings("options")?;
+        }
+        let runtime = root.obj("runtimeConfig")?;
+        if let Some(rdns) = runtime
+            .as_ref()
+            .map(|r| r.obj("dns"))
+            .transpose()?
+            .flatten()
+        {
+            let servers = rdns.strings("servers")?;
+            if !servers.is_empty() {
+                dns.server_list = servers;
+            }
+            let searches = rdns.strings("searches")?;
+            if !searches.is_empty() {
+                dns.search = searches;
+            }
+            let options = rdns.strings("options")?;
+            if !options.is_empty() {
+                dns.options = options;
+            }
+        }
+        let mut flags = OptionalFlags::default();
+        if let Some(f) = root.obj("optionalFlags")? {
+            flags = OptionalFlags {
+                local_routed_port_mapping: f.bool("localRoutedPortMapping")?,
+                allow_acl_port_mapping: f.bool("allowAclPortMapping")?,
+                force_bridge_gateway: f.bool("forceBridgeGateway")?,
+                enable_dual_stack: f.bool("enableDualStack")?,
+                loopback_dsr: f.bool("loopbackDSR")?,
+                gateway_from_additional_routes: f.bool("gatewayFromAdditionalRoutes")?,
+            };
+        }
+        let additional_routes = root
+            .objects("additionalRoutes")?
+            .iter()
+            .filter_map(|r| match r.parse::<IpNet>("dst") {
+                Ok(Some(dst)) => Some(r.parse::<IpAddr>("gw").map(|gw| (dst, gw))),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect::<Result<Vec<_>, CniError>>()?;
+        Ok(Sdn {
+            network_type,
+            subnet,
+            ipam_routes,
+            static_ip,
+            dns,
+            flags,
+            port_mappings: policy::port_mappings(runtime.as_ref())?,
+            additional_routes,
+            endpoint_policies: policy::endpoint_policies(&root, "AdditionalArgs")?,
+            network_policies: policy::network_policies(&root, "AdditionalArgs")?,
+            conf: conf.clone(),
+        })
+    }
+
+    /// The gateway: `.2` when forced, else the first `ipam.routes[].gw`, else the subnet's
+    /// first address, else what IPAM or the network says.
+    fn gateway(&self, net: &Network, ip: Option<&IpConfig>) -> Option<IpAddr> {
+        let subnet = self
+            .subnet
+            .or_else(|| ip.map(|c| c.address.trunc()))
+            .or_else(|| net.subnets().find_map(|s| s.ip_address_prefix));
+        if self.flags.force_bridge_gateway {
+            return subnet.map(bridge_gateway);
+        }
+        if let Some(gw) = self.ipam_routes.iter().find_map(|(_, gw)| *gw) {
+            return Some(gw);
+        }
+        if self.flags.gateway_from_additional_routes {
+            if let Some(gw) = self.additional_routes.iter().find_map(|(_, gw)| *gw) {
+                return Some(gw);
+            }
+        }
+        if let Some(s) = self.subnet {
+            return Some(first_host(s));
+        }
+        ip.and_then(|c| c.gateway)
+            .or_else(|| {
+                ip.and_then(|c| net.subnet_for(c.address.addr()))
+                    .and_then(Subnet::gateway)
+            })
+            .or_else(|| net.subnets().find_map(Subnet::gateway))
+    }
+
+    /// The network document created when the network does not exist.
+    fn network_doc(&self) -> Result<Network, CniError> {
+        let subnet = self.subnet.ok_or_else(|| {
+            CniError::config(
+                "ipam.subnet",
+                format!("missing; network \"{}\" does not exist and {} creates it from ipam.subnet (e.g. \"10.244.1.0/24\")", self.conf.name, self.conf.plugin_type),
+            )
+        })?;
+        let gw = self
+            .ipam_routes
+            .iter()
+            .find_map(|(_, gw)| *gw)
+            .unwrap_or_else(|| first_host(subnet));
+        Ok(Network {
+            name: self.conf.name.clone(),
+            network_type: self.network_type,
+            policies: self.network_policies.clone(),
+            ipams: vec![Ipam {
+                ipam_type: Some(IpamType::Static),
+                subnets: vec![Subnet {
+                    ip_address_prefix: Some(subnet),
+                    routes: vec![Route {
+                        next_hop: Some(gw),
+                        destination_prefix: Some(default_route(gw)),
+                        metric: 0,
+                    }],
+                    ..Subnet::default()
+                }],
+            }],
+            ..Network::default()
+        })
+    }
+}
+
+/// The first host address of a subnet (`subnet + 1`).
+fn first_host(s: IpNet) -> IpAddr {
+    match s.network() {
+        IpAddr::V4(v4) => IpAddr::from(u32::from(v4).wrapping_add(1).to_be_bytes()),
+        IpAddr::V6(v6) => IpAddr::from(u128::from(v6).wrapping_add(1).to_be_bytes()),
+    }
+}
+
+impl Driver for Sdn {
+    fn conf(&self) -> &NetConf {
+        &self.conf
+    }
+
+    async fn find_network(&self, client: &Client) -> Result<Option<Network>, CniError> {
+        let name = &self.conf.name;
+        let Some(net) = client
+            .get_network_by_name(name)
+            .await
+            .hns("look up the network")?
+        else {
+            return Ok(None);
+        };
+        if net.network_type != self.network_type {
+            return Err(CniError::config(
+                "type",
+                format!(
+                    "network \"{name}\" exists with type {}, but {} makes {} networks",
+                    net.network_type, self.conf.plugin_type, self.network_type
+                ),
+            ));
+        }
+        Ok(Some(net))
+    }
+
+    async fn ensure_network(&self, client: &Client) -> Result<Network, CniError> {
+        if let Some(net) = self.find_network(client).await? {
+            return Ok(net);
+        }
+        let doc = self.network_doc()?;
+        // One creator at a time on this node; a loser of a race finds the winner's network.
+        let store = Store::open(&self.conf.state_dir, &self.conf.name)?;
+        let _lock = store.lock_network()?;
+        if let Some(net) = self.find_network(client).await? {
+            return Ok(net);
+        }
+        client.create_network(&doc).await.hns("create the network")
+    }
+
+    async fn endpoint(
+        &self,
+        req: &Request<'_>,
+        client: &Client,
+        net: &Network,
+        name: &str,
+        ip: Option<&IpConfig>,
+    ) -> Result<Endpoint, CniError> {
+        let address = ip.map(|c| c.address).or_else(|| {
+            let ip = self.static_ip?;
+            let len = self
+                .subnet
+                .or_else(|| net.subnet_for(ip)?.ip_address_prefix)?
+                .prefix_len();
+            IpNet::new(ip, len).ok()
+        });
+        let assigned = address.map(|address| IpConfig {
+            interface: None,
+            address,
+            gateway: ip.and_then(|c| c.gateway),
+        });
+        let gateway = self.gateway(net, assigned.as_ref());
+        let mut policies = self.endpoint_policies.clone();
+        let nat_flags = if self.flags.local_routed_port_mapping {
+            1
+        } else {
+            0
+        };
+        for m in &self.port_mappings {
+            policies.push(m.policy(nat_flags));
+            if self.flags.allow_acl_port_mapping {
+                policies.push(EndpointPolicy::Acl(AclPolicySetting {
+                    protocols: m.protocol.to_string(),
+                    action: AclAction::Allow,
+                    direction: AclDirection::In,
+                    local_addresses: String::new(),
+                    remote_addresses: String::new(),
+                    local_ports: m.container_port.to_string(),
+                    remote_ports: String::new(),
+                    rule_type: None,
+                    priority: 200,
+                }));
+            }
+        }
+        if self.flags.loopback_dsr {
+            if let Some(a) = &assigned {
+                let features = client
+                    .get_supported_features()
+                    .await
+                    .hns("read HNS's supported features")?;
+                if features.dsr {
+                    policy::apply_loopback_dsr(&mut policies, a.address.addr());
+                }
+            }
+        }
+        let mut dns = self.dns.clone();
+        if let (Some(ns), Some(first)) = (
+            req.args.cni_arg("K8S_POD_NAMESPACE"),
+            dns.search.first_mut(),
+        ) {
+            if !ns.is_empty() {
+                *first = format!("{ns}.{first}");
+            }
+        }
+        let mut routes: Vec<Route> = gateway
+            .map(|gw| Route {
+                next_hop: Some(gw),
+                destination_prefix: Some(default_route(gw)),
+                metric: 0,
+            })
+            .into_iter()
+            .collect();
+        routes.extend(self.additional_routes.iter().map(|(dst, gw)| Route {
+            next_hop: *gw,
+            destination_prefix: Some(*dst),
+            metric: 0,
+        }));
+        Ok(Endpoint {
+            name: name.to_string(),
+            host_compute_network: net.id,
+            policies,
+            ip_configurations: address
+                .map(|a| HcnIpConfig {
+                    ip_address: Some(a.addr()),
+                    prefix_length: a.prefix_len(),
+                })
+                .into_iter()
+                .collect(),
+            dns,
+            routes,
+            ..Endpoint::default()
+        })
+    }
+
+    /// `interfaces:[{name: CNI_IFNAME, mac}]`, `ips` on interface 0.
+    fn result(&self, args: &Args, net: &Network, ep: &Endpoint) -> CniResult {
+        CniResult {
+            interfaces: vec![Interface {
+                name: args.ifname.clone(),
+                mac: endpoint_mac(ep),
+                ..Interface::default()
+            }],
+            ips: endpoint_address(net, ep)
+                .map(|address| IpConfig {
+                    interface: Some(0),
+                    address,
+                    gateway: endpoint_gateway(ep),
+                })
+                .into_iter()
+                .collect(),
+            routes: Vec::new(),
+            dns: endpoint_dns(ep),
+        }
+    }
+
+    /// sdn* create the network on ADD, so only hnsd has to answer.
+    async fn status(&self, client: &Client) -> Result<(), CniError> {
+        self.find_network(client).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_map_as_windows_container_networking_maps_them() {
+        assert_eq!(network_type_of("nat"), Some(NetworkType::Nat));
+        assert_eq!(network_type_of("NAT"), Some(NetworkType::Nat));
+        assert_eq!(network_type_of("sdnbridge"), Some(NetworkType::L2Bridge));
+        assert_eq!(network_type_of("L2Bridge"), Some(NetworkType::L2Bridge));
+        assert_eq!(network_type_of("sdnoverlay"), Some(NetworkType::Overlay));
+        assert_eq!(network_type_of("win-bridge"), None);
+    }
+
+    #[test]
+    fn gateway_is_subnet_plus_one_unless_forced_or_routed() {
+        let conf = NetConf::parse(br#"{"cniVersion":"1.0.0","name":"n","type":"sdnbridge","ipam":{"subnet":"10.0.0.0/24"}}"#).unwrap();
+        let mut s = Sdn::parse(&conf).unwrap();
+        let net = Network::default();
+        assert_eq!(s.gateway(&net, None), Some("10.0.0.1".parse().unwrap()));
+        s.flags.force_bridge_gateway = true;
+        assert_eq!(s.gateway(&net, None), Some("10.0.0.2".parse().unwrap()));
+        s.flags.force_bridge_gateway = false;
+        s.ipam_routes = vec![(None, Some("10.0.0.254".parse().unwrap()))];
+        assert_eq!(s.gateway(&net, None), Some("10.0.0.254".parse().unwrap()));
+    }
+}
