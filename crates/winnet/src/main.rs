@@ -20,9 +20,15 @@ enum Command {
     Hns(commands::hns::Args),
     /// kube-proxy for a Windows node: Services to HNS load balancers (winkernel).
     Proxy(commands::proxy::Args),
+    /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
+    InstallCni(commands::install_cni::Args),
 }
 
 fn main() -> std::process::ExitCode {
+    // Installed under a CNI plugin's name (`winnet install-cni`), the binary is that plugin.
+    if let Some(code) = std::env::args_os().next().and_then(|a| cni::main_if_plugin(&a)) {
+        return std::process::ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -35,6 +41,7 @@ fn main() -> std::process::ExitCode {
         Command::Hnsd(args) => commands::hnsd::run(args),
         Command::Hns(args) => commands::hns::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
+        Command::InstallCni(args) => commands::install_cni::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,6 +2,7 @@
 
 pub mod hns;
 pub mod hnsd;
+pub mod install_cni;
 pub mod proxy;
 
 /// Completes on SIGTERM or SIGINT.
