@@ -46,7 +46,7 @@ pub async fn run(
 }
 
 /// Binds the socket and loads the store: everything that can fail before serving.
-fn open(config: &Config) -> Result<(UnixListener, Arc<Service>), ServerError> {
+fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
     // Refuse a live socket before touching the state dir, so the message names the real cause.
     let listener = bind(&config.socket)?;
     let opened = std::fs::create_dir_all(&config.state_dir)
@@ -66,17 +66,22 @@ fn open(config: &Config) -> Result<(UnixListener, Arc<Service>), ServerError> {
 }
 
 async fn serve(
-    listener: UnixListener,
+    listener: Listener,
     service: Arc<Service>,
     socket: &Path,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     tracing::info!(socket = %socket.display(), profile = %service.profile(), "hnsd serving");
+    let Listener {
+        listener,
+        _lock: lock,
+    } = listener;
     let served = axum::serve(listener, crate::api::router(Arc::clone(&service)))
         .with_graceful_shutdown(shutdown)
         .await;
     let _ = std::fs::remove_file(socket);
     service.shutdown();
+    drop(lock);
     served.map_err(ServerError::Serve)
 }
 
@@ -131,33 +136,51 @@ impl Drop for Running {
     }
 }
 
-/// Binds `path` with mode 0600. A socket that answers belongs to a live hnsd: refused. One that
-/// does not is stale (a killed hnsd): replaced.
-pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(ServerError::AlreadyServing(path.to_path_buf()));
-        }
-        std::fs::remove_file(path).map_err(|source| ServerError::Bind {
-            path: path.into(),
-            source,
-        })?;
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ServerError::Bind {
-            path: path.into(),
-            source,
-        })?;
-    }
-    let listener = UnixListener::bind(path).map_err(|source| ServerError::Bind {
+/// Binds `path` with mode 0600. One hnsd per socket: an exclusive lock on `<path>.lock`, held
+/// for the listener's life, makes the check and the bind one step, so two hnsd started at the
+/// same moment cannot both win. A socket file left by a killed hnsd is replaced.
+pub fn bind(path: &Path) -> Result<Listener, ServerError> {
+    let bind_err = |source| ServerError::Bind {
         path: path.into(),
         source,
-    })?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
-        ServerError::Bind {
-            path: path.into(),
-            source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(bind_err)?;
+    }
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(bind_err)?;
+    let lock = match nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+    {
+        Ok(lock) => lock,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            return Err(ServerError::AlreadyServing(path.to_path_buf()));
         }
-    })?;
-    Ok(listener)
+        Err((_, e)) => return Err(bind_err(io::Error::from(e))),
+    };
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            // A live server that predates the lock file (or holds it elsewhere).
+            return Err(ServerError::AlreadyServing(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(bind_err)?;
+    }
+    let listener = UnixListener::bind(path).map_err(bind_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+    Ok(Listener {
+        listener,
+        _lock: lock,
+    })
+}
+
+/// A bound socket and the lock that makes it hnsd's alone.
+#[derive(Debug)]
+pub struct Listener {
+    listener: UnixListener,
+    _lock: nix::fcntl::Flock<std::fs::File>,
 }

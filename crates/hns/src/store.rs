@@ -98,7 +98,7 @@ impl Store {
             match change {
                 Change::Put(obj) => {
                     let mut t = tx.open_table(table(obj.kind())).map_err(db_err)?;
-                    let bytes = serde_json::to_vec(&obj.to_json()).map_err(db_err)?;
+                    let bytes = obj.to_bytes().map_err(db_err)?;
                     t.insert(obj.id().to_string().as_str(), bytes.as_slice())
                         .map_err(db_err)?;
                 }

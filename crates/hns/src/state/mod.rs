@@ -138,6 +138,17 @@ impl Object {
         v.unwrap_or(Value::Null)
     }
 
+    /// The object as hcsshim marshals it, as bytes (what the store keeps).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        match self {
+            Object::Network(o) => serde_json::to_vec(o),
+            Object::Endpoint(o) => serde_json::to_vec(o),
+            Object::Namespace(o) => serde_json::to_vec(o),
+            Object::LoadBalancer(o) => serde_json::to_vec(o),
+            Object::Route(o) => serde_json::to_vec(o),
+        }
+    }
+
     /// Reads an object of `kind` from its stored (canonical) JSON.
     pub fn from_stored(kind: Kind, bytes: &[u8]) -> Result<Object, serde_json::Error> {
         Ok(match kind {
