@@ -28,7 +28,11 @@ pub(crate) trait Driver {
     async fn find_network(&self, client: &Client) -> Result<Option<Network>, CniError>;
 
     /// The network ADD puts the pod on. win-* only find it; sdn* create it when absent.
-    async fn ensure_network(&self, client: &Client) -> Result<Network, CniError> {
+    async fn ensure_network(
+        &self,
+        _req: &Request<'_>,
+        client: &Client,
+    ) -> Result<Network, CniError> {
         self.find_network(client)
             .await?
             .ok_or_else(|| missing_network(&self.conf().name, self.conf().plugin_type.as_str()))
@@ -314,10 +318,10 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     let client = client(req);
     let netns = NetNs::parse(&req.args.netns)?;
     netns.check_for_add()?;
-    let net = d.ensure_network(&client).await?;
+    let net = d.ensure_network(req, &client).await?;
     let ns = find_namespace(&client, &netns).await?;
     let sandbox = pod_sandbox(&client, &netns, ns.as_ref(), &net, &req.args.container_id).await?;
-    let store = Store::open(&req.conf.state_dir, &req.conf.name)?;
+    let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
     let mut lock = store.lock(&sandbox)?;
     let name = endpoint_name(&sandbox, &net.name);
 
@@ -463,7 +467,7 @@ pub(crate) async fn del<D: Driver>(_d: &D, req: &Request<'_>) -> Result<(), CniE
         }
     }
     let client = client(req);
-    let store = Store::open(&req.conf.state_dir, &req.conf.name)?;
+    let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
     let mut lock = store.lock(cid)?;
     let record = lock.read()?;
     let name = endpoint_name(cid, &req.conf.name);
@@ -603,7 +607,7 @@ pub(crate) async fn check<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), Cni
         }
     }
     if let Some(ipam) = Ipam::of(req.env, req.args, &req.conf) {
-        let ifname = Store::open(&req.conf.state_dir, &req.conf.name)?
+        let ifname = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?
             .lock(&sandbox)?
             .read()?
             .map_or(req.args.ifname.clone(), |r| r.ifname);
@@ -625,7 +629,7 @@ pub(crate) async fn gc<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), CniErr
     })?;
     let keep: BTreeSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
     let client = client(req);
-    let store = Store::open(&req.conf.state_dir, &req.conf.name)?;
+    let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
     let mut candidates: BTreeSet<String> = store.sandboxes()?.into_iter().collect();
     if let Some(net) = d.find_network(&client).await? {
         let suffix = format!("_{}", net.name);

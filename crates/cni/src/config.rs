@@ -210,8 +210,8 @@ pub struct NetConf {
     pub valid_attachments: Option<Vec<Attachment>>,
     /// `hnsSocket`: where hnsd listens when neither `--hns-socket` nor `HNS_SOCKET` says.
     pub hns_socket: Option<PathBuf>,
-    /// `stateDir`: where per-pod records and locks live.
-    pub state_dir: PathBuf,
+    /// `stateDir`: where per-pod records and locks live (see [`NetConf::state_dir`]).
+    pub state_dir: Option<PathBuf>,
     /// stdin as the runtime sent it, for delegates.
     pub raw: Vec<u8>,
     pub doc: Map<String, Value>,
@@ -264,7 +264,7 @@ impl NetConf {
         let state_dir = root
             .str("stateDir")?
             .filter(|s| !s.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_STATE_DIR), PathBuf::from);
+            .map(PathBuf::from);
         Ok(NetConf {
             cni_version,
             name,
@@ -282,6 +282,17 @@ impl NetConf {
     /// The top-level object.
     pub fn root(&self) -> Obj<'_> {
         Obj::root(&self.doc)
+    }
+
+    /// Where records live: `WINNET_CNI_STATE_DIR`, else `stateDir`, else
+    /// [`DEFAULT_STATE_DIR`] (the environment wins, as `HNS_SOCKET` does over `hnsSocket`).
+    pub fn state_dir(&self, env: &crate::protocol::Env) -> PathBuf {
+        if let Some(s) = env.get("WINNET_CNI_STATE_DIR") {
+            return PathBuf::from(s);
+        }
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
     }
 
     /// The socket of hnsd: `HNS_SOCKET`, else `hnsSocket`, else the default.

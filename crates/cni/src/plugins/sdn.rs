@@ -248,13 +248,17 @@ impl Driver for Sdn {
         Ok(Some(net))
     }
 
-    async fn ensure_network(&self, client: &Client) -> Result<Network, CniError> {
+    async fn ensure_network(
+        &self,
+        req: &Request<'_>,
+        client: &Client,
+    ) -> Result<Network, CniError> {
         if let Some(net) = self.find_network(client).await? {
             return Ok(net);
         }
         let doc = self.network_doc()?;
         // One creator at a time on this node; a loser of a race finds the winner's network.
-        let store = Store::open(&self.conf.state_dir, &self.conf.name)?;
+        let store = Store::open(&self.conf.state_dir(req.env), &self.conf.name)?;
         let _lock = store.lock_network()?;
         if let Some(net) = self.find_network(client).await? {
             return Ok(net);
