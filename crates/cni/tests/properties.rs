@@ -1,0 +1,193 @@
+//! Property tests: whatever the environment and stdin, a plugin answers with exit code 0 and a
+//! JSON result (or nothing), or exit code 1 and a CNI error object — never a panic. hnsd is
+//! unreachable and CNI_PATH empty, so nothing is created anywhere.
+
+use cni::{Env, run};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn check_output(o: &cni::Output) -> Result<(), TestCaseError> {
+    prop_assert!(
+        o.exit_code == 0 || o.exit_code == 1,
+        "exit code {}",
+        o.exit_code
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    if o.exit_code == 1 {
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+        prop_assert!(v["code"].is_u64(), "no code: {text}");
+        prop_assert!(v["msg"].is_string(), "no msg: {text}");
+    } else if !text.trim().is_empty() {
+        serde_json::from_str::<Value>(&text)
+            .map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
+    }
+    Ok(())
+}
+
+fn scratch() -> &'static tempfile::TempDir {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir"))
+}
+
+fn env_for(command: &str, container: &str, netns: &str, ifname: &str) -> Env {
+    let dir = scratch().path();
+    Env::from_pairs([
+        ("CNI_COMMAND", command.to_string()),
+        ("CNI_CONTAINERID", container.to_string()),
+        ("CNI_NETNS", netns.to_string()),
+        ("CNI_IFNAME", ifname.to_string()),
+        (
+            "CNI_PATH",
+            dir.join("empty-cni-path").to_string_lossy().into_owned(),
+        ),
+        (
+            "HNS_SOCKET",
+            dir.join("no-hnsd.sock").to_string_lossy().into_owned(),
+        ),
+        (
+            "WINNET_CNI_STATE_DIR",
+            dir.join("state").to_string_lossy().into_owned(),
+        ),
+    ])
+}
+
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[ -~]{0,12}".prop_map(Value::from),
+        Just(json!("10.244.1.0/24")),
+        Just(json!("EndpointPolicy")),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((key(), inner), 0..4)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Keys the plugins read (path-like ones excluded: they name files), in any case.
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "cniVersion",
+            "name",
+            "type",
+            "ipam",
+            "dns",
+            "policies",
+            "Policies",
+            "value",
+            "Value",
+            "Name",
+            "Type",
+            "Settings",
+            "ExceptionList",
+            "Exceptions",
+            "apiVersion",
+            "runtimeConfig",
+            "portMappings",
+            "hostPort",
+            "containerPort",
+            "protocol",
+            "loopbackDSR",
+            "ipMasq",
+            "ipMasqNetwork",
+            "endpointMacPrefix",
+            "delegate",
+            "prevResult",
+            "ips",
+            "address",
+            "cni.dev/valid-attachments",
+            "containerID",
+            "AdditionalArgs",
+            "optionalFlags",
+            "subnet",
+        ])
+        .prop_map(String::from),
+        "[a-zA-Z]{1,8}",
+    ]
+}
+
+fn config() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::select(vec![
+            "0.1.0", "0.2.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", "9.9", "",
+        ]),
+        prop::sample::select(vec!["cbr0", "", "bad/name", "vxlan0"]),
+        prop::collection::vec((key(), any_json()), 0..6),
+    )
+        .prop_map(|(v, name, extra)| {
+            let mut m: serde_json::Map<String, Value> = extra.into_iter().collect();
+            m.insert("cniVersion".into(), json!(v));
+            m.insert("name".into(), json!(name));
+            Value::Object(m)
+        })
+}
+
+fn command() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec!["ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"])
+            .prop_map(String::from),
+        "[A-Za-z]{0,6}",
+    ]
+}
+
+fn plugin() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(cni::NAMES.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        name in plugin(),
+        cmd in command(),
+        container in "[ -~]{0,10}",
+        netns in prop_oneof![Just("none".to_string()), Just("container:abc".to_string()), "[ -~]{0,12}"],
+        ifname in "[ -~]{0,17}",
+        stdin in prop::collection::vec(any::<u8>(), 0..256),
+    ) {
+        let plugin = cni::plugins::by_name(name).expect("a plugin");
+        let out = run(plugin.as_ref(), &env_for(&cmd, &container, &netns, &ifname), &stdin);
+        check_output(&out)?;
+    }
+
+    #[test]
+    fn arbitrary_configs_never_panic(
+        name in plugin(),
+        cmd in command(),
+        container in prop_oneof![Just("pod1".to_string()), "[ -~]{0,10}"],
+        netns in prop_oneof![Just("none".to_string()), Just("container:pod1".to_string()), Just("5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D".to_string())],
+        conf in config(),
+    ) {
+        let plugin = cni::plugins::by_name(name).expect("a plugin");
+        let out = run(plugin.as_ref(), &env_for(&cmd, &container, &netns, "eth0"), conf.to_string().as_bytes());
+        check_output(&out)?;
+    }
+}
+
+#[test]
+fn an_unreachable_hnsd_is_try_again_later_and_nothing_is_written() {
+    let plugin = cni::plugins::by_name("win-bridge").unwrap();
+    let conf = json!({"cniVersion": "1.0.0", "name": "cbr0", "type": "win-bridge"}).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for("ADD", "pod1", "none", "eth0");
+    env = Env::from_pairs(env.vars().iter().map(|(k, v)| {
+        let v = if k == "WINNET_CNI_STATE_DIR" {
+            dir.path().join("state").to_string_lossy().into_owned()
+        } else {
+            v.clone()
+        };
+        (k.clone(), v)
+    }));
+    let out = run(plugin.as_ref(), &env, conf.as_bytes());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], 11, "{v}");
+    assert!(!dir.path().join("state").exists());
+}
