@@ -50,6 +50,10 @@ pub enum Action {
     },
     /// Remove VXLAN outer headers.
     Decap,
+    /// Drop the packet as unsupported: what the reproduced Windows build does not do (ICMP
+    /// through OutboundNAT, NodePort from the node itself, ...). The rule's origin names the
+    /// limitation, so a trace can say why.
+    Unsupported,
 }
 
 impl fmt::Display for Action {
@@ -87,6 +91,7 @@ impl fmt::Display for Action {
             }
             Action::Encap { outer, .. } => write!(f, "encap {outer}"),
             Action::Decap => write!(f, "decap"),
+            Action::Unsupported => write!(f, "refuse as unsupported"),
         }
     }
 }
@@ -175,6 +180,7 @@ pub(crate) fn apply(
             h.inner.dst_mac = inner_dst_mac.unwrap_or(h.inner.dst_mac);
         }
         Action::Decap => h.outer = None,
+        Action::Unsupported => return Err(DropReason::Unsupported),
     }
     Ok(())
 }
@@ -204,7 +210,9 @@ fn load_balance(
     let b = *lb
         .select(&h.inner, cx.seed, cx.prior.dst)
         .ok_or(DropReason::NoBackends)?;
-    if !lb.preserve_dst {
+    // The destination can only be preserved for a backend reached by MAC (a local one);
+    // a remote backend is translated as usual.
+    if !lb.preserve_dst || b.mac.is_none() {
         if b.ip.is_ipv4() != h.inner.dst_ip.is_ipv4() {
             return Err(DropReason::RewriteFailed);
         }

@@ -34,11 +34,14 @@ pub enum DropReason {
     RewriteFailed,
     /// A packet would leave on the port it came from without any rewrite (a loop).
     Hairpin,
+    /// A rule refused it as unsupported: a documented limitation of the Windows build being
+    /// reproduced (the rule's origin names which).
+    Unsupported,
 }
 
 impl DropReason {
     /// Number of reasons, for counter arrays.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -55,6 +58,7 @@ impl DropReason {
         DropReason::EncapsulatedNonIp,
         DropReason::RewriteFailed,
         DropReason::Hairpin,
+        DropReason::Unsupported,
     ];
 
     /// Index into per-reason counter arrays.
@@ -79,6 +83,7 @@ impl fmt::Display for DropReason {
             DropReason::EncapsulatedNonIp => "encapsulated non-IP frame",
             DropReason::RewriteFailed => "rewrite could not be applied",
             DropReason::Hairpin => "would loop back to its ingress port",
+            DropReason::Unsupported => "refused: not supported by the build being reproduced",
         })
     }
 }

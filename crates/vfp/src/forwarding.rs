@@ -15,8 +15,10 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Forwarding {
     pub uplink: Option<PortId>,
-    /// Port MACs, with the port's VNI.
-    macs: HashMap<MacAddr, (PortId, u32)>,
+    /// Port MACs, with each port's VNI: one MAC may be on several virtual networks (two
+    /// Overlay networks with the same subnet give a pod the same MAC), and a frame goes to the
+    /// port on its own VNI first.
+    macs: HashMap<MacAddr, Vec<(PortId, u32)>>,
     /// Port addresses per VNI, with the port's MAC (for routed delivery).
     ips: HashMap<(u32, IpAddr), (PortId, Option<MacAddr>)>,
     /// Addresses the switch answers ARP / neighbour solicitations for.
@@ -54,7 +56,9 @@ impl Forwarding {
     pub(crate) fn add_port(&mut self, p: &Port) {
         let c = p.config();
         if let Some(m) = c.mac {
-            self.macs.insert(m, (p.id(), c.vni));
+            let on = self.macs.entry(m).or_default();
+            on.retain(|&(_, vni)| vni != c.vni);
+            on.push((p.id(), c.vni));
         }
         for ip in &c.ips {
             self.ips.insert((c.vni, *ip), (p.id(), c.mac));
@@ -64,9 +68,12 @@ impl Forwarding {
     pub(crate) fn remove_port(&mut self, p: &Port) {
         let c = p.config();
         if let Some(m) = c.mac
-            && self.macs.get(&m).is_some_and(|v| v.0 == p.id())
+            && let Some(on) = self.macs.get_mut(&m)
         {
-            self.macs.remove(&m);
+            on.retain(|&(id, _)| id != p.id());
+            if on.is_empty() {
+                self.macs.remove(&m);
+            }
         }
         for ip in &c.ips {
             if self.ips.get(&(c.vni, *ip)).is_some_and(|v| v.0 == p.id()) {
@@ -88,6 +95,15 @@ impl Forwarding {
         }
     }
 
+    /// The port with MAC `mac`: the one on `vni` if there is one, else the first.
+    fn port_of(&self, mac: MacAddr, vni: u32) -> Option<(PortId, u32)> {
+        let on = self.macs.get(&mac)?;
+        on.iter()
+            .find(|&&(_, v)| v == vni)
+            .or_else(|| on.first())
+            .copied()
+    }
+
     /// Decides the egress port for headers `h` that entered at `from` (on VNI `vni`).
     /// `arrived` is the outer header the packet came in with, if it was addressed to a
     /// provider address: while it is still on, the packet is for a local port on that VNI.
@@ -103,13 +119,13 @@ impl Forwarding {
             if arrived.is_some_and(|a| Arc::ptr_eq(a, outer)) {
                 return self.decap_target(outer.vni, h);
             }
-            return self.to_uplink(from, ForwardReason::Encapsulated);
+            return self.to_uplink(from, ForwardReason::Encapsulated, true);
         }
         let dst = h.inner.dst_mac;
         if dst.is_group() {
             return Decision::Flood;
         }
-        if let Some(&(p, _)) = self.macs.get(&dst) {
+        if let Some((p, _)) = self.port_of(dst, vni) {
             return Decision::To(p, ForwardReason::DestinationMac);
         }
         if self.router_macs.contains(&dst)
@@ -119,36 +135,36 @@ impl Forwarding {
             h.inner.dst_mac = mac.unwrap_or(dst);
             return Decision::To(p, ForwardReason::Routed);
         }
-        self.to_uplink(from, ForwardReason::Default)
+        // A rewritten packet may go back out of the uplink it came in on (a NodePort whose
+        // backend is on another node); an unchanged one is caught as a hairpin by the caller.
+        self.to_uplink(from, ForwardReason::Default, true)
     }
 
     fn decap_target(&self, vni: u32, h: &PacketHeaders) -> Decision {
         if let Some(&(p, _)) = self.ips.get(&(vni, h.inner.dst_ip)) {
             return Decision::To(p, ForwardReason::Decapsulation);
         }
-        match self.macs.get(&h.inner.dst_mac) {
-            Some(&(p, port_vni)) if port_vni == vni => {
-                Decision::To(p, ForwardReason::Decapsulation)
-            }
+        match self.port_of(h.inner.dst_mac, vni) {
+            Some((p, port_vni)) if port_vni == vni => Decision::To(p, ForwardReason::Decapsulation),
             _ => Decision::Drop(DropReason::UnknownVni),
         }
     }
 
-    fn to_uplink(&self, from: PortId, why: ForwardReason) -> Decision {
+    fn to_uplink(&self, from: PortId, why: ForwardReason, hairpin: bool) -> Decision {
         match self.uplink {
-            Some(u) if u != from => Decision::To(u, why),
+            Some(u) if u != from || hairpin => Decision::To(u, why),
             _ => Decision::Drop(DropReason::UnknownDestination),
         }
     }
 
-    /// Where a non-IP unicast frame goes: by MAC, else the uplink.
-    pub(crate) fn l2(&self, from: PortId, dst: MacAddr) -> Decision {
+    /// Where a non-IP unicast frame from a port on `vni` goes: by MAC, else the uplink.
+    pub(crate) fn l2(&self, from: PortId, vni: u32, dst: MacAddr) -> Decision {
         if dst.is_group() {
             return Decision::Flood;
         }
-        match self.macs.get(&dst) {
-            Some(&(p, _)) => Decision::To(p, ForwardReason::DestinationMac),
-            None => self.to_uplink(from, ForwardReason::Default),
+        match self.port_of(dst, vni) {
+            Some((p, _)) => Decision::To(p, ForwardReason::DestinationMac),
+            None => self.to_uplink(from, ForwardReason::Default, false),
         }
     }
 }

@@ -40,7 +40,7 @@ pub struct LoadBalancer {
     /// the backend sees the client's address and replies come back through this flow.
     pub source_nat: Option<PoolId>,
     /// PreserveDIP: keep the VIP as destination and only address the frame to the backend's
-    /// MAC (the backend must be reachable by MAC, i.e. local).
+    /// MAC. Only backends with a MAC (local ones) keep the VIP; the others are translated.
     pub preserve_dst: bool,
 }
 

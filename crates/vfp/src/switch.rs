@@ -345,7 +345,8 @@ impl Switch {
         if answered {
             return Disposition::Reply(from);
         }
-        match self.fwd.l2(from, p.headers.dst_mac) {
+        let vni = self.port(from).map_or(0, |port| port.config().vni);
+        match self.fwd.l2(from, vni, p.headers.dst_mac) {
             Decision::To(to, _) => self.out_disposition(to),
             Decision::Flood => Disposition::Flood { from },
             Decision::Drop(r) => Disposition::Drop(r),
