@@ -461,10 +461,10 @@ pub(crate) async fn del<D: Driver>(_d: &D, req: &Request<'_>) -> Result<(), CniE
     let cid = &req.args.container_id;
     // DEL must work with whatever CNI_NETNS is left; an unusable value is as good as none.
     let netns = NetNs::parse(&req.args.netns).unwrap_or(NetNs::Empty);
-    if let NetNs::Container(s) = &netns {
-        if s != cid {
-            return Ok(());
-        }
+    if let NetNs::Container(s) = &netns
+        && s != cid
+    {
+        return Ok(());
     }
     let client = client(req);
     let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
@@ -652,10 +652,10 @@ pub(crate) async fn gc<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), CniErr
             errors.push(e.context(&format!("collect {sandbox}")));
         }
     }
-    if let Some(ipam) = &ipam {
-        if let Err(e) = ipam.gc() {
-            errors.push(e);
-        }
+    if let Some(ipam) = &ipam
+        && let Err(e) = ipam.gc()
+    {
+        errors.push(e);
     }
     match errors.len() {
         0 => Ok(()),

@@ -157,10 +157,10 @@ pub fn with_version(stdin: &[u8], v: CniVersion) -> Vec<u8> {
         .cloned()
         .unwrap_or_else(|| "cniVersion".into());
     map.insert(key, Value::String(v.to_string()));
-    if let Some(prev) = map.get_mut("prevResult") {
-        if let Ok(r) = CniResult::parse(prev) {
-            *prev = r.to_json(v);
-        }
+    if let Some(prev) = map.get_mut("prevResult")
+        && let Ok(r) = CniResult::parse(prev)
+    {
+        *prev = r.to_json(v);
     }
     serde_json::to_vec(&Value::Object(map)).unwrap_or_else(|_| stdin.to_vec())
 }

@@ -45,10 +45,10 @@ impl NetNs {
             }
             return Ok(NetNs::Container(id.to_string()));
         }
-        if !s.contains('/') {
-            if let Ok(g) = s.parse::<Guid>() {
-                return Ok(NetNs::Guid(g));
-            }
+        if !s.contains('/')
+            && let Ok(g) = s.parse::<Guid>()
+        {
+            return Ok(NetNs::Guid(g));
         }
         Ok(NetNs::Path(PathBuf::from(s)))
     }

@@ -113,7 +113,7 @@ pub fn apply_provider_address(policies: &mut Vec<EndpointPolicy>, pa: Option<IpA
 pub fn apply_loopback_dsr(policies: &mut Vec<EndpointPolicy>, ip: IpAddr) {
     let ip = ip.to_string();
     let present = policies.iter().any(|p| match p {
-        EndpointPolicy::OutBoundNat(s) => s.destinations.iter().any(|d| *d == ip),
+        EndpointPolicy::OutBoundNat(s) => s.destinations.contains(&ip),
         _ => false,
     });
     if !present {

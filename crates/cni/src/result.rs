@@ -338,10 +338,10 @@ fn interface_json(i: &Interface, shape: ResultShape) -> Value {
     if !i.mac.is_empty() {
         o.insert("mac".into(), json!(i.mac));
     }
-    if shape == ResultShape::V100 {
-        if let Some(mtu) = i.mtu {
-            o.insert("mtu".into(), json!(mtu));
-        }
+    if shape == ResultShape::V100
+        && let Some(mtu) = i.mtu
+    {
+        o.insert("mtu".into(), json!(mtu));
     }
     if !i.sandbox.is_empty() {
         o.insert("sandbox".into(), json!(i.sandbox));

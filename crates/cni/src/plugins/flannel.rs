@@ -47,21 +47,19 @@ impl FlannelConf {
             .map(|d| d.map().clone())
             .unwrap_or_default();
         let d = Obj::root(&delegate);
-        if let Some(t) = d.get("type") {
-            if !t.is_string() {
-                return Err(CniError::config(
-                    "delegate.type",
-                    "must be a string, e.g. \"win-bridge\"",
-                ));
-            }
+        if let Some(t) = d.get("type")
+            && !t.is_string()
+        {
+            return Err(CniError::config(
+                "delegate.type",
+                "must be a string, e.g. \"win-bridge\"",
+            ));
         }
         for key in ["name", "ipam"] {
             if d.has(key) {
                 return Err(CniError::config(
                     &format!("delegate.{key}"),
-                    format!(
-                        "remove it: it'll be set by flannel (name from the top-level name, ipam host-local on FLANNEL_SUBNET)"
-                    ),
+                    "remove it: it'll be set by flannel (name from the top-level name, ipam host-local on FLANNEL_SUBNET)".to_string(),
                 ));
             }
         }

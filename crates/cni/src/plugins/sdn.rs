@@ -164,10 +164,10 @@ impl Sdn {
         if let Some(gw) = self.ipam_routes.iter().find_map(|(_, gw)| *gw) {
             return Some(gw);
         }
-        if self.flags.gateway_from_additional_routes {
-            if let Some(gw) = self.additional_routes.iter().find_map(|(_, gw)| *gw) {
-                return Some(gw);
-            }
+        if self.flags.gateway_from_additional_routes
+            && let Some(gw) = self.additional_routes.iter().find_map(|(_, gw)| *gw)
+        {
+            return Some(gw);
         }
         if let Some(s) = self.subnet {
             return Some(first_host(s));
@@ -310,25 +310,24 @@ impl Driver for Sdn {
                 }));
             }
         }
-        if self.flags.loopback_dsr {
-            if let Some(a) = &assigned {
-                let features = client
-                    .get_supported_features()
-                    .await
-                    .hns("read HNS's supported features")?;
-                if features.dsr {
-                    policy::apply_loopback_dsr(&mut policies, a.address.addr());
-                }
+        if self.flags.loopback_dsr
+            && let Some(a) = &assigned
+        {
+            let features = client
+                .get_supported_features()
+                .await
+                .hns("read HNS's supported features")?;
+            if features.dsr {
+                policy::apply_loopback_dsr(&mut policies, a.address.addr());
             }
         }
         let mut dns = self.dns.clone();
         if let (Some(ns), Some(first)) = (
             req.args.cni_arg("K8S_POD_NAMESPACE"),
             dns.search.first_mut(),
-        ) {
-            if !ns.is_empty() {
-                *first = format!("{ns}.{first}");
-            }
+        ) && !ns.is_empty()
+        {
+            *first = format!("{ns}.{first}");
         }
         let mut routes: Vec<Route> = gateway
             .map(|gw| Route {

@@ -122,10 +122,10 @@ impl Driver for WinOverlay {
             _ => None,
         });
         policy::apply_provider_address(&mut policies, pa);
-        if self.ip_masq {
-            if let Some(prefix) = net.subnets().find_map(|s| s.ip_address_prefix) {
-                policy::apply_outbound_nat(&mut policies, &prefix.to_string());
-            }
+        if self.ip_masq
+            && let Some(prefix) = net.subnets().find_map(|s| s.ip_address_prefix)
+        {
+            policy::apply_outbound_nat(&mut policies, &prefix.to_string());
         }
         self.win
             .apply_loopback_dsr(client, &mut policies, ip)
