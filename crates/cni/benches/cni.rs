@@ -43,11 +43,21 @@ fn run(path: &Path, env: &[(&str, &str)], stdin: &str) -> (Duration, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("run {}: {e}", path.display()));
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let took = start.elapsed();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{} failed: {text} {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} failed: {text} {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (took, text)
 }
 
@@ -61,12 +71,22 @@ fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
 }
 
 /// `n` ADDs each followed by its DEL, pod IDs distinct, one namespace: the ADD and DEL times.
-fn add_del(n: usize, plugin: &Path, env: &[(&str, &str)], netns: &str, conf: &str) -> (Vec<Duration>, Vec<Duration>) {
+fn add_del(
+    n: usize,
+    plugin: &Path,
+    env: &[(&str, &str)],
+    netns: &str,
+    conf: &str,
+) -> (Vec<Duration>, Vec<Duration>) {
     let (mut adds, mut dels) = (Vec::new(), Vec::new());
     for i in 0..n {
         let id = format!("bench{i}");
         let mut e: Vec<(&str, &str)> = env.to_vec();
-        e.extend([("CNI_CONTAINERID", id.as_str()), ("CNI_NETNS", netns), ("CNI_IFNAME", "eth0")]);
+        e.extend([
+            ("CNI_CONTAINERID", id.as_str()),
+            ("CNI_NETNS", netns),
+            ("CNI_IFNAME", "eth0"),
+        ]);
         let mut add = e.clone();
         add.push(("CNI_COMMAND", "ADD"));
         adds.push(run(plugin, &add, conf).0);
@@ -79,7 +99,10 @@ fn add_del(n: usize, plugin: &Path, env: &[(&str, &str)], netns: &str, conf: &st
 
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing we need.
-    let n: usize = std::env::var("CNI_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let n: usize = std::env::var("CNI_BENCH_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     let winnet = PathBuf::from(env!("CARGO_BIN_EXE_winnet"));
     let mut s = Scratch {
         dir: tempfile::tempdir().unwrap(),
@@ -107,7 +130,12 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let bin = d.join("bin");
-    let ok = Command::new(&winnet).arg("install-cni").arg(&bin).stdout(Stdio::null()).status().unwrap();
+    let ok = Command::new(&winnet)
+        .arg("install-cni")
+        .arg(&bin)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(ok.success(), "install-cni");
     std::fs::write(
         d.join("net.json"),
@@ -126,23 +154,38 @@ fn main() {
     // Real namespaces for bridge: a scratch "host" holding the Linux bridge, and a pod.
     for ns in [HOST_NS, POD_NS] {
         let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        let ok = Command::new("ip").args(["netns", "add", ns]).status().expect("ip netns add");
+        let ok = Command::new("ip")
+            .args(["netns", "add", ns])
+            .status()
+            .expect("ip netns add");
         assert!(ok.success(), "ip netns add {ns} (the bench needs root)");
     }
     let host = std::fs::File::open(format!("/var/run/netns/{HOST_NS}")).expect("open host netns");
     // SAFETY: `host` is an open netns file descriptor for the duration of the call; setns only
     // switches this (main) thread's network namespace, from which the plugins are spawned.
     let rc = unsafe { libc::setns(host.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns into {HOST_NS}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "setns into {HOST_NS}: {}",
+        std::io::Error::last_os_error()
+    );
 
     let ipam = |sub: &str, dir: &str| {
-        format!(r#"{{"type":"host-local","ranges":[[{{"subnet":"{sub}","rangeStart":"{}"}}]],"dataDir":"{}"}}"#,
-            sub.replace(".0/16", ".10").replace(".0/24", ".10"), d.join(dir).display())
+        format!(
+            r#"{{"type":"host-local","ranges":[[{{"subnet":"{sub}","rangeStart":"{}"}}]],"dataDir":"{}"}}"#,
+            sub.replace(".0/16", ".10").replace(".0/24", ".10"),
+            d.join(dir).display()
+        )
     };
     let path = format!("{}:{DEBIAN_CNI}", bin.display());
     let sock = socket.to_string_lossy().into_owned();
     let state = d.join("state").to_string_lossy().into_owned();
-    let env: Vec<(&str, &str)> = vec![("CNI_PATH", &path), ("HNS_SOCKET", &sock), ("WINNET_CNI_STATE_DIR", &state)];
+    let env: Vec<(&str, &str)> = vec![
+        ("CNI_PATH", &path),
+        ("HNS_SOCKET", &sock),
+        ("WINNET_CNI_STATE_DIR", &state),
+    ];
 
     let pod_file = d.join("pod-netns");
     std::fs::write(&pod_file, b"").unwrap();
@@ -156,7 +199,10 @@ fn main() {
         r#"{{"cniVersion":"1.0.0","name":"benchbr","type":"bridge","bridge":"cnibench0","isGateway":true,"ipMasq":false,"ipam":{}}}"#,
         ipam("10.250.0.0/24", "ipam-br")
     );
-    let hl_conf = format!(r#"{{"cniVersion":"1.0.0","name":"hl","ipam":{}}}"#, ipam("10.251.0.0/24", "ipam-hl"));
+    let hl_conf = format!(
+        r#"{{"cniVersion":"1.0.0","name":"hl","ipam":{}}}"#,
+        ipam("10.251.0.0/24", "ipam-hl")
+    );
 
     // Warm up each (page cache, first connection), then measure, interleaved in rounds so a
     // noisy moment hits all three alike.
@@ -169,7 +215,13 @@ fn main() {
     let (mut w, mut b, mut h) = ((vec![], vec![]), (vec![], vec![]), (vec![], vec![]));
     let rounds = 10;
     for _ in 0..rounds {
-        let (a, d) = add_del(n / rounds, &win, &env, &pod_file.to_string_lossy(), &win_conf);
+        let (a, d) = add_del(
+            n / rounds,
+            &win,
+            &env,
+            &pod_file.to_string_lossy(),
+            &win_conf,
+        );
         w.0.extend(a);
         w.1.extend(d);
         let (a, d) = add_del(n / rounds, &bridge, &env, &pod_path, &bridge_conf);
@@ -179,12 +231,21 @@ fn main() {
         h.0.extend(a);
         h.1.extend(d);
     }
-    println!("CNI ADD/DEL latency, process start to exit, {} calls each (ms):", w.0.len());
+    println!(
+        "CNI ADD/DEL latency, process start to exit, {} calls each (ms):",
+        w.0.len()
+    );
     println!("| plugin | ADD p50 | ADD p99 | DEL p50 | DEL p99 |");
     println!("|---|---:|---:|---:|---:|");
     for (name, (adds, dels)) in [
-        ("win-bridge + host-local (winnet, hnsd process; no TAP yet)", w),
-        ("bridge + host-local (Debian, real netns, veth + Linux bridge)", b),
+        (
+            "win-bridge + host-local (winnet, hnsd process; no TAP yet)",
+            w,
+        ),
+        (
+            "bridge + host-local (Debian, real netns, veth + Linux bridge)",
+            b,
+        ),
         ("host-local alone (Debian)", h),
     ] {
         let (a50, a99) = percentiles(adds);

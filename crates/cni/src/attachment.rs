@@ -17,7 +17,7 @@ use crate::ipam::Ipam;
 use crate::netns::NetNs;
 use crate::protocol::{Args, Request};
 use crate::result::{self, CniResult, IpConfig};
-use crate::state::{Lock, Store};
+use crate::state::{Lock, Record, Store};
 
 /// What one plugin decides about networks, endpoints and results.
 pub(crate) trait Driver {
@@ -269,13 +269,14 @@ async fn delete_namespace_if_empty(client: &Client, id: Guid) -> Result<(), CniE
     }
 }
 
-/// The namespace to attach to for `netns`: found, or (for a path) created. The bool says
-/// whether it was created now.
+/// The namespace to attach to for `netns`: the one `find_namespace` found, or (for a path) a new
+/// one. The bool says whether it was created now.
 async fn ensure_namespace(
     client: &Client,
     netns: &NetNs,
+    found: Option<Namespace>,
 ) -> Result<Option<(Namespace, bool)>, CniError> {
-    if let Some(ns) = find_namespace(client, netns).await? {
+    if let Some(ns) = found {
         return Ok(Some((ns, false)));
     }
     let NetNs::Path(p) = netns else {
@@ -319,8 +320,15 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     let netns = NetNs::parse(&req.args.netns)?;
     netns.check_for_add()?;
     let net = d.ensure_network(req, &client).await?;
-    let ns = find_namespace(&client, &netns).await?;
-    let sandbox = pod_sandbox(&client, &netns, ns.as_ref(), &net, &req.args.container_id).await?;
+    let found = find_namespace(&client, &netns).await?;
+    let sandbox = pod_sandbox(
+        &client,
+        &netns,
+        found.as_ref(),
+        &net,
+        &req.args.container_id,
+    )
+    .await?;
     let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
     let mut lock = store.lock(&sandbox)?;
     let name = endpoint_name(&sandbox, &net.name);
@@ -328,7 +336,7 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     if let Some(ep) = existing_endpoint(&client, &name, &net).await? {
         // The pod's endpoint exists: a second container of the pod (or a repeated ADD) joins
         // it. No IPAM: the pod has its address.
-        if let Some((ns, _)) = ensure_namespace(&client, &netns).await? {
+        if let Some((ns, _)) = ensure_namespace(&client, &netns, found).await? {
             attach(&client, &ns, &ep).await?;
         }
         let ep = client
@@ -347,10 +355,29 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
         ));
     }
 
-    let mut record = lock.read()?.unwrap_or_default();
-    record.container_id = sandbox.clone();
-    record.ifname = req.args.ifname.clone();
-    lock.write(&record)?;
+    // A new pod: its namespace first, so that the record (written once, durably, before IPAM
+    // takes anything) already says whether DEL and GC must remove the namespace.
+    let mut made = Made::default();
+    let target = match ensure_namespace(&client, &netns, found).await {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = lock.remove();
+            return Err(e);
+        }
+    };
+    if let Some((ns, true)) = &target {
+        made.namespace_created = Some(ns.id);
+    }
+    let record = Record {
+        container_id: sandbox.clone(),
+        ifname: req.args.ifname.clone(),
+        namespace_created: made.namespace_created,
+    };
+    if let Err(e) = lock.write(&record) {
+        undo(&client, &made).await;
+        let _ = lock.remove();
+        return Err(e);
+    }
     let ipam = Ipam::of(req.env, req.args, &req.conf);
     let allocated = match &ipam {
         Some(ipam) => match ipam.add(&sandbox, &req.args.ifname) {
@@ -358,20 +385,17 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
             Err(e) => {
                 // host-local may hold a half-made allocation; DEL is always safe.
                 let _ = ipam.del(&sandbox, &req.args.ifname);
+                undo(&client, &made).await;
                 let _ = lock.remove();
                 return Err(e);
             }
         },
         None => None,
     };
-    let mut made = Made::default();
     let ip = allocated.as_ref().and_then(CniResult::primary_ip);
-    match create(d, req, &client, &net, &netns, &name, ip, &mut made).await {
-        Ok(ep) => {
-            record.namespace_created = made.namespace_created;
-            lock.write(&record)?;
-            Ok(d.result(req.args, &net, &ep))
-        }
+    let ns = target.map(|(ns, _)| ns);
+    match create(d, req, &client, &net, ns.as_ref(), &name, ip, &mut made).await {
+        Ok(ep) => Ok(d.result(req.args, &net, &ep)),
         Err(e) => {
             undo(&client, &made).await;
             if let Some(ipam) = &ipam {
@@ -409,7 +433,7 @@ async fn create<D: Driver>(
     req: &Request<'_>,
     client: &Client,
     net: &Network,
-    netns: &NetNs,
+    ns: Option<&Namespace>,
     name: &str,
     ip: Option<&IpConfig>,
     made: &mut Made,
@@ -445,11 +469,8 @@ async fn create<D: Driver>(
             }
         }
     }
-    if let Some((ns, created)) = ensure_namespace(client, netns).await? {
-        if created {
-            made.namespace_created = Some(ns.id);
-        }
-        attach(client, &ns, &ep).await?;
+    if let Some(ns) = ns {
+        attach(client, ns, &ep).await?;
         ep.host_compute_namespace = ns.id;
     }
     Ok(ep)
