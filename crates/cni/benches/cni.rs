@@ -28,7 +28,10 @@ impl Drop for Scratch {
             let _ = h.wait();
         }
         for ns in [POD_NS, HOST_NS] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -98,7 +101,6 @@ fn add_del(
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` passes nothing we need.
     let n: usize = std::env::var("CNI_BENCH_N")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -153,7 +155,10 @@ fn main() {
 
     // Real namespaces for bridge: a scratch "host" holding the Linux bridge, and a pod.
     for ns in [HOST_NS, POD_NS] {
-        let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", ns])
+            .stderr(Stdio::null())
+            .status();
         let ok = Command::new("ip")
             .args(["netns", "add", ns])
             .status()
