@@ -22,7 +22,11 @@ fn bad_configs_fail_with_the_right_code_and_create_nothing() {
     let good = win_bridge_conf(&node, "1.0.0", "cbr0", "10.244.1.0/24", "10.244.1.10");
     let mut no_name: serde_json::Value = serde_json::from_str(&good).unwrap();
     no_name.as_object_mut().unwrap().remove("name");
-    let overlay = with(&with(&good, "name", json!("vxlan0")), "type", json!("win-overlay"));
+    let overlay = with(
+        &with(&good, "name", json!("vxlan0")),
+        "type",
+        json!("win-overlay"),
+    );
     let missing_env = node.dir.path().join("no-subnet.env");
     let cases = [
         Case { what: "missing name", plugin: "win-bridge", conf: no_name.to_string(), code: 7, names: "name" },
@@ -75,11 +79,30 @@ fn bad_configs_fail_with_the_right_code_and_create_nothing() {
         let ns = node.netns("pod");
         let run = node.verb(case.plugin, "ADD", "pod", &ns, &case.conf);
         assert_eq!(run.err_code(), case.code, "{}: {}", case.what, run.out);
-        assert!(run.msg().contains(case.names), "{}: message does not name {}: {}", case.what, case.names, run.msg());
+        assert!(
+            run.msg().contains(case.names),
+            "{}: message does not name {}: {}",
+            case.what,
+            case.names,
+            run.msg()
+        );
         assert_eq!(node.dump(), before, "{}: HNS changed", case.what);
-        assert!(node.allocations("cbr0").is_empty(), "{}: an address was taken", case.what);
-        assert!(node.records().is_empty(), "{}: a record was written: {:?}", case.what, node.records());
-        assert!(!node.dir.path().join("fl").exists(), "{}: flannel saved a delegate", case.what);
+        assert!(
+            node.allocations("cbr0").is_empty(),
+            "{}: an address was taken",
+            case.what
+        );
+        assert!(
+            node.records().is_empty(),
+            "{}: a record was written: {:?}",
+            case.what,
+            node.records()
+        );
+        assert!(
+            !node.dir.path().join("fl").exists(),
+            "{}: flannel saved a delegate",
+            case.what
+        );
     }
 }
 
@@ -89,7 +112,11 @@ fn bad_environments_are_code_4_naming_the_variable() {
     let conf = win_bridge_conf(&node, "1.0.0", "cbr0", "10.244.1.0/24", "10.244.1.10");
     let run = node.call("win-bridge", &[("CNI_COMMAND", "ADD")], &conf);
     assert_eq!(run.err_code(), 4);
-    assert!(run.msg().contains("CNI_CONTAINERID") && run.msg().contains("CNI_NETNS"), "{}", run.msg());
+    assert!(
+        run.msg().contains("CNI_CONTAINERID") && run.msg().contains("CNI_NETNS"),
+        "{}",
+        run.msg()
+    );
     let run = node.call("win-bridge", &[("CNI_COMMAND", "FROB")], &conf);
     assert_eq!(run.err_code(), 4);
     assert!(run.msg().contains("CNI_COMMAND"), "{}", run.msg());

@@ -21,7 +21,10 @@ fn config(name: &str) -> String {
 fn default_ipam_dir(network: &str) -> std::path::PathBuf {
     let dir = std::path::Path::new("/var/lib/cni/networks");
     std::fs::create_dir_all(dir).unwrap_or_else(|e| {
-        panic!("this test needs root: host-local writes {} for configs without dataDir: {e}", dir.display())
+        panic!(
+            "this test needs root: host-local writes {} for configs without dataDir: {e}",
+            dir.display()
+        )
     });
     dir.join(network)
 }
@@ -76,7 +79,10 @@ fn sdn_l2bridge_cni_conf_through_flannel_and_win_bridge() {
             {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.127.130.38/32", "NeedEncap": true}},
         ])
     );
-    let held: Vec<_> = allocations_in(&ipam.join("")).into_iter().filter(|(_, c)| *c == id).collect();
+    let held: Vec<_> = allocations_in(&ipam.join(""))
+        .into_iter()
+        .filter(|(_, c)| *c == id)
+        .collect();
     assert_eq!(held.len(), 1);
     assert_eq!(saved_delegates(&node), 1);
     // 0.2.0 has no CHECK.
@@ -102,7 +108,12 @@ fn sdn_overlay_cni_conf_through_flannel_and_win_overlay() {
     let id = unique("sdn-overlay");
     let ns = node.netns("pod");
     let r = node.verb("flannel", "ADD", &id, &ns, &conf).ok().clone();
-    let ip: std::net::Ipv4Addr = r["ip4"]["ip"].as_str().unwrap().trim_end_matches("/24").parse().unwrap();
+    let ip: std::net::Ipv4Addr = r["ip4"]["ip"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("/24")
+        .parse()
+        .unwrap();
     // The overlay gateway is the network's (.1), not .2.
     assert_eq!(r["ip4"]["gateway"], "192.168.3.1");
     let ep = node.endpoints().remove(0);
@@ -133,14 +144,27 @@ fn win_bridge_sample_v1_with_hns_ipam_and_loopback_dsr() {
     node.l2bridge("cbr0", "10.244.2.0/24", "10.244.2.1");
     let conf = config("win-bridge-sample-v1.conf");
     let ns = node.netns("pod");
-    let r = node.verb("win-bridge", "ADD", "v1pod", &ns, &conf).ok().clone();
+    let r = node
+        .verb("win-bridge", "ADD", "v1pod", &ns, &conf)
+        .ok()
+        .clone();
     // No cniVersion: 0.1.0, printed in the ip4 shape.
     assert_eq!(r["cniVersion"], "0.1.0");
-    let ip = r["ip4"]["ip"].as_str().unwrap().trim_end_matches("/24").to_string();
+    let ip = r["ip4"]["ip"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("/24")
+        .to_string();
     let ep = node.endpoints().remove(0);
     let pol = serde_json::to_value(&ep.policies).unwrap();
-    assert_eq!(pol[0], json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": ["192.168.0.0/16", "11.0.0.0/8", "10.137.196.0/23"]}}));
-    assert_eq!(pol[3], json!({"Type": "OutBoundNAT", "Settings": {"Destinations": [ip]}}));
+    assert_eq!(
+        pol[0],
+        json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": ["192.168.0.0/16", "11.0.0.0/8", "10.137.196.0/23"]}})
+    );
+    assert_eq!(
+        pol[3],
+        json!({"Type": "OutBoundNAT", "Settings": {"Destinations": [ip]}})
+    );
     node.verb("win-bridge", "DEL", "v1pod", &ns, &conf).ok();
     assert!(node.endpoints().is_empty());
 }
@@ -162,7 +186,16 @@ fn win_bridge_sample_v2_through_flannel() {
     let ep = node.endpoints().remove(0);
     let types: Vec<&str> = ep.policies.iter().map(|p| p.type_name()).collect();
     // Config policies, ipMasqNetwork (always set by flannel), loopback DSR.
-    assert_eq!(types, ["OutBoundNAT", "SDNRoute", "SDNRoute", "OutBoundNAT", "OutBoundNAT"]);
+    assert_eq!(
+        types,
+        [
+            "OutBoundNAT",
+            "SDNRoute",
+            "SDNRoute",
+            "OutBoundNAT",
+            "OutBoundNAT"
+        ]
+    );
     node.verb("flannel", "DEL", &id, &ns, &conf).ok();
     assert!(node.endpoints().is_empty());
     assert!(allocations_in(&ipam).iter().all(|(_, c)| *c != id));
@@ -174,15 +207,27 @@ fn win_overlay_sample_with_hns_ipam_gets_the_prefix_mac() {
     node.overlay("vxlan0", "192.168.5.0/24", "192.168.5.1", "10.0.0.6");
     let conf = config("win-overlay-sample.conf");
     let ns = node.netns("pod");
-    let r = node.verb("win-overlay", "ADD", "ovpod", &ns, &conf).ok().clone();
-    let ip: std::net::Ipv4Addr = r["ip4"]["ip"].as_str().unwrap().trim_end_matches("/24").parse().unwrap();
+    let r = node
+        .verb("win-overlay", "ADD", "ovpod", &ns, &conf)
+        .ok()
+        .clone();
+    let ip: std::net::Ipv4Addr = r["ip4"]["ip"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("/24")
+        .parse()
+        .unwrap();
     let ep = node.endpoints().remove(0);
     let o = ip.octets();
     assert_eq!(
         ep.mac_address.unwrap().to_string(),
         format!("0E-2A-{:02X}-{:02X}-{:02X}-{:02X}", o[0], o[1], o[2], o[3])
     );
-    assert_eq!(node.endpoints().len(), 1, "the first HNS-IPAM endpoint was replaced, not kept");
+    assert_eq!(
+        node.endpoints().len(),
+        1,
+        "the first HNS-IPAM endpoint was replaced, not kept"
+    );
     node.verb("win-overlay", "DEL", "ovpod", &ns, &conf).ok();
     assert!(node.endpoints().is_empty());
 }
@@ -190,12 +235,20 @@ fn win_overlay_sample_with_hns_ipam_gets_the_prefix_mac() {
 #[test]
 fn win_overlay_sample_v2_keeps_its_own_provider_address() {
     let node = Node::start();
-    node.overlay("OVNKubernetesHybridOverlayNetwork", "10.132.0.0/24", "10.132.0.1", "10.0.0.7");
+    node.overlay(
+        "OVNKubernetesHybridOverlayNetwork",
+        "10.132.0.0/24",
+        "10.132.0.1",
+        "10.0.0.7",
+    );
     let conf = config("win-overlay-sample-v2.conf");
     let ipam = default_ipam_dir("OVNKubernetesHybridOverlayNetwork");
     let id = unique("ovn");
     let ns = node.netns("pod");
-    let r = node.verb("win-overlay", "ADD", &id, &ns, &conf).ok().clone();
+    let r = node
+        .verb("win-overlay", "ADD", &id, &ns, &conf)
+        .ok()
+        .clone();
     assert_eq!(r["ip4"]["gateway"], "10.132.0.1");
     let ep = node.endpoints().remove(0);
     let pas: Vec<Value> = serde_json::to_value(&ep.policies)
@@ -206,7 +259,10 @@ fn win_overlay_sample_v2_keeps_its_own_provider_address() {
         .filter(|p| p["Type"] == "ProviderAddress")
         .cloned()
         .collect();
-    assert_eq!(pas, [json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": "10.0.133.170"}})]);
+    assert_eq!(
+        pas,
+        [json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": "10.0.133.170"}})]
+    );
     node.verb("win-overlay", "DEL", &id, &ns, &conf).ok();
     assert!(allocations_in(&ipam).iter().all(|(_, c)| *c != id));
 }
@@ -214,7 +270,12 @@ fn win_overlay_sample_v2_keeps_its_own_provider_address() {
 #[test]
 fn sig_windows_tools_flannel_to_sdnoverlay() {
     let node = Node::start();
-    node.overlay("flannel.4096", "10.244.3.0/24", "10.244.3.1", "192.168.1.20");
+    node.overlay(
+        "flannel.4096",
+        "10.244.3.0/24",
+        "10.244.3.1",
+        "192.168.1.20",
+    );
     let conf = flannel_conf(
         &node,
         "sig-windows-tools-flannel-sdnoverlay.conf",
@@ -231,7 +292,10 @@ fn sig_windows_tools_flannel_to_sdnoverlay() {
                 ("CNI_CONTAINERID", &id),
                 ("CNI_NETNS", &ns),
                 ("CNI_IFNAME", "eth0"),
-                ("CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web"),
+                (
+                    "CNI_ARGS",
+                    "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web",
+                ),
             ],
             &conf,
         )
@@ -263,7 +327,8 @@ fn flannel_on_1_1_0_forwards_check_and_gc() {
     let kept = node.verb("flannel", "ADD", &keep, &ns1, &conf).ok().clone();
     node.verb("flannel", "ADD", &leak, &ns2, &conf).ok();
     node.check("flannel", &keep, &ns1, &conf, &kept).ok();
-    node.call("flannel", &[("CNI_COMMAND", "STATUS")], &conf).ok();
+    node.call("flannel", &[("CNI_COMMAND", "STATUS")], &conf)
+        .ok();
     node.gc("flannel", &conf, &[&keep]).ok();
     let names: Vec<String> = node.endpoints().into_iter().map(|e| e.name).collect();
     assert_eq!(names, [format!("{keep}_cbr0")]);
@@ -289,13 +354,25 @@ fn nat_creates_its_network_and_names_the_cni_interface() {
     assert_eq!(r["interfaces"][0]["name"], "eth0");
     assert_eq!(r["ips"][0]["interface"], 0);
     assert_eq!(r["ips"][0]["gateway"], "172.28.0.1");
-    let net = node.hns(node.client().get_network_by_name("nat")).unwrap().expect("nat network created");
+    let net = node
+        .hns(node.client().get_network_by_name("nat"))
+        .unwrap()
+        .expect("nat network created");
     assert_eq!(net.network_type, hcn::NetworkType::Nat);
-    let types: Vec<&str> = node.endpoints()[0].policies.iter().map(|p| p.type_name()).collect();
+    let types: Vec<&str> = node.endpoints()[0]
+        .policies
+        .iter()
+        .map(|p| p.type_name())
+        .collect();
     assert_eq!(types, ["PortMapping", "ACL"]);
     // A repeated ADD prints the same result (idempotent, as windows-container-networking).
     assert_eq!(node.verb("nat", "ADD", "natpod", &ns, &conf).ok(), &r);
     node.verb("nat", "DEL", "natpod", &ns, &conf).ok();
     assert!(node.endpoints().is_empty());
-    assert!(node.hns(node.client().get_network_by_name("nat")).unwrap().is_some(), "the network stays");
+    assert!(
+        node.hns(node.client().get_network_by_name("nat"))
+            .unwrap()
+            .is_some(),
+        "the network stays"
+    );
 }

@@ -28,14 +28,20 @@ fn add_creates_endpoint_namespace_and_attachment() {
     // win-bridge's gateway is .2 of the pod's subnet, whatever host-local says (.1).
     assert_eq!(r["ips"][0]["gateway"], "10.244.1.2");
     assert_eq!(r["interfaces"][0]["name"], "pod1_cbr0");
-    assert_eq!(r["dns"], json!({"nameservers": ["10.96.0.10"], "search": ["svc.cluster.local"]}));
+    assert_eq!(
+        r["dns"],
+        json!({"nameservers": ["10.96.0.10"], "search": ["svc.cluster.local"]})
+    );
 
     let eps = node.endpoints();
     assert_eq!(eps.len(), 1);
     let ep = &eps[0];
     assert_eq!(ep.name, "pod1_cbr0");
     assert_eq!(ep.ips().next(), Some("10.244.1.10".parse().unwrap()));
-    assert_eq!(r["interfaces"][0]["mac"], ep.mac_address.unwrap().to_string());
+    assert_eq!(
+        r["interfaces"][0]["mac"],
+        ep.mac_address.unwrap().to_string()
+    );
     // Config policies plus ipMasqNetwork's OutBoundNAT exception, appended separately.
     let types: Vec<&str> = ep.policies.iter().map(|p| p.type_name()).collect();
     assert_eq!(types, ["OutBoundNAT", "SDNRoute", "OutBoundNAT"]);
@@ -46,18 +52,30 @@ fn add_creates_endpoint_namespace_and_attachment() {
     assert_eq!(nss[0].endpoint_ids().collect::<Vec<_>>(), vec![ep.id]);
     assert_eq!(ep.host_compute_namespace, nss[0].id);
 
-    assert_eq!(node.allocations(NET), vec![("10.244.1.10".into(), "pod1".into())]);
+    assert_eq!(
+        node.allocations(NET),
+        vec![("10.244.1.10".into(), "pod1".into())]
+    );
 }
 
 #[test]
 fn a_second_container_of_the_pod_joins_the_same_endpoint() {
     let (node, conf) = node_with_network();
     let ns = node.netns("pod1");
-    let first = node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok().clone();
+    let first = node
+        .verb("win-bridge", "ADD", "pod1", &ns, &conf)
+        .ok()
+        .clone();
     // dockershim style: the workload names the sandbox.
-    let joined = node.verb("win-bridge", "ADD", "work1", "container:pod1", &conf).ok().clone();
+    let joined = node
+        .verb("win-bridge", "ADD", "work1", "container:pod1", &conf)
+        .ok()
+        .clone();
     // containerd style: another container in the same namespace.
-    let same_ns = node.verb("win-bridge", "ADD", "work2", &ns, &conf).ok().clone();
+    let same_ns = node
+        .verb("win-bridge", "ADD", "work2", &ns, &conf)
+        .ok()
+        .clone();
     assert_eq!(joined, first);
     assert_eq!(same_ns, first);
     assert_eq!(node.endpoints().len(), 1);
@@ -65,7 +83,8 @@ fn a_second_container_of_the_pod_joins_the_same_endpoint() {
     assert_eq!(node.allocations(NET).len(), 1, "one address per pod");
 
     // A workload leaving keeps the pod's endpoint and address.
-    node.verb("win-bridge", "DEL", "work1", "container:pod1", &conf).ok();
+    node.verb("win-bridge", "DEL", "work1", "container:pod1", &conf)
+        .ok();
     node.verb("win-bridge", "DEL", "work2", &ns, &conf).ok();
     assert_eq!(node.endpoints().len(), 1);
     assert_eq!(node.allocations(NET).len(), 1);
@@ -86,7 +105,10 @@ fn a_workload_before_its_sandbox_is_refused_and_creates_nothing() {
 fn check_passes_then_fails_when_the_endpoint_is_deleted_behind_its_back() {
     let (node, conf) = node_with_network();
     let ns = node.netns("pod1");
-    let result = node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok().clone();
+    let result = node
+        .verb("win-bridge", "ADD", "pod1", &ns, &conf)
+        .ok()
+        .clone();
     node.check("win-bridge", "pod1", &ns, &conf, &result).ok();
 
     // A prevResult that disagrees with HNS fails, naming what differs.
@@ -94,42 +116,76 @@ fn check_passes_then_fails_when_the_endpoint_is_deleted_behind_its_back() {
     wrong["ips"][0]["address"] = json!("10.244.1.99/24");
     let run = node.check("win-bridge", "pod1", &ns, &conf, &wrong);
     assert_eq!(run.err_code(), 100);
-    assert!(run.msg().contains("10.244.1.10") && run.msg().contains("10.244.1.99"), "{}", run.msg());
+    assert!(
+        run.msg().contains("10.244.1.10") && run.msg().contains("10.244.1.99"),
+        "{}",
+        run.msg()
+    );
 
     // A policy removed behind its back.
     let ep = node.endpoints().remove(0);
     let masq = ep.policies[2].clone();
-    node.hns(node.client().endpoint_policy(ep.id, hcn::RequestType::Remove, vec![masq]))
-        .expect("remove policy");
+    node.hns(
+        node.client()
+            .endpoint_policy(ep.id, hcn::RequestType::Remove, vec![masq]),
+    )
+    .expect("remove policy");
     let run = node.check("win-bridge", "pod1", &ns, &conf, &result);
     assert_eq!(run.err_code(), 100);
-    assert!(run.msg().contains("lacks the configured policy"), "{}", run.msg());
+    assert!(
+        run.msg().contains("lacks the configured policy"),
+        "{}",
+        run.msg()
+    );
 
     // The endpoint deleted behind its back.
     let client = node.client();
-    node.hns(client.remove_namespace_endpoint(ep.host_compute_namespace, ep.id)).expect("detach");
+    node.hns(client.remove_namespace_endpoint(ep.host_compute_namespace, ep.id))
+        .expect("detach");
     node.hns(client.delete_endpoint(ep.id)).expect("delete");
     let run = node.check("win-bridge", "pod1", &ns, &conf, &result);
     assert_eq!(run.err_code(), 100);
-    assert!(run.msg().contains("pod1_cbr0") && run.msg().contains("does not exist"), "{}", run.msg());
+    assert!(
+        run.msg().contains("pod1_cbr0") && run.msg().contains("does not exist"),
+        "{}",
+        run.msg()
+    );
 }
 
 #[test]
 fn check_notices_a_detached_endpoint_and_a_released_address() {
     let (node, conf) = node_with_network();
     let ns = node.netns("pod1");
-    let result = node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok().clone();
+    let result = node
+        .verb("win-bridge", "ADD", "pod1", &ns, &conf)
+        .ok()
+        .clone();
     let ep = node.endpoints().remove(0);
-    node.hns(node.client().remove_namespace_endpoint(ep.host_compute_namespace, ep.id)).expect("detach");
+    node.hns(
+        node.client()
+            .remove_namespace_endpoint(ep.host_compute_namespace, ep.id),
+    )
+    .expect("detach");
     let run = node.check("win-bridge", "pod1", &ns, &conf, &result);
     assert_eq!(run.err_code(), 100);
     assert!(run.msg().contains("attached"), "{}", run.msg());
-    node.hns(node.client().add_namespace_endpoint(ep.host_compute_namespace, ep.id)).expect("attach");
+    node.hns(
+        node.client()
+            .add_namespace_endpoint(ep.host_compute_namespace, ep.id),
+    )
+    .expect("attach");
     node.check("win-bridge", "pod1", &ns, &conf, &result).ok();
 
     // host-local's own CHECK runs too: its allocation gone is a failure.
-    for f in std::fs::read_dir(node.ipam_dir().join(NET)).unwrap().flatten() {
-        if f.file_name().to_string_lossy().parse::<std::net::IpAddr>().is_ok() {
+    for f in std::fs::read_dir(node.ipam_dir().join(NET))
+        .unwrap()
+        .flatten()
+    {
+        if f.file_name()
+            .to_string_lossy()
+            .parse::<std::net::IpAddr>()
+            .is_ok()
+        {
             std::fs::remove_file(f.path()).unwrap();
         }
     }
@@ -145,14 +201,21 @@ fn del_removes_everything_and_a_second_del_succeeds() {
     node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok();
     node.verb("win-bridge", "DEL", "pod1", &ns, &conf).ok();
     assert!(node.endpoints().is_empty());
-    assert!(node.namespaces().is_empty(), "the namespace made for the netns path goes too");
+    assert!(
+        node.namespaces().is_empty(),
+        "the namespace made for the netns path goes too"
+    );
     assert!(node.allocations(NET).is_empty());
     assert!(node.records().is_empty(), "{:?}", node.records());
     node.verb("win-bridge", "DEL", "pod1", &ns, &conf).ok();
     // DEL without CNI_NETNS (the runtime lost it) also succeeds.
     node.call(
         "win-bridge",
-        &[("CNI_COMMAND", "DEL"), ("CNI_CONTAINERID", "pod1"), ("CNI_IFNAME", "eth0")],
+        &[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "pod1"),
+            ("CNI_IFNAME", "eth0"),
+        ],
         &conf,
     )
     .ok();
@@ -165,7 +228,11 @@ fn del_without_netns_still_cleans_up() {
     node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok();
     node.call(
         "win-bridge",
-        &[("CNI_COMMAND", "DEL"), ("CNI_CONTAINERID", "pod1"), ("CNI_IFNAME", "eth0")],
+        &[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "pod1"),
+            ("CNI_IFNAME", "eth0"),
+        ],
         &conf,
     )
     .ok();
@@ -179,7 +246,10 @@ fn gc_collects_a_leaked_attachment() {
     let (node, conf) = node_with_network();
     let keep = node.netns("keep");
     let leak = node.netns("leak");
-    let kept = node.verb("win-bridge", "ADD", "keep", &keep, &conf).ok().clone();
+    let kept = node
+        .verb("win-bridge", "ADD", "keep", &keep, &conf)
+        .ok()
+        .clone();
     node.verb("win-bridge", "ADD", "leak", &leak, &conf).ok();
     assert_eq!(node.endpoints().len(), 2);
 
@@ -187,9 +257,18 @@ fn gc_collects_a_leaked_attachment() {
     assert_eq!(run.code, 0, "{}", run.out);
     assert_eq!(run.out, Value::Null, "GC prints nothing on success");
     let eps = node.endpoints();
-    assert_eq!(eps.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["keep_cbr0"]);
+    assert_eq!(
+        eps.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["keep_cbr0"]
+    );
     assert_eq!(node.namespaces().len(), 1);
-    assert_eq!(node.allocations(NET), vec![(result_ip(&kept).trim_end_matches("/24").to_string(), "keep".into())]);
+    assert_eq!(
+        node.allocations(NET),
+        vec![(
+            result_ip(&kept).trim_end_matches("/24").to_string(),
+            "keep".into()
+        )]
+    );
     node.check("win-bridge", "keep", &keep, &conf, &kept).ok();
 
     // Without the list GC refuses rather than collect everything.
@@ -212,7 +291,9 @@ fn gc_collects_an_endpoint_whose_record_is_lost() {
 #[test]
 fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
     let (node, conf) = node_with_network();
-    let pods: Vec<(String, String)> = (0..50).map(|i| (format!("pod{i}"), node.netns(&format!("pod{i}")))).collect();
+    let pods: Vec<(String, String)> = (0..50)
+        .map(|i| (format!("pod{i}"), node.netns(&format!("pod{i}"))))
+        .collect();
     let results: Vec<Value> = std::thread::scope(|s| {
         let handles: Vec<_> = pods
             .iter()
@@ -221,7 +302,10 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
                 s.spawn(move || node.verb("win-bridge", "ADD", id, ns, conf).ok().clone())
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("ADD thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("ADD thread"))
+            .collect()
     });
     let addrs: BTreeSet<String> = results.iter().map(result_ip).collect();
     assert_eq!(addrs.len(), 50, "50 distinct addresses");
@@ -237,7 +321,11 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
     });
     assert!(node.endpoints().is_empty());
     assert!(node.namespaces().is_empty());
-    assert!(node.allocations(NET).is_empty(), "{:?}", node.allocations(NET));
+    assert!(
+        node.allocations(NET).is_empty(),
+        "{:?}",
+        node.allocations(NET)
+    );
     assert!(node.records().is_empty(), "{:?}", node.records());
 }
 
@@ -253,7 +341,11 @@ fn a_failed_add_releases_its_address_and_leaves_no_endpoint() {
     assert_eq!(run.err_code(), 101, "{}", run.out);
     assert!(run.msg().contains("create the endpoint"), "{}", run.msg());
     assert_eq!(node.dump(), before);
-    assert!(node.allocations(NET).is_empty(), "{:?}", node.allocations(NET));
+    assert!(
+        node.allocations(NET).is_empty(),
+        "{:?}",
+        node.allocations(NET)
+    );
     assert!(node.records().is_empty(), "{:?}", node.records());
 }
 
@@ -261,10 +353,16 @@ fn a_failed_add_releases_its_address_and_leaves_no_endpoint() {
 fn results_come_in_the_config_version() {
     let node = Node::start();
     node.l2bridge(NET, "10.244.1.0/24", "10.244.1.1");
-    for (i, v) in ["0.2.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"].iter().enumerate() {
+    for (i, v) in ["0.2.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+        .iter()
+        .enumerate()
+    {
         let conf = win_bridge_conf(&node, v, NET, "10.244.1.0/24", "10.244.1.10");
         let ns = node.netns(&format!("p{i}"));
-        let r = node.verb("win-bridge", "ADD", &format!("p{i}"), &ns, &conf).ok().clone();
+        let r = node
+            .verb("win-bridge", "ADD", &format!("p{i}"), &ns, &conf)
+            .ok()
+            .clone();
         assert_eq!(r["cniVersion"], *v);
         match *v {
             "0.2.0" => {
@@ -274,7 +372,8 @@ fn results_come_in_the_config_version() {
             "0.3.1" | "0.4.0" => assert_eq!(r["ips"][0]["version"], "4"),
             _ => assert!(r["ips"][0].get("version").is_none(), "{r}"),
         }
-        node.verb("win-bridge", "DEL", &format!("p{i}"), &ns, &conf).ok();
+        node.verb("win-bridge", "DEL", &format!("p{i}"), &ns, &conf)
+            .ok();
     }
 }
 
@@ -284,7 +383,9 @@ fn version_status_and_their_failures() {
     let v = node.call("win-bridge", &[("CNI_COMMAND", "VERSION")], "");
     assert_eq!(
         v.ok()["supportedVersions"],
-        json!(["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"])
+        json!([
+            "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"
+        ])
     );
     let run = node.call("win-bridge", &[("CNI_COMMAND", "STATUS")], &conf);
     assert_eq!(run.code, 0, "{}", run.out);
@@ -299,24 +400,40 @@ fn version_status_and_their_failures() {
     assert_eq!(run.err_code(), 51);
     // ADD and DEL with hnsd down: try again later.
     let ns = node.netns("pod1");
-    assert_eq!(node.verb("win-bridge", "ADD", "pod1", &ns, &conf).err_code(), 11);
-    assert_eq!(node.verb("win-bridge", "DEL", "pod1", &ns, &conf).err_code(), 11);
+    assert_eq!(
+        node.verb("win-bridge", "ADD", "pod1", &ns, &conf)
+            .err_code(),
+        11
+    );
+    assert_eq!(
+        node.verb("win-bridge", "DEL", "pod1", &ns, &conf)
+            .err_code(),
+        11
+    );
 }
 
 #[test]
 fn hns_ipam_when_the_config_has_no_ipam() {
     let node = Node::start();
     node.l2bridge(NET, "10.244.1.0/24", "10.244.1.1");
-    let conf = json!({"cniVersion": "1.0.0", "name": NET, "type": "win-bridge", "loopbackDSR": true}).to_string();
+    let conf =
+        json!({"cniVersion": "1.0.0", "name": NET, "type": "win-bridge", "loopbackDSR": true})
+            .to_string();
     let ns = node.netns("pod1");
-    let r = node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok().clone();
+    let r = node
+        .verb("win-bridge", "ADD", "pod1", &ns, &conf)
+        .ok()
+        .clone();
     let ip = result_ip(&r);
     assert!(ip.starts_with("10.244.1.") && ip.ends_with("/24"), "{ip}");
     // loopbackDSR needs the address: HNS picked it, and the policy names it.
     let ep = node.endpoints().remove(0);
     let dsr = serde_json::to_value(&ep.policies).unwrap();
     assert!(
-        dsr.to_string().contains(&format!("\"Destinations\":[\"{}\"]", ip.trim_end_matches("/24"))),
+        dsr.to_string().contains(&format!(
+            "\"Destinations\":[\"{}\"]",
+            ip.trim_end_matches("/24")
+        )),
         "{dsr}"
     );
     node.check("win-bridge", "pod1", &ns, &conf, &r).ok();
@@ -328,9 +445,14 @@ fn hns_ipam_when_the_config_has_no_ipam() {
 fn an_hcn_namespace_guid_and_none_work_too() {
     let (node, conf) = node_with_network();
     // containerd on Windows: the runtime made the namespace and passes its ID.
-    let ns = node.hns(node.client().create_namespace(&hcn::Namespace::default())).expect("namespace");
+    let ns = node
+        .hns(node.client().create_namespace(&hcn::Namespace::default()))
+        .expect("namespace");
     let id = ns.id.to_string();
-    let r = node.verb("win-bridge", "ADD", "pod1", &id, &conf).ok().clone();
+    let r = node
+        .verb("win-bridge", "ADD", "pod1", &id, &conf)
+        .ok()
+        .clone();
     let ns = node.hns(node.client().get_namespace_by_id(ns.id)).unwrap();
     assert_eq!(ns.endpoint_ids().count(), 1);
     node.check("win-bridge", "pod1", &id, &conf, &r).ok();
@@ -341,15 +463,21 @@ fn an_hcn_namespace_guid_and_none_work_too() {
 
     // dockershim: the pause container with `none`, then a workload joining it.
     node.verb("win-bridge", "ADD", "pause1", "none", &conf).ok();
-    node.verb("win-bridge", "ADD", "work1", "container:pause1", &conf).ok();
+    node.verb("win-bridge", "ADD", "work1", "container:pause1", &conf)
+        .ok();
     assert_eq!(node.endpoints().len(), 1);
-    node.verb("win-bridge", "DEL", "work1", "container:pause1", &conf).ok();
+    node.verb("win-bridge", "DEL", "work1", "container:pause1", &conf)
+        .ok();
     node.verb("win-bridge", "DEL", "pause1", "none", &conf).ok();
     assert!(node.endpoints().is_empty());
     assert!(node.allocations(NET).is_empty());
 
     let missing = "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
-    assert_eq!(node.verb("win-bridge", "ADD", "pod2", missing, &conf).err_code(), 8);
+    assert_eq!(
+        node.verb("win-bridge", "ADD", "pod2", missing, &conf)
+            .err_code(),
+        8
+    );
 }
 
 #[test]
@@ -362,7 +490,10 @@ fn runtime_port_mappings_and_dns_reach_the_endpoint() {
                "dns": {"servers": ["10.96.0.53"], "searches": ["ns1.svc.cluster.local"]}}),
     );
     let ns = node.netns("pod1");
-    let r = node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok().clone();
+    let r = node
+        .verb("win-bridge", "ADD", "pod1", &ns, &conf)
+        .ok()
+        .clone();
     assert_eq!(r["dns"]["nameservers"], json!(["10.96.0.53"]));
     let ep = node.endpoints().remove(0);
     let pm = ep.policies.iter().find_map(|p| match p {
@@ -370,6 +501,9 @@ fn runtime_port_mappings_and_dns_reach_the_endpoint() {
         _ => None,
     });
     let pm = pm.expect("a PortMapping policy");
-    assert_eq!((pm.external_port, pm.internal_port, pm.protocol), (8080, 80, 6));
+    assert_eq!(
+        (pm.external_port, pm.internal_port, pm.protocol),
+        (8080, 80, 6)
+    );
     assert_eq!(ep.dns.search, ["ns1.svc.cluster.local"]);
 }

@@ -26,7 +26,8 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     // Installed under a CNI plugin's name (`winnet install-cni`), the binary is that plugin.
-    if let Some(code) = std::env::args_os().next().and_then(|a| cni::main_if_plugin(&a)) {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if let Some(code) = cni::main_if_plugin(&argv0) {
         return std::process::ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     tracing_subscriber::fmt()

@@ -41,7 +41,11 @@ impl Run {
     /// The result of a successful run; panics with the plugin's error otherwise.
     #[track_caller]
     pub fn ok(&self) -> &Value {
-        assert_eq!(self.code, 0, "plugin failed: {} (stderr: {})", self.out, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "plugin failed: {} (stderr: {})",
+            self.out, self.stderr
+        );
         &self.out
     }
 
@@ -49,7 +53,9 @@ impl Run {
     #[track_caller]
     pub fn err_code(&self) -> u64 {
         assert_ne!(self.code, 0, "plugin succeeded: {}", self.out);
-        self.out["code"].as_u64().expect("an error object with a code")
+        self.out["code"]
+            .as_u64()
+            .expect("an error object with a code")
     }
 
     pub fn msg(&self) -> &str {
@@ -61,7 +67,10 @@ impl Node {
     /// Starts hnsd (profile ws2022) and installs the plugins with `winnet install-cni`.
     pub fn start() -> Node {
         let ipam_ok = Path::new(DEBIAN_CNI).join("host-local").is_file();
-        assert!(ipam_ok, "Debian's host-local is missing: apt-get install -y containernetworking-plugins");
+        assert!(
+            ipam_ok,
+            "Debian's host-local is missing: apt-get install -y containernetworking-plugins"
+        );
         let dir = tempfile::tempdir().expect("temp dir");
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -93,7 +102,11 @@ impl Node {
             .arg(node.plugin_dir())
             .output()
             .expect("run winnet install-cni");
-        assert!(out.status.success(), "install-cni: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "install-cni: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::create_dir_all(node.netns_dir()).expect("netns dir");
         node
     }
@@ -165,7 +178,9 @@ impl Node {
 
     pub fn network(&self, doc: Value) -> Guid {
         let net: hcn::Network = serde_json::from_value(doc).expect("network document");
-        self.hns(self.client().create_network(&net)).expect("create network").id
+        self.hns(self.client().create_network(&net))
+            .expect("create network")
+            .id
     }
 
     /// Runs `plugin` with `env` (CNI_* and extras) and `stdin`, as a runtime does.
@@ -192,7 +207,8 @@ impl Node {
         let value = if text.trim().is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}"))
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}"))
         };
         Run {
             code: out.status.code().unwrap_or(-1),
@@ -216,14 +232,34 @@ impl Node {
     }
 
     /// CHECK with the ADD result as prevResult.
-    pub fn check(&self, plugin: &str, container: &str, netns: &str, conf: &str, prev: &Value) -> Run {
-        self.verb(plugin, "CHECK", container, netns, &with(conf, "prevResult", prev.clone()))
+    pub fn check(
+        &self,
+        plugin: &str,
+        container: &str,
+        netns: &str,
+        conf: &str,
+        prev: &Value,
+    ) -> Run {
+        self.verb(
+            plugin,
+            "CHECK",
+            container,
+            netns,
+            &with(conf, "prevResult", prev.clone()),
+        )
     }
 
     /// GC keeping `valid` (container IDs on eth0).
     pub fn gc(&self, plugin: &str, conf: &str, valid: &[&str]) -> Run {
-        let list: Vec<Value> = valid.iter().map(|c| json!({"containerID": c, "ifname": "eth0"})).collect();
-        self.call(plugin, &[("CNI_COMMAND", "GC")], &with(conf, "cni.dev/valid-attachments", Value::Array(list)))
+        let list: Vec<Value> = valid
+            .iter()
+            .map(|c| json!({"containerID": c, "ifname": "eth0"}))
+            .collect();
+        self.call(
+            plugin,
+            &[("CNI_COMMAND", "GC")],
+            &with(conf, "cni.dev/valid-attachments", Value::Array(list)),
+        )
     }
 
     /// Addresses host-local holds for `network`, with the container each is held for.
@@ -232,11 +268,13 @@ impl Node {
     }
 
     pub fn endpoints(&self) -> Vec<hcn::Endpoint> {
-        self.hns(self.client().list_endpoints()).expect("list endpoints")
+        self.hns(self.client().list_endpoints())
+            .expect("list endpoints")
     }
 
     pub fn namespaces(&self) -> Vec<hcn::Namespace> {
-        self.hns(self.client().list_namespaces()).expect("list namespaces")
+        self.hns(self.client().list_namespaces())
+            .expect("list namespaces")
     }
 
     /// Every HNS object, for before/after comparisons.
@@ -250,8 +288,16 @@ impl Node {
     /// Files under the plugins' state dir (records of pods).
     pub fn records(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for net in std::fs::read_dir(self.state_dir()).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(net.path()).into_iter().flatten().flatten() {
+        for net in std::fs::read_dir(self.state_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(net.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 out.push(f.path().to_string_lossy().into_owned());
             }
         }
@@ -282,7 +328,13 @@ pub fn with(conf: &str, key: &str, value: Value) -> String {
 }
 
 /// A win-bridge config on `network` with host-local IPAM in the node's scratch dir.
-pub fn win_bridge_conf(node: &Node, version: &str, network: &str, subnet: &str, range_start: &str) -> String {
+pub fn win_bridge_conf(
+    node: &Node,
+    version: &str,
+    network: &str,
+    subnet: &str,
+    range_start: &str,
+) -> String {
     json!({
         "cniVersion": version,
         "name": network,
