@@ -678,18 +678,15 @@ pub(crate) async fn gc<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), CniErr
     {
         errors.push(e);
     }
-    match errors.len() {
-        0 => Ok(()),
-        _ => {
-            let first = errors[0].clone();
-            let all: Vec<String> = errors.iter().map(|e| e.msg.clone()).collect();
-            Err(CniError::new(
-                first.code,
-                format!("GC: {} attachment(s) could not be collected", errors.len()),
-            )
-            .details(all.join("; ")))
-        }
-    }
+    let Some(first) = errors.first() else {
+        return Ok(());
+    };
+    let all: Vec<String> = errors.iter().map(|e| e.msg.clone()).collect();
+    Err(CniError::new(
+        first.code,
+        format!("GC: {} attachment(s) could not be collected", errors.len()),
+    )
+    .details(all.join("; ")))
 }
 
 async fn collect(
