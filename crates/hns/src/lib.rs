@@ -4,15 +4,17 @@
 
 pub mod api;
 pub mod client;
+pub mod compiler;
 pub mod profile;
 pub mod server;
 pub mod service;
+pub mod sim;
 pub mod state;
 pub mod store;
 
 pub use client::{Client, ClientError};
 pub use hyper::Method;
-pub use profile::Profile;
+pub use profile::{Limitation, Profile};
 pub use service::Service;
 pub use state::{Kind, State};
 

@@ -58,6 +58,17 @@ impl Profile {
         self.version() >= Version::new(15, 4)
     }
 
+    /// Whether the data plane of this build has the documented limitation `l` (each is lifted
+    /// under `unrestricted`; see [`Limitation`] for the sources).
+    pub fn imposes(self, l: Limitation) -> bool {
+        match (self, l) {
+            (Profile::Unrestricted, _) => false,
+            (Profile::Ws2019, Limitation::ClusterIpFromNode) => true,
+            (_, Limitation::ClusterIpFromNode) => false,
+            _ => true,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Ws2019 => "ws2019",
@@ -83,5 +94,80 @@ impl FromStr for Profile {
             .ok_or_else(|| {
                 format!("unknown profile \"{s}\"; use one of ws2019, ws2022, ws2025, unrestricted")
             })
+    }
+}
+
+/// A documented limitation of the Windows data plane that a profile reproduces: the packet is
+/// refused with this reason (a trace names it) instead of being carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Limitation {
+    /// ICMP is not transposed through OutboundNAT toward remote networks: ping from a pod to an
+    /// external address fails, ping between pods works (Kubernetes Windows networking docs).
+    IcmpThroughOutboundNat,
+    /// A NodePort is not reachable from the node itself; other nodes and external clients
+    /// reach it ("Local NodePort access from the node itself fails").
+    NodePortFromNode,
+    /// The node cannot reach a Service VIP (ClusterIP): "Nodes cannot reach service IPs" on
+    /// older builds (MS troubleshooting doc, 2020). Reproduced on ws2019 only; ws2022 and later
+    /// reach ClusterIPs from the host.
+    ClusterIpFromNode,
+    /// Overlay (VXLAN) networks carry no IPv6 ("Overlay (VXLAN) networks on Windows do not
+    /// support dual-stack networking today", kube-proxy winkernel).
+    Ipv6OnOverlay,
+    /// ExternalTrafficPolicy Local keeps the client address only with DSR: without DSR the load
+    /// balancer translates the source, as kube-proxy falls back to when DSR is unavailable.
+    LocalTrafficWithoutDsr,
+}
+
+impl Limitation {
+    pub const ALL: [Limitation; 5] = [
+        Limitation::IcmpThroughOutboundNat,
+        Limitation::NodePortFromNode,
+        Limitation::ClusterIpFromNode,
+        Limitation::Ipv6OnOverlay,
+        Limitation::LocalTrafficWithoutDsr,
+    ];
+
+    /// A stable name (used as the rule owner's id in traces).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limitation::IcmpThroughOutboundNat => "IcmpThroughOutboundNat",
+            Limitation::NodePortFromNode => "NodePortFromNode",
+            Limitation::ClusterIpFromNode => "ClusterIpFromNode",
+            Limitation::Ipv6OnOverlay => "Ipv6OnOverlay",
+            Limitation::LocalTrafficWithoutDsr => "LocalTrafficWithoutDsr",
+        }
+    }
+
+    /// The limitation named `s` (as [`Limitation::as_str`] writes it).
+    pub fn from_name(s: &str) -> Option<Limitation> {
+        Limitation::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// What a trace says when a packet meets this limitation under `profile`.
+    pub fn message(self, profile: Profile) -> String {
+        match self {
+            Limitation::IcmpThroughOutboundNat => format!(
+                "not transposed: ICMP through OutboundNAT to a remote network is not supported on {profile}"
+            ),
+            Limitation::NodePortFromNode => format!(
+                "not load balanced: NodePort access from the node itself is not supported on {profile} (other nodes and external clients work)"
+            ),
+            Limitation::ClusterIpFromNode => {
+                format!("not load balanced: the node cannot reach a Service VIP on {profile}")
+            }
+            Limitation::Ipv6OnOverlay => {
+                format!("not forwarded: Overlay (VXLAN) networks carry no IPv6 on {profile}")
+            }
+            Limitation::LocalTrafficWithoutDsr => format!(
+                "source translated: without DSR the client address is not preserved on {profile} (ExternalTrafficPolicy Local needs DSR)"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Limitation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

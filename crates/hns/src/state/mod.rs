@@ -292,6 +292,31 @@ impl State {
         }
     }
 
+    /// The network with `id`, borrowed (the data plane compiler reads objects in place).
+    pub fn network(&self, id: Guid) -> Option<&Network> {
+        self.networks.get(&id)
+    }
+
+    /// The endpoint with `id`, borrowed.
+    pub fn endpoint(&self, id: Guid) -> Option<&Endpoint> {
+        self.endpoints.get(&id)
+    }
+
+    /// The namespace with `id`, borrowed.
+    pub fn namespace(&self, id: Guid) -> Option<&Namespace> {
+        self.namespaces.get(&id)
+    }
+
+    /// The load balancer with `id`, borrowed.
+    pub fn load_balancer(&self, id: Guid) -> Option<&LoadBalancer> {
+        self.load_balancers.get(&id)
+    }
+
+    /// The SDN route with `id`, borrowed.
+    pub fn route(&self, id: Guid) -> Option<&SdnRoute> {
+        self.routes.get(&id)
+    }
+
     pub fn networks(&self) -> impl Iterator<Item = &Network> {
         self.networks.values()
     }

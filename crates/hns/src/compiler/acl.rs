@@ -1,0 +1,107 @@
+//! Endpoint `ACL` policies on the ACL layer: each policy one rule (priority, Allow/Block,
+//! In/Out, protocols, local and remote address and port lists), each with its own owner so a
+//! trace names the very policy that decided. Rules are stateful: the replies of an allowed
+//! connection follow its flow without meeting the ACLs again.
+
+use hcn::policy::{AclAction, AclDirection, AclPolicySetting};
+use hcn::{Endpoint, EndpointPolicy};
+use ipnet::IpNet;
+use vfp::layer::ACL;
+use vfp::{Action, Conditions, Direction, Origin, PortRange, Rule};
+
+use super::nat::parse_net;
+use super::placement::{Compiled, Target};
+
+/// The owner kind of ACL rules.
+pub const KIND: &str = "Endpoint/ACL";
+
+/// Adds a rule set per `ACL` policy of `ep` to its port.
+pub fn compile(ep: &Endpoint, out: &mut Compiled) {
+    let acls = ep.policies.iter().filter_map(|p| match p {
+        EndpointPolicy::Acl(a) => Some(a),
+        _ => None,
+    });
+    for (i, a) in acls.enumerate() {
+        let origin = Origin::new(KIND, format!("{}/{i}", ep.id)).with_source(format!(
+            "ACL {i} of endpoint {}: {}",
+            name(ep),
+            describe(a)
+        ));
+        out.place(Target::Endpoint(ep.id), ACL, origin, vec![rule(a)]);
+    }
+}
+
+fn name(ep: &Endpoint) -> String {
+    if ep.name.is_empty() {
+        ep.id.to_string()
+    } else {
+        ep.name.clone()
+    }
+}
+
+/// The policy in one line, as HNS would show its settings.
+pub fn describe(a: &AclPolicySetting) -> String {
+    let mut s = format!("{} {} priority {}", a.action, a.direction, a.priority);
+    for (k, v) in [
+        ("protocols", &a.protocols),
+        ("local", &a.local_addresses),
+        ("remote", &a.remote_addresses),
+        ("local ports", &a.local_ports),
+        ("remote ports", &a.remote_ports),
+    ] {
+        if !v.is_empty() {
+            s.push_str(&format!(" {k} {v}"));
+        }
+    }
+    s
+}
+
+/// One ACL policy as a rule. "Local" is the endpoint's side: the source of what it sends
+/// (`Out`), the destination of what it receives (`In`).
+pub fn rule(a: &AclPolicySetting) -> Rule {
+    let dir = match a.direction {
+        AclDirection::In => Direction::In,
+        AclDirection::Out => Direction::Out,
+    };
+    let mut c = Conditions::any().direction(dir);
+    let protocols: Vec<u8> = list(&a.protocols).filter_map(|p| p.parse().ok()).collect();
+    if !protocols.is_empty() {
+        c.protocols = Some(protocols);
+    }
+    let local = nets(&a.local_addresses);
+    let remote = nets(&a.remote_addresses);
+    let local_ports = ports(&a.local_ports);
+    let remote_ports = ports(&a.remote_ports);
+    match dir {
+        Direction::Out => {
+            (c.src, c.dst) = (local, remote);
+            (c.src_ports, c.dst_ports) = (local_ports, remote_ports);
+        }
+        Direction::In => {
+            (c.dst, c.src) = (local, remote);
+            (c.dst_ports, c.src_ports) = (local_ports, remote_ports);
+        }
+    }
+    let action = match a.action {
+        AclAction::Block => Action::Block,
+        AclAction::Allow | AclAction::Pass => Action::Allow,
+    };
+    Rule::new(a.priority, c, action)
+}
+
+fn list(s: &str) -> impl Iterator<Item = &str> {
+    s.split(',').map(str::trim).filter(|p| !p.is_empty())
+}
+
+fn nets(s: &str) -> Option<Vec<IpNet>> {
+    let v: Vec<IpNet> = list(s).filter_map(parse_net).collect();
+    (!v.is_empty()).then_some(v)
+}
+
+fn ports(s: &str) -> Option<Vec<PortRange>> {
+    let v: Vec<PortRange> = list(s)
+        .filter_map(|p| hcn::policy::parse_port_range(p).ok())
+        .map(|(first, last)| PortRange { first, last })
+        .collect();
+    (!v.is_empty()).then_some(v)
+}

@@ -1,0 +1,312 @@
+//! The in-memory cluster: nodes on one fabric with an external host that is also the
+//! physical network's router. Frames move between stacks, switches and the fabric until none
+//! is left; every switch drop is kept with its trace.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
+
+use hcn::Guid;
+use ipnet::IpNet;
+use vfp::wire::MacAddr;
+use vfp::{Disposition, DropReason, Frame, PortId, Timestamp};
+
+use super::fabric::{AttachmentId, Fabric};
+use super::node::Node;
+use super::stack::{Interface, Out, Stack, StackRoute};
+use crate::compiler::{Resolver, limitation};
+use crate::profile::{Limitation, Profile};
+
+/// A host in the cluster that sends and receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Who {
+    /// The external host (the physical network's router, and "the internet").
+    External,
+    /// A node's host stack.
+    Node(usize),
+    /// A pod, by node and endpoint.
+    Pod(usize, Guid),
+}
+
+/// A packet a switch dropped.
+#[derive(Clone, Debug)]
+pub struct DropRecord {
+    /// The node.
+    pub node: String,
+    /// The port the frame entered at.
+    pub port: PortId,
+    pub reason: DropReason,
+    /// The limitation that refused it, when that is the reason.
+    pub limitation: Option<Limitation>,
+    /// The switch's explanation.
+    pub trace: String,
+}
+
+/// Where a frame is going next.
+#[derive(Clone, Copy, Debug)]
+enum Hop {
+    /// Into a node's switch at a port.
+    Switch(usize, PortId),
+    /// Onto the fabric from an attachment.
+    Wire(AttachmentId),
+    /// Into a stack on an interface.
+    Stack(Who, usize),
+}
+
+/// The underlay's address book: what each host's ARP cache would learn.
+pub type Directory = Arc<RwLock<HashMap<IpAddr, MacAddr>>>;
+
+/// Addresses of the simulated underlay.
+pub mod addr {
+    use std::net::IpAddr;
+
+    /// The physical network.
+    pub const UNDERLAY: &str = "192.168.1.0/24";
+    /// The router (the external host's address on the physical network).
+    pub const ROUTER: &str = "192.168.1.1";
+    /// An address of the external host beyond the router: "the internet".
+    pub const INTERNET: &str = "203.0.113.10";
+    /// The external host's MAC.
+    pub const ROUTER_MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x00, 0x00, 0x01];
+
+    /// Node `i`'s address (0-based): 192.168.1.11, .12, ...
+    pub fn node(i: usize) -> IpAddr {
+        IpAddr::from([192, 168, 1, 11 + i as u8])
+    }
+
+    /// Node `i`'s NIC MAC.
+    pub fn node_mac(i: usize) -> [u8; 6] {
+        [0x00, 0x15, 0x5d, 0x01, 0x00, 0x11 + i as u8]
+    }
+}
+
+/// The cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    pub fabric: Fabric,
+    pub nodes: Vec<Node>,
+    /// The external host.
+    pub external: Stack,
+    external_at: AttachmentId,
+    directory: Directory,
+    clock_ms: u64,
+    /// The last exchange token handed out.
+    pub(crate) token: u32,
+    /// Every switch drop, in order.
+    pub drops: Vec<DropRecord>,
+}
+
+impl Cluster {
+    /// A cluster of `n` nodes with the profile `profile` and no networks yet.
+    pub fn new(n: usize, profile: Profile) -> Cluster {
+        let mut fabric = Fabric::default();
+        let directory: Directory = Arc::default();
+        let external_at = fabric.attach("external");
+        let router: IpAddr = addr::ROUTER
+            .parse()
+            .unwrap_or(IpAddr::from([192, 168, 1, 1]));
+        let internet: IpAddr = addr::INTERNET
+            .parse()
+            .unwrap_or(IpAddr::from([203, 0, 113, 10]));
+        let mut external = Stack::new("external");
+        external.forwarding = true;
+        external.interfaces.push(Interface {
+            name: "eth0".into(),
+            mac: MacAddr(addr::ROUTER_MAC),
+            addresses: vec![IpNet::new(router, 24).unwrap_or_default()],
+        });
+        external.extra_addresses.push(internet);
+        external.tcp_listen.extend([80, 443]);
+        external.udp_listen.insert(53);
+        write_dir(&directory).insert(router, MacAddr(addr::ROUTER_MAC));
+        let mut c = Cluster {
+            fabric,
+            nodes: Vec::new(),
+            external,
+            external_at,
+            directory,
+            clock_ms: 0,
+            token: 0,
+            drops: Vec::new(),
+        };
+        for i in 0..n {
+            c.add_node(&format!("node{}", i + 1), profile);
+        }
+        c
+    }
+
+    /// Adds a node on the underlay with a default route via the router.
+    pub fn add_node(&mut self, name: &str, profile: Profile) -> usize {
+        let i = self.nodes.len();
+        let ip = addr::node(i);
+        let mac = MacAddr(addr::node_mac(i));
+        write_dir(&self.directory).insert(ip, mac);
+        let dir = Arc::clone(&self.directory);
+        let resolver = Resolver::new(move |ip| {
+            dir.read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&ip)
+                .copied()
+        });
+        let at = self.fabric.attach(name);
+        let address = IpNet::new(ip, 24).unwrap_or_default();
+        let mut node = Node::new(name, address, mac, profile, resolver, at);
+        node.host.tcp_listen.insert(10250);
+        node.host.udp_listen.insert(53);
+        let router: IpAddr = addr::ROUTER
+            .parse()
+            .unwrap_or(IpAddr::from([192, 168, 1, 1]));
+        node.set_routes(
+            vec![crate::compiler::HostRoute::new(
+                "0.0.0.0/0".parse().unwrap_or_default(),
+                router,
+            )],
+            Vec::new(),
+        );
+        self.nodes.push(node);
+        i
+    }
+
+    /// Adds a route to the external router (toward a LoadBalancer ingress IP, say).
+    pub fn external_route(&mut self, destination: IpNet, via: IpAddr) {
+        self.external.routes.push(StackRoute {
+            destination,
+            via: Some(via),
+            dev: None,
+        });
+    }
+
+    /// The stack of `who`.
+    pub fn stack(&self, who: Who) -> Option<&Stack> {
+        match who {
+            Who::External => Some(&self.external),
+            Who::Node(n) => self.nodes.get(n).map(|n| &n.host),
+            Who::Pod(n, ep) => self.nodes.get(n).and_then(|n| n.pods.get(&ep)),
+        }
+    }
+
+    /// The stack of `who`, writable.
+    pub fn stack_mut(&mut self, who: Who) -> Option<&mut Stack> {
+        match who {
+            Who::External => Some(&mut self.external),
+            Who::Node(n) => self.nodes.get_mut(n).map(|n| &mut n.host),
+            Who::Pod(n, ep) => self.nodes.get_mut(n).and_then(|n| n.pods.get_mut(&ep)),
+        }
+    }
+
+    /// A name for `who` in messages.
+    pub fn name(&self, who: Who) -> String {
+        match who {
+            Who::External => "external".into(),
+            Who::Node(n) => self.nodes.get(n).map_or("?".into(), |n| n.name.clone()),
+            Who::Pod(n, ep) => self
+                .stack(Who::Pod(n, ep))
+                .map_or("?".into(), |s| s.name.clone()),
+        }
+    }
+
+    /// Lets `who` send `frames` and carries everything that follows until the cluster is
+    /// quiet.
+    pub fn run(&mut self, who: Who, frames: Vec<Out>) {
+        let mut q: VecDeque<(Hop, Vec<u8>)> = VecDeque::new();
+        self.queue_out(who, frames, &mut q);
+        let mut steps = 0;
+        while let Some((hop, bytes)) = q.pop_front() {
+            steps += 1;
+            if steps > 100_000 {
+                break;
+            }
+            self.clock_ms += 1;
+            match hop {
+                Hop::Stack(w, iface) => {
+                    let out = self
+                        .stack_mut(w)
+                        .map(|s| s.receive(iface, &bytes))
+                        .unwrap_or_default();
+                    self.queue_out(w, out, &mut q);
+                }
+                Hop::Wire(from) => {
+                    for to in self.fabric.carry(from, &bytes) {
+                        if to == self.external_at {
+                            q.push_back((Hop::Stack(Who::External, 0), bytes.clone()));
+                        } else if let Some((n, node)) = self
+                            .nodes
+                            .iter()
+                            .enumerate()
+                            .find(|(_, node)| node.attachment == to)
+                            && let Some(up) = node.compiler.uplink_port()
+                        {
+                            q.push_back((Hop::Switch(n, up), bytes.clone()));
+                        }
+                    }
+                }
+                Hop::Switch(n, port) => self.switch(n, port, bytes, &mut q),
+            }
+        }
+    }
+
+    fn queue_out(&self, who: Who, frames: Vec<Out>, q: &mut VecDeque<(Hop, Vec<u8>)>) {
+        for (iface, bytes) in frames {
+            let hop = match who {
+                Who::External => Some(Hop::Wire(self.external_at)),
+                Who::Node(n) => self
+                    .nodes
+                    .get(n)
+                    .and_then(|node| node.host_port(iface))
+                    .map(|p| Hop::Switch(n, p)),
+                Who::Pod(n, ep) => self
+                    .nodes
+                    .get(n)
+                    .and_then(|node| node.compiler.endpoint_port(ep))
+                    .map(|p| Hop::Switch(n, p)),
+            };
+            if let Some(h) = hop {
+                q.push_back((h, bytes));
+            }
+        }
+    }
+
+    fn switch(&mut self, n: usize, port: PortId, bytes: Vec<u8>, q: &mut VecDeque<(Hop, Vec<u8>)>) {
+        let now = Timestamp::from_millis(self.clock_ms);
+        let Some(node) = self.nodes.get_mut(n) else {
+            return;
+        };
+        let mut frame = Frame::new(&bytes);
+        let d = node.compiler.switch_mut().process(port, &mut frame, now);
+        let out = frame.bytes().to_vec();
+        let deliver = |to: PortId, b: Vec<u8>, q: &mut VecDeque<(Hop, Vec<u8>)>| {
+            if Some(to) == node.compiler.uplink_port() {
+                q.push_back((Hop::Wire(node.attachment), b));
+            } else if let Some(i) = node.host_iface(to) {
+                q.push_back((Hop::Stack(Who::Node(n), i), b));
+            } else if let Some(ep) = node.pod_at(to) {
+                q.push_back((Hop::Stack(Who::Pod(n, ep), 0), b));
+            }
+        };
+        match d {
+            Disposition::Deliver(to) | Disposition::Uplink(to) | Disposition::Reply(to) => {
+                deliver(to, out, q)
+            }
+            Disposition::Flood { from } => {
+                let targets: Vec<PortId> = node.compiler.switch().flood_targets(from).collect();
+                for t in targets {
+                    deliver(t, bytes.clone(), q);
+                }
+            }
+            Disposition::Drop(reason) => {
+                let t = node.compiler.switch_mut().trace(port, &bytes, now);
+                self.drops.push(DropRecord {
+                    node: node.name.clone(),
+                    port,
+                    reason,
+                    limitation: limitation::of_trace(&t),
+                    trace: t.to_string(),
+                });
+            }
+        }
+    }
+}
+
+fn write_dir(d: &Directory) -> std::sync::RwLockWriteGuard<'_, HashMap<IpAddr, MacAddr>> {
+    d.write().unwrap_or_else(|p| p.into_inner())
+}
