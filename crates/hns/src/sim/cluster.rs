@@ -293,6 +293,9 @@ impl Cluster {
                     deliver(t, bytes.clone(), q);
                 }
             }
+            // A frame the fabric flooded to this NIC that is for no one here: a NIC ignores it.
+            Disposition::Drop(DropReason::Hairpin | DropReason::UnknownDestination)
+                if Some(port) == node.compiler.uplink_port() => {}
             Disposition::Drop(reason) => {
                 let t = node.compiler.switch_mut().trace(port, &bytes, now);
                 self.drops.push(DropRecord {

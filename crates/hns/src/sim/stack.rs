@@ -95,6 +95,23 @@ impl Stack {
             .find(|a| a.is_ipv4() == like.is_ipv4())
     }
 
+    /// The source address for a packet to `dst`: the outgoing interface's address of the same
+    /// family (the first such address of the stack otherwise).
+    pub fn source_for(&self, dst: IpAddr) -> Option<IpAddr> {
+        if self.is_local(dst) {
+            return Some(dst);
+        }
+        self.route(dst)
+            .and_then(|(i, _)| {
+                self.interfaces[i]
+                    .addresses
+                    .iter()
+                    .map(IpNet::addr)
+                    .find(|a| a.is_ipv4() == dst.is_ipv4())
+            })
+            .or_else(|| self.address_like(dst))
+    }
+
     /// Forgets learned neighbours (after a topology change).
     pub fn flush_neighbors(&mut self) {
         self.neighbors.clear();

@@ -116,7 +116,7 @@ impl Cluster {
         self.token = self.token.wrapping_add(1);
         let token = 0x5157_0000 | self.token;
         let sport = sport.unwrap_or(30000 + (self.token % 30000) as u16);
-        let Some(src) = self.stack(from).and_then(|s| s.address_like(dst)) else {
+        let Some(src) = self.stack(from).and_then(|s| s.source_for(dst)) else {
             return Exchange {
                 request: None,
                 reply: None,
