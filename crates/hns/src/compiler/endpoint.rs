@@ -99,6 +99,11 @@ pub fn compile(c: &mut Compiler, state: &State, ep: &Endpoint) -> Compiled {
         }
     }
     let Some(port) = c.endpoint_port(ep.id) else {
+        // An address of the host (kube-proxy's source VIP): the switch answers for it with the
+        // host's MAC, so that a backend on the same subnet can address its replies.
+        if let Some(m) = ep.mac_address.map(mac).filter(|m| *m == c.facts.host_mac) {
+            out.owned.extend(ep.ips().map(|ip| (ip, m)));
+        }
         return out;
     };
     let host_attached = c
@@ -129,16 +134,25 @@ pub fn compile(c: &mut Compiler, state: &State, ep: &Endpoint) -> Compiled {
         return out;
     };
     if mode.encapsulates() {
+        let mut macs = Vec::new();
         for ip in ep.ips() {
             let Some(vni) = net.subnet_for(ip).and_then(hcn::Subnet::vsid) else {
                 continue;
             };
-            // Arrivals on the endpoint's VNI lose their outer headers at its port.
+            // Arrivals on the endpoint's VNI lose their outer headers at its port, and the
+            // inner frame (addressed to this node's DR MAC) is addressed to the pod, from the
+            // pod's gateway.
             let c = Conditions::any().direction(Direction::In).vni(vni);
             if !routes.iter().any(|r| r.conditions == c) {
-                routes.push(Rule::new(0, c, Action::Decap));
+                routes.push(Rule::new(0, c.clone(), Action::Decap));
+                let to_pod = Action::MacRewrite {
+                    src: Some(network::dr_mac(net)),
+                    dst: ep_mac,
+                };
+                macs.push(Rule::new(0, c, to_pod));
             }
         }
+        out.place(Target::Endpoint(ep.id), MAC, origin.clone(), macs);
     }
     out.place(Target::Endpoint(ep.id), ROUTE, origin.clone(), routes);
     nat::compile_outbound(c, ep, net, mode, &mut out, &origin);
