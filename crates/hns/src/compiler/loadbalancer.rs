@@ -6,7 +6,7 @@
 //! the VIP by the connection at the backend's own port. `PreserveDIP` leaves the VIP as
 //! destination for local backends.
 //!
-//! Where the rules go: every pod port (east-west), the uplink (unless `ILB`), and the host's
+//! Where the rules go: the pod ports of its backends' networks (east-west), the uplink (unless `ILB`), and the host's
 //! ports for Service VIPs and, with `LocalRoutedVIP`, NodePorts, within the profile's limits.
 
 use std::net::IpAddr;
@@ -81,7 +81,18 @@ pub fn compile(c: &mut Compiler, state: &State, lb: &LoadBalancer) -> Compiled {
             place_rule(c, lb, pm, node_port, &family, rule, &mut sets, &mut out);
         }
     }
-    out.place(Target::AllPods, SLB, origin.clone(), sets.pods);
+    // East-west, the load balancer is on the pods of its backends' networks.
+    let mut nets: Vec<hcn::Guid> = lb
+        .host_compute_endpoints
+        .iter()
+        .filter_map(|id| state.endpoint(*id))
+        .map(|e| e.host_compute_network)
+        .collect();
+    nets.sort();
+    nets.dedup();
+    for net in nets {
+        out.place(Target::Pods(net), SLB, origin.clone(), sets.pods.clone());
+    }
     out.place(Target::Uplink, SLB, origin.clone(), sets.uplink);
     out.place(Target::HostPorts, SLB, origin, sets.host);
     for (l, rules) in sets.refused {

@@ -235,6 +235,7 @@ impl Cluster {
                             .enumerate()
                             .find(|(_, node)| node.attachment == to)
                             && let Some(up) = node.compiler.uplink_port()
+                            && accepts(node, &bytes)
                         {
                             q.push_back((Hop::Switch(n, up), bytes.clone()));
                         }
@@ -308,6 +309,22 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The Hyper-V switch takes from the wire only frames for one of its vNICs (or broadcasts):
+/// a unicast the fabric floods for someone else never reaches its layers.
+fn accepts(node: &Node, frame: &[u8]) -> bool {
+    let Some(dst) = frame.get(0..6).and_then(|d| <[u8; 6]>::try_from(d).ok()) else {
+        return false;
+    };
+    let dst = MacAddr(dst);
+    dst.is_group()
+        || dst == node.mac
+        || node
+            .compiler
+            .switch()
+            .ports()
+            .any(|p| p.config().mac == Some(dst))
 }
 
 fn write_dir(d: &Directory) -> std::sync::RwLockWriteGuard<'_, HashMap<IpAddr, MacAddr>> {
