@@ -1,0 +1,238 @@
+//! Load balancer behaviour on the in-memory cluster: distribution, DSR, SourceVIP, the DSR
+//! hairpin with and without loopback DSR, PreserveDIP, ILB, LocalRoutedVIP.
+
+mod topology;
+
+use std::collections::BTreeSet;
+
+use hcn::loadbalancer::PortMappingFlags;
+use hcn::{LoadBalancer, LoadBalancerFlags, LoadBalancerPortMapping};
+use hns::Profile;
+use hns::sim::cluster::addr;
+use hns::sim::{Cluster, PodOptions, Service, Who};
+use hns::state::Object;
+use topology::*;
+
+/// Four backends (two per node) behind 10.96.0.40:80 and a client pod on node1.
+fn four(backend: Backend, affinity: bool) -> (Cluster, Who, Vec<Who>) {
+    let mut c = Cluster::new(2, Profile::Ws2022);
+    match backend {
+        Backend::HostGw => c.flannel_host_gw().unwrap(),
+        Backend::Vxlan => c.flannel_vxlan().unwrap(),
+    }
+    let client = c.add_pod(0, "client", PodOptions::default()).unwrap();
+    let backends: Vec<Who> = (0..4)
+        .map(|i| {
+            c.add_pod(i % 2, &format!("web-{i}"), PodOptions::default())
+                .unwrap()
+        })
+        .collect();
+    let mut svc = Service::tcp("default/web", "10.96.0.40", 80, 8080, backends.clone());
+    svc.client_ip_affinity = affinity;
+    svc.node_port = Some(30040);
+    c.add_service(&svc).unwrap();
+    (c, client, backends)
+}
+
+#[test]
+fn source_ip_affinity_keeps_a_client_on_one_backend() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let (mut c, client, backends) = four(backend, true);
+        let mut used = BTreeSet::new();
+        for _ in 0..24 {
+            let ex = c.tcp_syn(client, ip("10.96.0.40"), 80);
+            assert!(ex.ok(), "{ex}");
+            used.insert(ex.receiver().unwrap());
+        }
+        assert_eq!(used.len(), 1, "{used:?}");
+        assert!(backends.contains(used.first().unwrap()));
+        // An external client through the NodePort sticks to one backend too.
+        let mut used = BTreeSet::new();
+        for _ in 0..24 {
+            used.insert(
+                c.tcp_syn(Who::External, addr::node(0), 30040)
+                    .receiver()
+                    .unwrap(),
+            );
+        }
+        assert_eq!(used.len(), 1, "{used:?}");
+    }
+}
+
+#[test]
+fn no_affinity_spreads_new_connections_over_the_backends() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let (mut c, client, backends) = four(backend, false);
+        let mut used = BTreeSet::new();
+        for _ in 0..64 {
+            let ex = c.tcp_syn(client, ip("10.96.0.40"), 80);
+            assert!(ex.ok(), "{ex}");
+            used.insert(ex.receiver().unwrap());
+        }
+        assert_eq!(
+            used,
+            backends.iter().copied().collect(),
+            "all four backends get connections"
+        );
+    }
+}
+
+#[test]
+fn dsr_backends_see_the_client_and_replies_come_from_the_vip() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut t = topo(backend, Profile::Ws2022);
+        let (a, b, d) = (t.a, t.b, t.d);
+        let mut svc = Service::tcp("default/dsr", "10.96.0.60", 80, 8080, vec![b]);
+        svc.dsr = true;
+        t.c.add_service(&svc).unwrap();
+        let mut remote = Service::tcp("default/dsr-remote", "10.96.0.61", 80, 8080, vec![d]);
+        remote.dsr = true;
+        t.c.add_service(&remote).unwrap();
+        for (vip, backend_pod) in [("10.96.0.60", b), ("10.96.0.61", d)] {
+            let (syn, data) = t.c.tcp_connect(a, ip(vip), 80);
+            delivered(&syn, backend_pod, t.ip(a), t.ip(backend_pod), 8080);
+            delivered(&data, backend_pod, t.ip(a), t.ip(backend_pod), 8080);
+            let r = syn.reply.unwrap();
+            assert_eq!((r.src, r.src_port()), (ip(vip), 80), "{backend:?}");
+        }
+    }
+}
+
+#[test]
+fn without_dsr_the_backend_sees_the_source_vip() {
+    // Overlay: kube-proxy's --source-vip, the SourceVIP of every load balancer.
+    let mut t = topo(Backend::Vxlan, Profile::Ws2022);
+    let (a, b, d) = (t.a, t.b, t.d);
+    let svip = ip("10.244.1.2");
+    for (vip, backend_pod) in [(WEB_LOCAL, b), (WEB_REMOTE, d)] {
+        let ex = t.c.tcp_syn(a, ip(vip), 80);
+        delivered(&ex, backend_pod, svip, t.ip(backend_pod), 8080);
+        assert!(
+            ex.seen().unwrap().src_port() >= 49152,
+            "a port of the SNAT pool"
+        );
+    }
+}
+
+#[test]
+fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut c = Cluster::new(1, Profile::Ws2022);
+        match backend {
+            Backend::HostGw => c.flannel_host_gw().unwrap(),
+            Backend::Vxlan => c.flannel_vxlan().unwrap(),
+        }
+        let plain = c.add_pod(0, "plain", PodOptions::default()).unwrap();
+        let looped = c
+            .add_pod(
+                0,
+                "looped",
+                PodOptions {
+                    loopback_dsr: true,
+                    ..PodOptions::default()
+                },
+            )
+            .unwrap();
+        for (who, vip) in [(plain, "10.96.0.70"), (looped, "10.96.0.71")] {
+            let mut svc = Service::tcp("default/self", vip, 80, 8080, vec![who]);
+            svc.dsr = true;
+            c.add_service(&svc).unwrap();
+        }
+        // Without loopback DSR the pod gets its own SYN from itself and answers itself: the
+        // client never hears from the VIP and times out (calico#5522).
+        let ex = c.tcp_syn(plain, ip("10.96.0.70"), 80);
+        assert_eq!(ex.receiver(), Some(plain));
+        assert_eq!(ex.seen().unwrap().src, c.ip_of(plain).unwrap());
+        assert!(!ex.ok(), "{ex}");
+        // With it, the hairpin leaves with the node's address and comes back translated.
+        let ex = c.tcp_syn(looped, ip("10.96.0.71"), 80);
+        assert_eq!(ex.receiver(), Some(looped));
+        assert_eq!(ex.seen().unwrap().src, addr::node(0), "{ex}");
+        assert!(ex.ok(), "{ex}");
+    }
+}
+
+#[test]
+fn preserve_dip_delivers_with_the_vip_as_destination() {
+    let mut t = topo(Backend::HostGw, Profile::Ws2022);
+    let vip = ip("192.168.1.210");
+    // A DSR backend holds the VIP on its loopback.
+    let backend =
+        t.c.add_pod(
+            0,
+            "dsr-backend",
+            PodOptions {
+                extra_addresses: vec![vip],
+                ..PodOptions::default()
+            },
+        )
+        .unwrap();
+    let Who::Pod(_, ep) = backend else {
+        unreachable!()
+    };
+    // kube-proxy's ingress LB with preserve-destination: flags 28, DSR.
+    let lb = LoadBalancer {
+        host_compute_endpoints: vec![ep],
+        frontend_vips: vec![vip],
+        port_mappings: vec![LoadBalancerPortMapping {
+            protocol: 6,
+            internal_port: 8080,
+            external_port: 80,
+            distribution_type: 0,
+            flags: PortMappingFlags::VIP_EXTERNAL_IP
+                | PortMappingFlags::USE_MUX
+                | PortMappingFlags::PRESERVE_DIP,
+        }],
+        flags: LoadBalancerFlags::DSR,
+        linux_service: "default/preserve:80".into(),
+        ..LoadBalancer::default()
+    };
+    t.c.nodes[0].create(Object::LoadBalancer(lb)).unwrap();
+    t.c.external_route(format!("{vip}/32").parse().unwrap(), addr::node(0));
+    let ex = t.c.tcp_syn(Who::External, vip, 80);
+    // No DNAT: the backend sees the VIP and port as the client sent them.
+    delivered(&ex, backend, ip(addr::ROUTER), vip, 80);
+}
+
+/// A load balancer for pod b on node1 with the given port mapping flags.
+fn lb_for_b(t: &mut Topo, vip: &str, flags: u32) {
+    let Who::Pod(_, ep) = t.b else { unreachable!() };
+    let lb = LoadBalancer {
+        host_compute_endpoints: vec![ep],
+        frontend_vips: vec![ip(vip)],
+        port_mappings: vec![LoadBalancerPortMapping {
+            protocol: 6,
+            internal_port: 8080,
+            external_port: 80,
+            distribution_type: 0,
+            flags,
+        }],
+        ..LoadBalancer::default()
+    };
+    t.c.nodes[0].create(Object::LoadBalancer(lb)).unwrap();
+    t.c.external_route(format!("{vip}/32").parse().unwrap(), addr::node(0));
+}
+
+#[test]
+fn an_internal_load_balancer_serves_pods_only() {
+    let mut t = topo(Backend::HostGw, Profile::Ws2022);
+    lb_for_b(&mut t, "192.168.1.220", PortMappingFlags::ILB);
+    let (a, b) = (t.a, t.b);
+    assert_eq!(t.c.tcp_syn(a, ip("192.168.1.220"), 80).receiver(), Some(b));
+    let ex = t.c.tcp_syn(Who::External, ip("192.168.1.220"), 80);
+    assert!(!ex.ok(), "{ex}");
+    assert_ne!(ex.receiver(), Some(b));
+}
+
+#[test]
+fn local_routed_vip_is_reached_from_the_host_even_where_service_vips_are_not() {
+    let mut t = topo(Backend::HostGw, Profile::Ws2019);
+    lb_for_b(&mut t, "10.96.0.90", PortMappingFlags::LOCAL_ROUTED_VIP);
+    lb_for_b(&mut t, "10.96.0.91", 0);
+    let b = t.b;
+    assert_eq!(
+        t.c.tcp_syn(Who::Node(0), ip("10.96.0.90"), 80).receiver(),
+        Some(b)
+    );
+    assert!(!t.c.tcp_syn(Who::Node(0), ip("10.96.0.91"), 80).ok());
+}
