@@ -10,10 +10,11 @@ use crate::profile::{Limitation, Profile};
 /// The owner kind of every limitation rule.
 pub const KIND: &str = "Limitation";
 
-/// The origin of a rule enforcing `l` on `object` ("Endpoint <guid>", "LoadBalancer <guid>").
-pub fn origin(l: Limitation, profile: Profile, object: &str) -> Origin {
-    Origin::new(KIND, format!("{}/{object}", l.as_str()))
-        .with_source(format!("{} [{object}]", l.message(profile)))
+/// The origin of a rule enforcing `l` on the object `kind` `id` (what it applies to, e.g.
+/// "Endpoint OutBoundNAT", "LoadBalancer", "Network").
+pub fn origin(l: Limitation, profile: Profile, kind: &str, id: &str) -> Origin {
+    Origin::new(KIND, format!("{}/{id}", l.as_str()))
+        .with_source(format!("{}; {kind} {id}", l.message(profile)))
 }
 
 /// A rule refusing what `conditions` match.

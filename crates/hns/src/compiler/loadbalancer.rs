@@ -96,8 +96,12 @@ pub fn compile(c: &mut Compiler, state: &State, lb: &LoadBalancer) -> Compiled {
     out.place(Target::Uplink, SLB, origin.clone(), sets.uplink);
     out.place(Target::HostPorts, SLB, origin, sets.host);
     for (l, rules) in sets.refused {
-        let about = format!("LoadBalancer {} {}", lb.id, lb.linux_service);
-        let o = limitation::origin(l, c.facts.profile, about.trim_end());
+        let kind = if lb.linux_service.is_empty() {
+            "LoadBalancer".to_string()
+        } else {
+            format!("LoadBalancer of Service {}", lb.linux_service)
+        };
+        let o = limitation::origin(l, c.facts.profile, &kind, &lb.id.to_string());
         out.place(Target::HostPorts, SLB, o, rules);
     }
     out

@@ -116,11 +116,15 @@ pub fn compile_outbound(
         rules.push(Rule::new(500, out_dir().src_ip(ip), Action::Snat { pool }));
     }
     out.place(Target::Endpoint(ep.id), NAT, origin.clone(), rules);
-    let about = format!("Endpoint {} OutBoundNAT", ep.id);
     out.place(
         Target::Endpoint(ep.id),
         NAT,
-        limitation::origin(Limitation::IcmpThroughOutboundNat, c.facts.profile, &about),
+        limitation::origin(
+            Limitation::IcmpThroughOutboundNat,
+            c.facts.profile,
+            "OutBoundNAT of Endpoint",
+            &ep.id.to_string(),
+        ),
         refused,
     );
 }

@@ -135,12 +135,16 @@ pub fn compile(c: &mut Compiler, state: &State, net: &Network) -> Compiled {
         out.place(Target::Uplink, ROUTE, origin.clone(), encaps.clone());
         out.place(Target::HostPorts, ROUTE, origin.clone(), encaps);
         if c.facts.profile.imposes(Limitation::Ipv6OnOverlay) {
-            let about = format!("Network {}", net.id);
             let any_v6 = Conditions::any().dst_net(IpNet::V6(Default::default()));
             out.place(
                 Target::Pods(net.id),
                 ACL,
-                limitation::origin(Limitation::Ipv6OnOverlay, c.facts.profile, &about),
+                limitation::origin(
+                    Limitation::Ipv6OnOverlay,
+                    c.facts.profile,
+                    "Network",
+                    &net.id.to_string(),
+                ),
                 vec![limitation::refuse(0, any_v6)],
             );
         }

@@ -205,6 +205,25 @@ impl Cluster {
         }
     }
 
+    /// What the switch would do with `packet` sent by `who` (whose next hop must already be
+    /// resolved): the trace of its first switch, nothing sent.
+    pub fn trace(&mut self, who: Who, packet: &super::packet::Packet) -> Option<vfp::Trace> {
+        let (iface, bytes) = self.stack(who)?.frame_for(packet)?;
+        let (n, port) = match who {
+            Who::Node(n) => (n, self.nodes.get(n)?.host_port(iface)?),
+            Who::Pod(n, ep) => (n, self.nodes.get(n)?.compiler.endpoint_port(ep)?),
+            Who::External => return None,
+        };
+        let now = Timestamp::from_millis(self.clock_ms);
+        Some(
+            self.nodes
+                .get_mut(n)?
+                .compiler
+                .switch_mut()
+                .trace(port, &bytes, now),
+        )
+    }
+
     /// Lets `who` send `frames` and carries everything that follows until the cluster is
     /// quiet.
     pub fn run(&mut self, who: Who, frames: Vec<Out>) {

@@ -112,6 +112,15 @@ impl Stack {
             .or_else(|| self.address_like(dst))
     }
 
+    /// The frame this stack would send for `p` and out of which interface, if its next hop's
+    /// MAC is already known (for traces: nothing is sent, nothing resolved).
+    pub fn frame_for(&self, p: &Packet) -> Option<Out> {
+        let (iface, nh) = self.route(p.dst)?;
+        let mac = *self.neighbors.get(&nh)?;
+        let f = p.frame(self.interfaces[iface].mac, mac).ok()?;
+        Some((iface, f))
+    }
+
     /// Forgets learned neighbours (after a topology change).
     pub fn flush_neighbors(&mut self) {
         self.neighbors.clear();
