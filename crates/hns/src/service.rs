@@ -18,6 +18,10 @@ const MAX_BATCH: usize = 512;
 
 type Reply = Result<Option<Object>, HnsError>;
 
+/// Called with the state and the changes of each committed batch, on the committer thread,
+/// while writes wait: the data plane compiler subscribes here ([`Service::observe`]).
+pub type Observer = Box<dyn FnMut(&State, &[Change]) + Send>;
+
 struct Job {
     op: WriteOp,
     reply: oneshot::Sender<Reply>,
@@ -30,6 +34,7 @@ pub struct Service {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
     profile: Profile,
+    observers: Arc<Mutex<Vec<Observer>>>,
 }
 
 impl Service {
@@ -38,16 +43,32 @@ impl Service {
         let state = Arc::new(RwLock::new(store.load(profile)?));
         let (jobs, rx) = mpsc::channel::<Job>();
         let shared = Arc::clone(&state);
+        let observers: Arc<Mutex<Vec<Observer>>> = Arc::default();
+        let watching = Arc::clone(&observers);
         let committer = thread::Builder::new()
             .name("hns-committer".into())
-            .spawn(move || commit_loop(&store, &shared, &rx))
+            .spawn(move || commit_loop(&store, &shared, &rx, &watching))
             .map_err(|e| StoreError::Db(format!("cannot start the committer thread: {e}")))?;
         Ok(Service {
             state,
             jobs: Mutex::new(Some(jobs)),
             committer: Mutex::new(Some(committer)),
             profile,
+            observers,
         })
+    }
+
+    /// Subscribes `f` to committed changes. It is first called with every object as a `Put`
+    /// (the state so far), then with each committed batch, so it never misses one.
+    pub fn observe(&self, mut f: Observer) {
+        let state = write_lock(&self.state);
+        let all: Vec<Change> = crate::state::Kind::ALL
+            .into_iter()
+            .flat_map(|k| state.list_objects(k))
+            .map(Change::Put)
+            .collect();
+        f(&state, &all);
+        lock(&self.observers).push(f);
     }
 
     /// Finishes the writes already queued, closes the store and refuses further writes.
@@ -96,7 +117,16 @@ fn write_lock(state: &RwLock<State>) -> RwLockWriteGuard<'_, State> {
     state.write().unwrap_or_else(|p| p.into_inner())
 }
 
-fn commit_loop(store: &Store, state: &RwLock<State>, rx: &mpsc::Receiver<Job>) {
+fn lock(o: &Mutex<Vec<Observer>>) -> std::sync::MutexGuard<'_, Vec<Observer>> {
+    o.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn commit_loop(
+    store: &Store,
+    state: &RwLock<State>,
+    rx: &mpsc::Receiver<Job>,
+    observers: &Mutex<Vec<Observer>>,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -105,7 +135,14 @@ fn commit_loop(store: &Store, state: &RwLock<State>, rx: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let replies = commit_batch(store, &mut write_lock(state), batch);
+        let mut guard = write_lock(state);
+        let (replies, committed) = commit_batch(store, &mut guard, batch);
+        if !committed.is_empty() {
+            for f in lock(observers).iter_mut() {
+                f(&guard, &committed);
+            }
+        }
+        drop(guard);
         for (reply, result) in replies {
             // The caller may have gone away (client disconnected); the write stands.
             let _ = reply.send(result);
@@ -114,12 +151,13 @@ fn commit_loop(store: &Store, state: &RwLock<State>, rx: &mpsc::Receiver<Job>) {
 }
 
 /// Plans and applies each job in order (so later jobs see earlier ones), then commits all the
-/// changes at once. If the commit fails, every change is undone and every job fails.
+/// changes at once. If the commit fails, every change is undone and every job fails. Returns
+/// the replies and the changes that were committed.
 fn commit_batch(
     store: &Store,
     state: &mut State,
     batch: Vec<Job>,
-) -> Vec<(oneshot::Sender<Reply>, Reply)> {
+) -> (Vec<(oneshot::Sender<Reply>, Reply)>, Vec<Change>) {
     let mut replies = Vec::with_capacity(batch.len());
     let mut changes: Vec<Change> = Vec::new();
     let mut undo: Vec<Change> = Vec::new();
@@ -137,7 +175,7 @@ fn commit_batch(
         }
     }
     if changes.is_empty() {
-        return replies;
+        return (replies, changes);
     }
     if let Err(e) = store.commit(&changes) {
         tracing::error!(error = %e, "commit failed; undoing the batch");
@@ -152,8 +190,9 @@ fn commit_batch(
                 r.1 = Err(failed.clone());
             }
         }
+        return (replies, Vec::new());
     }
-    replies
+    (replies, changes)
 }
 
 /// The change that reverses `c` on the current state.
