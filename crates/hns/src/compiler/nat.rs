@@ -28,6 +28,8 @@ pub fn parse_net(s: &str) -> Option<IpNet> {
 /// The combined `OutBoundNAT` policies of an endpoint (win-bridge appends one per CIDR).
 #[derive(Debug, Default)]
 struct Outbound {
+    /// An `OutBoundNAT` policy asked for it (not only a NAT network's WinNAT).
+    explicit: bool,
     exceptions: Vec<IpNet>,
     destinations: Vec<IpNet>,
     virtual_ip: Option<IpAddr>,
@@ -39,6 +41,7 @@ fn outbound(ep: &Endpoint, net: &Network, mode: Mode) -> Option<Outbound> {
     for p in &ep.policies {
         if let EndpointPolicy::OutBoundNat(s) = p {
             any = true;
+            o.explicit = true;
             o.exceptions
                 .extend(s.exceptions.iter().filter_map(|e| parse_net(e)));
             o.destinations
@@ -68,7 +71,8 @@ pub fn compile_outbound(
     let out_dir = || Conditions::any().direction(Direction::Out);
     let mut rules = Vec::new();
     let mut refused = Vec::new();
-    let icmp_refused = c.facts.profile.imposes(Limitation::IcmpThroughOutboundNat);
+    // The limitation is VFP's OutboundNAT policy's; a NAT network's WinNAT carries ICMP.
+    let icmp_refused = o.explicit && c.facts.profile.imposes(Limitation::IcmpThroughOutboundNat);
     let own: Vec<IpNet> = c.facts.ips().map(IpNet::from).collect();
     for ip in ep.ips().collect::<Vec<_>>() {
         let Some(snat_ip) = o

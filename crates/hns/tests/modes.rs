@@ -1,0 +1,267 @@
+//! The other network modes and endpoint policies on the in-memory cluster: L2Tunnel (every
+//! pod packet through the router and back), Transparent (pod MACs on the wire), NAT (SNAT out,
+//! PortMapping in, the host vNIC as gateway), Private and Internal (local only), win-bridge's
+//! PortMapping on L2Bridge, EncapOverhead.
+
+mod topology;
+
+use std::net::IpAddr;
+
+use hcn::policy::{EncapOverheadPolicySetting, PortMappingPolicySetting};
+use hcn::{Endpoint, EndpointPolicy, IpConfig, Ipam, Network, NetworkType, Route, Subnet};
+use hns::Profile;
+use hns::sim::cluster::addr;
+use hns::sim::{Cluster, PodOptions, Who};
+use hns::state::Object;
+use topology::*;
+
+fn network(name: &str, t: NetworkType, prefix: &str, gateway: Option<&str>) -> Network {
+    Network {
+        name: name.into(),
+        network_type: t,
+        ipams: vec![Ipam {
+            ipam_type: None,
+            subnets: vec![Subnet {
+                ip_address_prefix: Some(prefix.parse().unwrap()),
+                policies: vec![],
+                routes: gateway
+                    .map(|g| Route {
+                        next_hop: Some(g.parse().unwrap()),
+                        destination_prefix: "0.0.0.0/0".parse().ok(),
+                        metric: 0,
+                    })
+                    .into_iter()
+                    .collect(),
+                flags: 0,
+            }],
+        }],
+        ..Network::default()
+    }
+}
+
+fn pod(
+    c: &mut Cluster,
+    net: hcn::Guid,
+    name: &str,
+    ip_: &str,
+    prefix: &str,
+    gw: &str,
+    policies: Vec<EndpointPolicy>,
+) -> Who {
+    let ep = Endpoint {
+        name: name.into(),
+        host_compute_network: net,
+        ip_configurations: vec![IpConfig {
+            ip_address: Some(ip_.parse().unwrap()),
+            prefix_length: 0,
+        }],
+        policies,
+        ..Endpoint::default()
+    };
+    c.add_pod_endpoint(0, name, ep, prefix.parse().unwrap(), ip(gw), vec![])
+        .unwrap()
+}
+
+#[test]
+fn l2tunnel_sends_every_pod_packet_to_the_router_even_to_a_local_pod() {
+    let mut c = Cluster::new(2, Profile::Ws2022);
+    c.flannel_l2tunnel().unwrap();
+    let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
+    let b = c.add_pod(0, "b", PodOptions::default()).unwrap();
+    let d = c.add_pod(1, "d", PodOptions::default()).unwrap();
+    let (ia, ib, id) = (
+        c.ip_of(a).unwrap(),
+        c.ip_of(b).unwrap(),
+        c.ip_of(d).unwrap(),
+    );
+    c.fabric.captured.clear();
+    let ex = c.tcp_syn(a, ib, 8080);
+    delivered(&ex, b, ia, ib, 8080);
+    // The SYN went out of node1 to the router, and came back from the router to node1.
+    let on_wire = |f: &&hns::sim::fabric::WireFrame| {
+        f.bytes.len() >= 34 && f.bytes[12..14] == [8, 0] && f.bytes[30..34] == [10, 244, 1, 4]
+    };
+    let node1 = c.nodes[0].attachment;
+    let seen: Vec<_> = c.fabric.captured.iter().filter(on_wire).collect();
+    assert!(
+        seen.iter()
+            .any(|f| f.from == node1 && f.bytes[0..6] == addr::ROUTER_MAC),
+        "out to the router"
+    );
+    assert!(
+        seen.iter()
+            .any(|f| f.from != node1 && f.bytes[0..6] == addr::node_mac(0)),
+        "back from it"
+    );
+    // And across nodes the same way.
+    let ex = c.tcp_syn(a, id, 8080);
+    delivered(&ex, d, ia, id, 8080);
+}
+
+#[test]
+fn transparent_pods_are_on_the_wire_with_their_own_mac_and_address() {
+    let mut c = Cluster::new(1, Profile::Ws2022);
+    let net = c.nodes[0]
+        .create(Object::Network(network(
+            "ext",
+            NetworkType::Transparent,
+            addr::UNDERLAY,
+            Some(addr::ROUTER),
+        )))
+        .unwrap();
+    let p = pod(
+        &mut c,
+        net,
+        "t",
+        "192.168.1.100",
+        addr::UNDERLAY,
+        addr::ROUTER,
+        vec![],
+    );
+    let mac = c.stack(p).unwrap().interfaces[0].mac;
+    let ex = c.tcp_syn(p, ip(addr::INTERNET), 80);
+    delivered(
+        &ex,
+        Who::External,
+        ip("192.168.1.100"),
+        ip(addr::INTERNET),
+        80,
+    );
+    assert_eq!(ex.seen().unwrap().src_mac, mac);
+    // The physical network reaches the pod directly.
+    let ex = c.tcp_syn(Who::External, ip("192.168.1.100"), 8080);
+    delivered(&ex, p, ip(addr::ROUTER), ip("192.168.1.100"), 8080);
+    assert_eq!(ex.seen().unwrap().dst_mac, mac);
+}
+
+#[test]
+fn nat_translates_out_maps_ports_in_and_the_host_vnic_is_the_gateway() {
+    let mut c = Cluster::new(1, Profile::Ws2022);
+    let net = c.nodes[0]
+        .create(Object::Network(network(
+            "nat",
+            NetworkType::Nat,
+            "172.20.0.0/24",
+            Some("172.20.0.1"),
+        )))
+        .unwrap();
+    let map = EndpointPolicy::PortMapping(PortMappingPolicySetting {
+        protocol: 6,
+        internal_port: 80,
+        external_port: 8088,
+        vip: None,
+        flags: 0,
+    });
+    let p = pod(
+        &mut c,
+        net,
+        "web",
+        "172.20.0.5",
+        "172.20.0.0/24",
+        "172.20.0.1",
+        vec![map],
+    );
+    let q = pod(
+        &mut c,
+        net,
+        "other",
+        "172.20.0.6",
+        "172.20.0.0/24",
+        "172.20.0.1",
+        vec![],
+    );
+    // Out: the node's address.
+    let ex = c.tcp_syn(p, ip(addr::INTERNET), 443);
+    delivered(&ex, Who::External, addr::node(0), ip(addr::INTERNET), 443);
+    assert!(c.ping(p, ip(addr::INTERNET)).ok(), "WinNAT carries ICMP");
+    // In: the port mapping, the client's address kept.
+    let ex = c.tcp_syn(Who::External, addr::node(0), 8088);
+    delivered(&ex, p, ip(addr::ROUTER), ip("172.20.0.5"), 80);
+    assert_eq!(ex.reply.unwrap().src_port(), 8088);
+    // The host is the gateway; pods talk to each other directly.
+    let ex = c.tcp_syn(p, ip("172.20.0.1"), 10250);
+    delivered(&ex, Who::Node(0), ip("172.20.0.5"), ip("172.20.0.1"), 10250);
+    let ex = c.udp(p, ip("172.20.0.6"), 53);
+    delivered(&ex, q, ip("172.20.0.5"), ip("172.20.0.6"), 53);
+}
+
+#[test]
+fn private_and_internal_networks_stay_on_the_host() {
+    for (t, gw) in [
+        (NetworkType::Private, None),
+        (NetworkType::Internal, Some("172.31.0.1")),
+    ] {
+        let mut c = Cluster::new(1, Profile::Unrestricted);
+        let net = c.nodes[0]
+            .create(Object::Network(network("local", t, "172.31.0.0/24", gw)))
+            .unwrap();
+        let g = gw.unwrap_or("172.31.0.1");
+        let p = pod(&mut c, net, "p", "172.31.0.5", "172.31.0.0/24", g, vec![]);
+        let q = pod(&mut c, net, "q", "172.31.0.6", "172.31.0.0/24", g, vec![]);
+        let ex = c.tcp_syn(p, ip("172.31.0.6"), 8080);
+        delivered(&ex, q, ip("172.31.0.5"), ip("172.31.0.6"), 8080);
+        let ex = c.tcp_syn(p, ip(addr::INTERNET), 80);
+        assert!(ex.request.is_none(), "{t}: {ex}");
+        if gw.is_some() {
+            // Internal: the host's vNIC on the network is reachable, nothing beyond.
+            let ex = c.tcp_syn(p, ip("172.31.0.1"), 10250);
+            delivered(&ex, Who::Node(0), ip("172.31.0.5"), ip("172.31.0.1"), 10250);
+            let d = ex.drops.len();
+            assert_eq!(d, 0);
+            let out = c.tcp_syn(p, ip(addr::INTERNET), 80);
+            let drop = out.drops.first().expect("dropped at the switch");
+            assert_eq!(drop.reason, vfp::DropReason::BlockedByRule);
+            assert!(
+                drop.trace.contains("network local (Internal)"),
+                "{}",
+                drop.trace
+            );
+        }
+    }
+}
+
+#[test]
+fn win_bridge_port_mappings_forward_a_node_port_to_the_pod() {
+    let mut t = topo(Backend::HostGw, Profile::Ws2022);
+    let map = EndpointPolicy::PortMapping(PortMappingPolicySetting {
+        protocol: 6,
+        internal_port: 8080,
+        external_port: 30500,
+        vip: None,
+        flags: 0,
+    });
+    let p =
+        t.c.add_pod(
+            0,
+            "hostport",
+            PodOptions {
+                policies: vec![map],
+                ..PodOptions::default()
+            },
+        )
+        .unwrap();
+    let ex = t.c.tcp_syn(Who::External, addr::node(0), 30500);
+    delivered(&ex, p, ip(addr::ROUTER), t.ip(p), 8080);
+}
+
+#[test]
+fn encap_overhead_lowers_the_pod_mtu() {
+    let mut t = topo(Backend::Vxlan, Profile::Ws2022);
+    let p =
+        t.c.add_pod(
+            0,
+            "mtu",
+            PodOptions {
+                policies: vec![EndpointPolicy::EncapOverhead(EncapOverheadPolicySetting {
+                    overhead: 50,
+                })],
+                ..PodOptions::default()
+            },
+        )
+        .unwrap();
+    let Who::Pod(_, ep) = p else { unreachable!() };
+    assert_eq!(t.c.nodes[0].compiler.endpoint_mtu(ep), Some(1450));
+    let Who::Pod(_, a) = t.a else { unreachable!() };
+    assert_eq!(t.c.nodes[0].compiler.endpoint_mtu(a), None);
+    let _: IpAddr = t.ip(p);
+}
