@@ -1,6 +1,8 @@
 //! The HNS -> VFP compiler on one node of a large cluster: 2,000 ClusterIP load balancers x 5
-//! backends (one local pod in every third, the rest over 5,000 remote endpoints behind 10
-//! other nodes, as in kubernetes#109124), Overlay with a RemoteSubnetRoute per node.
+//! backends (one local pod in every third, the rest over 5,000 remote endpoints, as in
+//! kubernetes#109124), Overlay with a RemoteSubnetRoute per other node (20 nodes, 250 pods
+//! each). `HNS_BENCH_UNCOVERED=1` puts the remote endpoints outside the remote subnets, so
+//! that each needs its own encapsulation rule on every port.
 //!
 //! Measures a full compile from scratch (`Compiler::build`) against a same-run baseline that
 //! installs the very same rules into a fresh switch with no compiling (the floor: vfp's own
@@ -54,7 +56,8 @@ struct Cluster {
 
 fn cluster(profile: Profile, lbs: usize, remote: usize, pods: usize) -> Cluster {
     let mut state = State::new(profile);
-    let nodes = 10;
+    let nodes = 20;
+    let uncovered = env("HNS_BENCH_UNCOVERED", 0) != 0;
     let mut policies: Vec<NetworkPolicy> = (1..=nodes)
         .map(|j| {
             NetworkPolicy::RemoteSubnetRoute(RemoteSubnetRoutePolicySetting {
@@ -115,12 +118,21 @@ fn cluster(profile: Profile, lbs: usize, remote: usize, pods: usize) -> Cluster 
         .map(|i| {
             let node = 1 + i % nodes;
             let host = i / nodes;
-            let ip = IpAddr::V4(Ipv4Addr::new(
-                10,
-                100 + node as u8,
-                (host / 250) as u8,
-                (host % 250) as u8 + 2,
-            ));
+            let ip = if uncovered {
+                IpAddr::V4(Ipv4Addr::new(
+                    10,
+                    100 + node as u8,
+                    (host / 250) as u8,
+                    (host % 250) as u8 + 2,
+                ))
+            } else {
+                IpAddr::V4(Ipv4Addr::new(
+                    10,
+                    244,
+                    node as u8 + 1,
+                    (host % 250) as u8 + 2,
+                ))
+            };
             let ep = Endpoint {
                 host_compute_network: net,
                 ip_configurations: vec![IpConfig {
@@ -258,7 +270,12 @@ fn main() {
     let t = Instant::now();
     let c = cluster(Profile::Ws2025, n_lbs, n_remote, n_pods);
     println!(
-        "state: {n_lbs} LBs x 5 backends, {n_remote} remote endpoints, {n_pods} pods (built in {:.2} s)",
+        "state: {n_lbs} LBs x 5 backends, {n_remote} remote endpoints ({}), {n_pods} pods (built in {:.2} s)",
+        if env("HNS_BENCH_UNCOVERED", 0) != 0 {
+            "outside the remote subnets"
+        } else {
+            "in the remote nodes' subnets"
+        },
         t.elapsed().as_secs_f64()
     );
 

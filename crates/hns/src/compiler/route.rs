@@ -201,10 +201,21 @@ pub fn remote_dr_mac(net: &Network, ip: IpAddr, pa: IpAddr) -> Option<MacAddr> {
     by_pa
 }
 
+/// True when one of the network's `RemoteSubnetRoute`s sends `ip` to `pa`.
+fn covered_by_subnet_route(net: &Network, ip: IpAddr, pa: IpAddr) -> bool {
+    net.policies.iter().any(|p| match p {
+        NetworkPolicy::RemoteSubnetRoute(r) => {
+            r.provider_address == pa && r.destination_prefix.contains(&ip)
+        }
+        _ => false,
+    })
+}
+
 /// A remote endpoint (`Flags` 1) with a `ProviderAddress`: its addresses are encapsulated
 /// toward that PA, from pods of its network and from the uplink and host (load-balanced
 /// traffic). A remote endpoint behind this node's own PA (kube-proxy's ClusterIP placeholder)
-/// needs nothing.
+/// needs nothing, nor does an address a `RemoteSubnetRoute` to the same PA already covers
+/// (kube-proxy's remote pods, thousands of them: the subnet route encapsulates them alike).
 pub fn compile_remote_endpoint(c: &Compiler, net: &Network, ep: &Endpoint) -> Compiled {
     let mut out = Compiled::default();
     let origin = Origin::new("Endpoint", ep.id.to_string()).with_source(format!(
@@ -226,6 +237,9 @@ pub fn compile_remote_endpoint(c: &Compiler, net: &Network, ep: &Endpoint) -> Co
     }
     let mut rules = Vec::new();
     for ip in ep.ips() {
+        if covered_by_subnet_route(net, ip, pa) {
+            continue;
+        }
         let vni = net
             .subnet_for(ip)
             .and_then(hcn::Subnet::vsid)
