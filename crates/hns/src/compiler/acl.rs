@@ -105,3 +105,69 @@ fn ports(s: &str) -> Option<Vec<PortRange>> {
         .collect();
     (!v.is_empty()).then_some(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcn::policy::AclRuleType;
+    use std::net::IpAddr;
+    use vfp::Headers;
+    use vfp::wire::proto;
+
+    fn acl(direction: AclDirection, local_ports: &str, remote: &str) -> AclPolicySetting {
+        AclPolicySetting {
+            protocols: "6,17".into(),
+            action: AclAction::Block,
+            direction,
+            local_addresses: String::new(),
+            remote_addresses: remote.into(),
+            local_ports: local_ports.into(),
+            remote_ports: String::new(),
+            rule_type: Some(AclRuleType::Switch),
+            priority: 250,
+        }
+    }
+
+    fn tcp(src: &str, sport: u16, dst: &str, dport: u16) -> Headers {
+        Headers {
+            src_ip: src.parse::<IpAddr>().unwrap(),
+            dst_ip: dst.parse::<IpAddr>().unwrap(),
+            proto: proto::TCP,
+            src_port: sport,
+            dst_port: dport,
+            ..Headers::empty()
+        }
+    }
+
+    #[test]
+    fn local_is_the_destination_inbound_and_the_source_outbound() {
+        let inbound = rule(&acl(AclDirection::In, "80,8000-8080", "10.244.2.0/24"));
+        assert_eq!(inbound.priority, 250);
+        assert_eq!(inbound.action, Action::Block);
+        let h = tcp("10.244.2.7", 40000, "10.244.1.3", 8080);
+        assert!(inbound.conditions.matches(&h, None, Direction::In));
+        assert!(!inbound.conditions.matches(&h, None, Direction::Out));
+        assert!(!inbound.conditions.matches(
+            &tcp("10.244.3.7", 1, "10.244.1.3", 80),
+            None,
+            Direction::In
+        ));
+        assert!(!inbound.conditions.matches(
+            &tcp("10.244.2.7", 1, "10.244.1.3", 81),
+            None,
+            Direction::In
+        ));
+        let outbound = rule(&acl(AclDirection::Out, "53", "10.96.0.10"));
+        let h = tcp("10.244.1.3", 53, "10.96.0.10", 999);
+        assert!(outbound.conditions.matches(&h, None, Direction::Out));
+        let mut icmp = h;
+        icmp.proto = proto::ICMP;
+        assert!(!outbound.conditions.matches(&icmp, None, Direction::Out));
+    }
+
+    #[test]
+    fn description_names_the_settings() {
+        let d = describe(&acl(AclDirection::In, "80", ""));
+        assert_eq!(d, "Block In priority 250 protocols 6,17 local ports 80");
+    }
+}

@@ -42,3 +42,35 @@ pub fn of_trace(trace: &Trace) -> Option<Limitation> {
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_names_its_limitation_and_only_limitation_origins_do() {
+        for l in Limitation::ALL {
+            let o = origin(l, Profile::Ws2022, "Network", "N1");
+            assert_eq!(of_origin(&o), Some(l));
+            assert!(o.to_string().contains(&l.message(Profile::Ws2022)));
+        }
+        assert_eq!(
+            of_origin(&Origin::new("LoadBalancer", "IcmpThroughOutboundNat/x")),
+            None
+        );
+    }
+
+    #[test]
+    fn profiles_impose_what_their_build_lacks() {
+        use Limitation::*;
+        assert!(Profile::Ws2022.imposes(IcmpThroughOutboundNat));
+        assert!(Profile::Ws2022.imposes(NodePortFromNode));
+        assert!(!Profile::Ws2022.imposes(ClusterIpFromNode));
+        assert!(Profile::Ws2019.imposes(ClusterIpFromNode));
+        assert!(
+            Limitation::ALL
+                .iter()
+                .all(|l| !Profile::Unrestricted.imposes(*l))
+        );
+    }
+}

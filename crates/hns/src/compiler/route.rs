@@ -267,3 +267,17 @@ pub fn compile_remote_endpoint(c: &Compiler, net: &Network, ep: &Endpoint) -> Co
     out.place(Target::HostPorts, ROUTE, origin, rules);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longer_prefixes_win_and_classes_break_ties() {
+        let p = |s: &str, c| priority(s.parse().unwrap(), c);
+        assert!(p("10.244.2.7/32", Class::Host) < p("10.244.2.0/24", Class::Endpoint));
+        assert!(p("10.244.2.0/24", Class::Endpoint) < p("10.244.2.0/24", Class::Network));
+        assert!(p("10.244.2.0/24", Class::Network) < p("0.0.0.0/0", Class::Endpoint));
+        assert!(p("fd00::1/128", Class::Host) < p("fd00::/64", Class::Endpoint));
+    }
+}

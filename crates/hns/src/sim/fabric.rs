@@ -66,3 +66,27 @@ impl Fabric {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(src: u8, dst: [u8; 6]) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[0..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+        f[12..14].copy_from_slice(&[0x08, 0x06]);
+        f
+    }
+
+    #[test]
+    fn floods_until_it_learns_then_forwards_to_one() {
+        let mut fab = Fabric::default();
+        let (a, b, c) = (fab.attach("a"), fab.attach("b"), fab.attach("c"));
+        assert_eq!(fab.carry(a, &frame(1, [2, 0, 0, 0, 0, 2])), vec![b, c]);
+        assert_eq!(fab.carry(b, &frame(2, [2, 0, 0, 0, 0, 1])), vec![a]);
+        assert_eq!(fab.carry(a, &frame(1, [2, 0, 0, 0, 0, 2])), vec![b]);
+        assert_eq!(fab.carry(c, &frame(3, [0xff; 6])), vec![a, b]);
+        assert_eq!(fab.captured.len(), 4);
+    }
+}

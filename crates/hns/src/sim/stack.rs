@@ -451,3 +451,103 @@ impl Stack {
         Some(Packet::new(p.dst, p.src, l4))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> Stack {
+        let mut s = Stack::new("h");
+        s.interfaces.push(Interface {
+            name: "eth0".into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            addresses: vec!["192.168.1.11/24".parse().unwrap()],
+        });
+        s.interfaces.push(Interface {
+            name: "cbr0".into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            addresses: vec!["10.244.1.2/24".parse().unwrap()],
+        });
+        s.routes.push(StackRoute {
+            destination: "0.0.0.0/0".parse().unwrap(),
+            via: Some("192.168.1.1".parse().unwrap()),
+            dev: None,
+        });
+        s.routes.push(StackRoute {
+            destination: "10.244.2.0/24".parse().unwrap(),
+            via: Some("192.168.1.12".parse().unwrap()),
+            dev: None,
+        });
+        s
+    }
+
+    #[test]
+    fn routes_take_the_longest_prefix_and_the_source_follows_the_interface() {
+        let s = host();
+        let ip = |x: &str| x.parse::<IpAddr>().unwrap();
+        assert_eq!(s.route(ip("10.244.1.7")), Some((1, ip("10.244.1.7"))));
+        assert_eq!(s.route(ip("10.244.2.7")), Some((0, ip("192.168.1.12"))));
+        assert_eq!(s.route(ip("8.8.8.8")), Some((0, ip("192.168.1.1"))));
+        assert_eq!(s.source_for(ip("10.244.1.7")), Some(ip("10.244.1.2")));
+        assert_eq!(s.source_for(ip("8.8.8.8")), Some(ip("192.168.1.11")));
+    }
+
+    #[test]
+    fn a_packet_waits_for_arp_then_leaves_and_the_answer_comes_back() {
+        let mut s = host();
+        s.tcp_listen.insert(10250);
+        let ip = |x: &str| x.parse::<IpAddr>().unwrap();
+        let p = Packet::new(
+            ip("192.168.1.11"),
+            ip("192.168.1.50"),
+            L4::Udp {
+                src_port: 1,
+                dst_port: 2,
+                payload: vec![1],
+            },
+        );
+        let out = s.send(p);
+        assert_eq!(out.len(), 1, "an ARP request first");
+        let (_, arp) = &out[0];
+        assert_eq!(arp[12..14], [0x08, 0x06]);
+        let reply = packet::arp_reply(
+            MacAddr([2, 0, 0, 0, 0, 0x50]),
+            "192.168.1.50".parse().unwrap(),
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            "192.168.1.11".parse().unwrap(),
+        );
+        let out = s.receive(0, &reply);
+        assert_eq!(out.len(), 1, "the queued packet");
+        let (_, parsed) = packet::parse(&out[0].1).unwrap();
+        let Parsed::Ip(sent) = parsed else { panic!() };
+        assert_eq!(sent.dst_mac, MacAddr([2, 0, 0, 0, 0, 0x50]));
+        // A SYN to a listening port is answered; to another port, reset.
+        let syn = |port| {
+            Packet::new(
+                ip("192.168.1.50"),
+                ip("192.168.1.11"),
+                L4::Tcp {
+                    src_port: 5555,
+                    dst_port: port,
+                    flags: TcpFlags::SYN,
+                    seq: 9,
+                    ack: 0,
+                    payload: vec![],
+                },
+            )
+            .frame(MacAddr([2, 0, 0, 0, 0, 0x50]), MacAddr([2, 0, 0, 0, 0, 1]))
+            .unwrap()
+        };
+        let out = s.receive(0, &syn(10250));
+        let (_, Parsed::Ip(a)) = packet::parse(&out[0].1).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.tcp_flags(), TcpFlags::SYN | TcpFlags::ACK);
+        let out = s.receive(0, &syn(1));
+        let (_, Parsed::Ip(r)) = packet::parse(&out[0].1).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.tcp_flags(), TcpFlags::RST | TcpFlags::ACK);
+        assert_eq!(s.inbox.len(), 2);
+    }
+}
