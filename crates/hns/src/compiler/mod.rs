@@ -178,14 +178,16 @@ impl Compiler {
                 Kind::Endpoint => {
                     keys.insert(Key::Endpoint(id));
                     // A host-attached endpoint is the gateway the network's pods are answered
-                    // with (flannel's cbr0_ep on L2Bridge).
-                    let net = state
+                    // with (flannel's cbr0_ep on L2Bridge): its network depends on it.
+                    let now = state
                         .endpoint(id)
-                        .map(|e| e.host_compute_network)
-                        .or_else(|| self.place_of(id).and_then(|p| p.network));
-                    if let Some(net) = net {
-                        keys.insert(Key::Network(net));
-                    }
+                        .filter(|e| network::is_host_attached(state, e))
+                        .map(|e| e.host_compute_network);
+                    let before = self
+                        .place_of(id)
+                        .filter(|p| p.role == Role::Host)
+                        .and_then(|p| p.network);
+                    keys.extend(now.or(before).map(Key::Network));
                 }
                 Kind::Namespace => {
                     if let Change::Put(Object::Namespace(ns)) = change {
