@@ -1,6 +1,7 @@
 //! hnsd, the Host Networking Service: HNS objects in a durable store behind an HCN-compatible
 //! HTTP/JSON API on a Unix socket, and the client that the CNI plugins, kube-proxy and the
-//! `winnet hns` command use.
+//! `winnet hns` command use; the compiler from those objects to the node's VFP switch
+//! ([`compiler`]); and an in-memory cluster of such nodes for tests and the demo ([`sim`]).
 
 pub mod api;
 pub mod client;
