@@ -117,3 +117,34 @@ fn pod_to_node_sees_the_pod_address() {
         delivered(&ex, Who::Node(n), t.ip(a), addr::node(n), 10250);
     }
 }
+
+#[test]
+fn the_pods_gateway_is_answered_by_the_switch_with_the_bridge_endpoints_mac() {
+    let mut t = t();
+    let a = t.a;
+    let Who::Pod(_, ep) = a else { unreachable!() };
+    let pod_mac = t.c.stack(a).unwrap().interfaces[0].mac;
+    let node = &mut t.c.nodes[0];
+    let cbr0_ep = node
+        .compiler
+        .host_interfaces()
+        .into_iter()
+        .find(|i| i.name == "cbr0_ep")
+        .expect("flannel's bridge endpoint is a host vNIC");
+    let port = node.compiler.endpoint_port(ep).unwrap();
+    let ask = hns::sim::packet::arp_request(
+        pod_mac,
+        "10.244.1.3".parse().unwrap(),
+        "10.244.1.2".parse().unwrap(),
+    );
+    let tr = node
+        .compiler
+        .switch_mut()
+        .trace(port, &ask, vfp::Timestamp(0));
+    assert_eq!(tr.disposition, vfp::Disposition::Reply(port), "{tr}");
+    let answer = tr.frame.unwrap();
+    // ARP reply: sender MAC (bytes 22..28) is cbr0_ep's, sender address .2.
+    assert_eq!(answer[20..22], [0, 2]);
+    assert_eq!(answer[22..28], cbr0_ep.mac.0);
+    assert_eq!(answer[28..32], [10, 244, 1, 2]);
+}

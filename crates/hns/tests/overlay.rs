@@ -101,3 +101,27 @@ fn pod_to_node_sees_the_pod_address_on_its_own_node() {
     let ex = t.c.tcp_syn(a, addr::node(1), 10250);
     delivered(&ex, Who::Node(1), addr::node(0), addr::node(1), 10250);
 }
+
+#[test]
+fn without_host_route_the_host_and_its_pods_do_not_reach_each_other() {
+    let mut t = t();
+    let (a, b) = (t.a, t.b);
+    let node = &mut t.c.nodes[0];
+    let net = node.network.clone().unwrap().id;
+    let body = serde_json::json!({"ResourceType": "Policy", "RequestType": "Remove",
+        "Settings": {"Policies": [{"Type": "HostRoute", "Settings": {}}]}});
+    let req: hcn::ModifyRequest = hcn::decode_value(body).unwrap();
+    node.hns(hns::state::WriteOp::Modify(hns::Kind::Network, net, req))
+        .unwrap();
+    node.host.flush_neighbors();
+    let ex = t.c.tcp_syn(a, addr::node(0), 10250);
+    assert!(ex.request.is_none(), "{ex}");
+    assert_eq!(ex.drops[0].reason, vfp::DropReason::BlockedByRule);
+    assert!(
+        ex.drops[0].trace.contains("network flannel.4096 (Overlay)"),
+        "{}",
+        ex.drops[0].trace
+    );
+    let ex = t.c.tcp_syn(Who::Node(0), t.ip(b), 8080);
+    assert!(ex.request.is_none(), "{ex}");
+}
