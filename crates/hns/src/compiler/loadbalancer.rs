@@ -78,7 +78,7 @@ pub fn compile(c: &mut Compiler, state: &State, lb: &LoadBalancer) -> Compiled {
             let Some(rule) = rule(c, lb, pm, &family, &dips, &origin.owner, &mut out) else {
                 continue;
             };
-            place_rule(c, lb, pm, node_port, &family, rule, &mut sets, &mut out);
+            place_rule(c, pm, node_port, &family, rule, &mut sets, &mut out);
         }
     }
     // East-west, the load balancer is on the pods of its backends' networks.
@@ -212,10 +212,8 @@ fn snat_pool(c: &mut Compiler, lb: &LoadBalancer, v4: bool) -> Option<vfp::PoolI
 }
 
 /// Puts a port mapping's rule where it applies.
-#[allow(clippy::too_many_arguments)]
 fn place_rule(
     c: &Compiler,
-    lb: &LoadBalancer,
     pm: &LoadBalancerPortMapping,
     node_port: bool,
     vips: &[IpAddr],
@@ -253,7 +251,6 @@ fn place_rule(
     } else {
         sets.host.push(rule);
     }
-    let _ = lb;
 }
 
 /// The refusal matching what `rule` would have load balanced.

@@ -305,7 +305,7 @@ impl Compiler {
                 Key::Node => route::compile_node(self),
                 Key::Network(id) => match state.network(id) {
                     Some(net) => {
-                        self.ensure_gateway_port(state, net);
+                        self.ensure_gateway_port(net);
                         network::compile(self, state, net)
                     }
                     None => {
@@ -447,9 +447,8 @@ impl Compiler {
     }
 
     /// Creates the gateway vNIC of a NAT / ICS / Internal network.
-    fn ensure_gateway_port(&mut self, state: &State, net: &hcn::Network) {
-        let _ = state;
-        let Some(want) = network::gateway_port(self, net) else {
+    fn ensure_gateway_port(&mut self, net: &hcn::Network) {
+        let Some(want) = network::gateway_port(net) else {
             self.remove_port_of(Key::Network(net.id));
             return;
         };

@@ -76,7 +76,7 @@ pub fn is_own_provider_address(c: &Compiler, net: &Network, pa: IpAddr) -> bool 
 }
 
 /// The gateway vNIC of a NAT / ICS / Internal network (the host is the pods' gateway).
-pub(crate) fn gateway_port(c: &Compiler, net: &Network) -> Option<PortWant> {
+pub(crate) fn gateway_port(net: &Network) -> Option<PortWant> {
     let mode = Mode::of(net.network_type)?;
     if !mode.has_gateway_vnic() {
         return None;
@@ -85,7 +85,6 @@ pub(crate) fn gateway_port(c: &Compiler, net: &Network) -> Option<PortWant> {
     let gw = subnet.gateway()?;
     let prefix = subnet.ip_address_prefix?;
     let name = format!("vEthernet ({})", display_name(net));
-    let _ = c;
     Some(PortWant {
         config: PortConfig::host(&name, derived_mac(net, 0x9a), vec![gw]),
         prefixes: IpNet::new(gw, prefix.prefix_len()).into_iter().collect(),

@@ -37,7 +37,6 @@ pub const POD_UDP: [u16; 2] = [53, 5353];
 impl Cluster {
     /// A pod on node `node` with the CNI plugin of the node's network.
     pub fn add_pod(&mut self, node: usize, name: &str, opts: PodOptions) -> Result<Who, HnsError> {
-        let nodes = self.nodes.len();
         let Some(n) = self.nodes.get_mut(node) else {
             return Err(bad(format!("no node {node}")));
         };
@@ -108,7 +107,6 @@ impl Cluster {
             policies,
             ..Endpoint::default()
         };
-        let _ = nodes;
         self.add_pod_endpoint(
             node,
             name,
