@@ -85,7 +85,8 @@ pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::Wir
             ip[2..4].copy_from_slice(&total.to_be_bytes());
             ip[12..16].copy_from_slice(&s.octets());
             ip[16..20].copy_from_slice(&d.octets());
-            let c = checksum::compute(ip);
+            // A fixed length lets the sum unroll.
+            let c = checksum::compute(&ip[..20]);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {

@@ -75,9 +75,30 @@ pub struct Switch {
     fragments: Fragments,
     /// Bumped by changes outside any port (addresses, pools, ports added or removed).
     topo_gen: u32,
-    /// The shortest of the configured timeouts.
-    min_timeout: Duration,
+    /// The shortest of the configured timeouts, in nanoseconds (compared with a timestamp
+    /// difference on every packet, without building a `Duration`).
+    min_timeout_nanos: u64,
     counters: FlowCounters,
+}
+
+/// Rewrites `frame` the way the connection in `r` rewrites packets of `side`, and returns the
+/// port they leave by. The forward headers are used in place rather than copied (`target`).
+#[inline(always)]
+fn replay(
+    r: &FlowRecord,
+    side: FlowSide,
+    frame: &mut Frame,
+    p: &Parsed,
+) -> Result<PortId, wire::WireError> {
+    match side {
+        FlowSide::Forward => {
+            transform::apply(frame, p, &r.fin, r.fin_outer.as_deref(), r.entropy).map(|()| r.port_b)
+        }
+        FlowSide::Reverse => {
+            let t = r.orig.reversed();
+            transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy).map(|()| r.port_a)
+        }
+    }
 }
 
 /// What a flow-table lookup found.
@@ -104,8 +125,9 @@ impl Switch {
         .into_iter()
         .min()
         .unwrap_or_default();
+        let min_timeout_nanos = u64::try_from(min_timeout.as_nanos()).unwrap_or(u64::MAX);
         Switch {
-            min_timeout,
+            min_timeout_nanos,
             config,
             ports: Vec::new(),
             fwd: Forwarding::default(),
@@ -383,8 +405,10 @@ impl Switch {
             && r.tcp.phase() == TcpPhase::Closed;
         // Most packets follow their predecessor within the shortest timeout; only the others
         // pay for working out the connection's phase.
-        let idle = now.since(r.last_seen);
-        if reopened || (idle > self.min_timeout && idle > self.timeout(r)) {
+        let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
+        if reopened
+            || (idle_nanos > self.min_timeout_nanos && now.since(r.last_seen) > self.timeout(r))
+        {
             Cached::Gone(slot)
         } else if self.is_fresh(r) {
             Cached::Hit(slot, side)
@@ -443,8 +467,7 @@ impl Switch {
         if flags != 0 {
             r.tcp.observe(side, flags);
         }
-        let (t, outer, to) = r.target(side);
-        let res = transform::apply(frame, p, &t, outer.map(|o| &**o), r.entropy).map(|_| to);
+        let res = replay(r, side, frame, p);
         self.counters.hits += 1;
         if let Some(port) = self
             .ports
@@ -627,9 +650,8 @@ impl Switch {
             && let Some(r) = self.flows.get(slot)
             && self.is_fresh(r)
         {
-            let (t, outer, to) = r.target(side);
-            return match transform::apply(frame, p, &t, outer.map(|o| &**o), r.entropy) {
-                Ok(()) => self.out_disposition(to),
+            return match replay(r, side, frame, p) {
+                Ok(to) => self.out_disposition(to),
                 Err(_) => Disposition::Drop(DropReason::RewriteFailed),
             };
         }

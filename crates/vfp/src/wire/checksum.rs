@@ -39,6 +39,7 @@ pub fn finish(acc: u32) -> u16 {
 }
 
 /// The checksum of a buffer with its checksum field zeroed (e.g. an IPv4 header).
+#[inline]
 pub fn compute(data: &[u8]) -> u16 {
     finish(sum(0, data))
 }
