@@ -438,7 +438,8 @@ async fn create<D: Driver>(
     ip: Option<&IpConfig>,
     made: &mut Made,
 ) -> Result<Endpoint, CniError> {
-    let doc = d.endpoint(req, client, net, name, ip).await?;
+    let mut doc = d.endpoint(req, client, net, name, ip).await?;
+    doc.linux_interface_name = req.args.ifname.clone();
     let mut ep = client
         .create_endpoint(&doc)
         .await
@@ -454,7 +455,8 @@ async fn create<D: Driver>(
                 address,
                 gateway: endpoint_gateway(&ep),
             };
-            let want = d.endpoint(req, client, net, name, Some(&assigned)).await?;
+            let mut want = d.endpoint(req, client, net, name, Some(&assigned)).await?;
+            want.linux_interface_name = req.args.ifname.clone();
             if want.mac_address != doc.mac_address || want.policies != doc.policies {
                 client
                     .delete_endpoint(ep.id)

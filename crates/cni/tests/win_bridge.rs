@@ -1,5 +1,6 @@
-//! win-bridge end to end: the winnet binary run as `win-bridge` by a runtime's rules, hnsd in
-//! this process, Debian's host-local as IPAM.
+//! win-bridge end to end: the winnet binary run as `win-bridge` by a runtime's rules, hnsd
+//! serving a node namespace with its data plane (endpoints become TAPs in the pods'
+//! namespaces), Debian's host-local as IPAM.
 
 mod common;
 
@@ -55,6 +56,13 @@ fn add_creates_endpoint_namespace_and_attachment() {
     assert_eq!(
         node.allocations(NET),
         vec![("10.244.1.10".into(), "pod1".into())]
+    );
+    // The pod's vNIC: a TAP named CNI_IFNAME in its namespace, with the allocated address.
+    assert_eq!(
+        node.addresses_in(&ns, "eth0"),
+        Some(vec!["10.244.1.10/24".to_string()]),
+        "{}",
+        node.hnsd_log()
     );
 }
 
@@ -312,6 +320,13 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
     assert_eq!(node.endpoints().len(), 50);
     assert_eq!(node.namespaces().len(), 50);
     assert_eq!(node.allocations(NET).len(), 50);
+    for ((_, ns), r) in pods.iter().zip(&results) {
+        assert_eq!(
+            node.addresses_in(ns, "eth0"),
+            Some(vec![r["ips"][0]["address"].as_str().unwrap_or_default().to_string()]),
+            "the pod's TAP carries its address"
+        );
+    }
 
     std::thread::scope(|s| {
         for (id, ns) in &pods {
@@ -327,6 +342,9 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
         node.allocations(NET)
     );
     assert!(node.records().is_empty(), "{:?}", node.records());
+    for (_, ns) in &pods {
+        assert_eq!(node.addresses_in(ns, "eth0"), None, "DEL removes the pod's TAP");
+    }
 }
 
 #[test]

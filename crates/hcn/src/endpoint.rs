@@ -49,6 +49,10 @@ pub struct Endpoint {
     pub flags: u32,
     pub health: Health,
     pub schema_version: SchemaVersion,
+    /// winnet: the name of the vNIC inside the namespace the endpoint is attached to (the CNI
+    /// `CNI_IFNAME`); `eth0` when empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub linux_interface_name: String,
 }
 
 impl Endpoint {

@@ -222,6 +222,7 @@ impl Hnsd {
             state_dir: dir.join("state"),
             socket: dir.join("hns.sock"),
             profile: Profile::Ws2022,
+            dataplane: None,
         };
         let socket = config.socket.clone();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod client;
 pub mod compiler;
+pub mod dataplane;
 pub mod profile;
 pub mod server;
 pub mod service;

@@ -25,6 +25,8 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error("serving failed: {0}")]
     Serve(io::Error),
+    #[error(transparent)]
+    Dataplane(#[from] crate::dataplane::DataplaneError),
 }
 
 /// What `winnet hnsd` is started with.
@@ -33,6 +35,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub socket: PathBuf,
     pub profile: Profile,
+    /// Carry packets on real devices in the calling thread's namespace; `None` serves the
+    /// objects only.
+    pub dataplane: Option<crate::dataplane::Config>,
 }
 
 /// Opens the store, binds the socket and serves until `shutdown` completes; removes the socket
@@ -42,7 +47,22 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let (listener, service) = open(config)?;
-    serve(listener, service, &config.socket, shutdown).await
+    let dataplane = match &config.dataplane {
+        Some(dp) => match crate::dataplane::Dataplane::start(&service, dp.clone()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                let _ = std::fs::remove_file(&config.socket);
+                service.shutdown();
+                return Err(e.into());
+            }
+        },
+        None => None,
+    };
+    let served = serve(listener, service, &config.socket, shutdown).await;
+    if let Some(d) = dataplane {
+        d.stop();
+    }
+    served
 }
 
 /// Binds the socket and loads the store: everything that can fail before serving.

@@ -17,4 +17,10 @@ pub mod packet_socket;
 pub mod resolv;
 pub mod tap;
 
+mod frame_fd;
+mod nlmsg;
+mod rtnl;
+mod sys;
+mod sysctl;
+
 pub use error::HostError;

@@ -77,6 +77,7 @@ async fn node() -> Node {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
         profile: Profile::Ws2022,
+        dataplane: None,
     })
     .expect("hnsd");
     let c = hnsd.client();

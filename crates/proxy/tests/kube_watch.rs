@@ -122,6 +122,7 @@ async fn services_come_from_a_kube_api_watch() {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
         profile: Profile::Ws2022,
+        dataplane: None,
     })
     .unwrap();
     let client = hnsd.client();

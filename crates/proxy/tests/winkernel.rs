@@ -30,6 +30,7 @@ async fn node(profile: Profile, overlay: bool) -> Node {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
         profile,
+        dataplane: None,
     })
     .unwrap();
     let client = hnsd.client();

@@ -5,13 +5,23 @@
 /// header (70 bytes) with room to spare.
 pub const DEFAULT_HEADROOM: usize = 128;
 
-/// An Ethernet frame being processed: the bytes live in `buf[start..]`; the bytes before
-/// `start` are headroom for encapsulation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An Ethernet frame being processed: the bytes live in `buf[start..end]`; the bytes before
+/// `start` are headroom for encapsulation. The buffer keeps its length between frames, so a
+/// device read into it ([`Frame::read_with`]) neither allocates nor clears memory.
+#[derive(Debug, Clone)]
 pub struct Frame {
     buf: Vec<u8>,
     start: usize,
+    end: usize,
 }
+
+impl PartialEq for Frame {
+    fn eq(&self, other: &Frame) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Frame {}
 
 impl Frame {
     /// Copies `bytes` into a new buffer with the default headroom.
@@ -19,9 +29,11 @@ impl Frame {
         let mut buf = Vec::with_capacity(DEFAULT_HEADROOM + bytes.len());
         buf.resize(DEFAULT_HEADROOM, 0);
         buf.extend_from_slice(bytes);
+        let end = buf.len();
         Frame {
             buf,
             start: DEFAULT_HEADROOM,
+            end,
         }
     }
 
@@ -29,7 +41,8 @@ impl Frame {
     /// A `headroom` larger than the buffer is clamped to an empty frame.
     pub fn from_vec(buf: Vec<u8>, headroom: usize) -> Frame {
         let start = headroom.min(buf.len());
-        Frame { buf, start }
+        let end = buf.len();
+        Frame { buf, start, end }
     }
 
     /// Replaces the frame's contents, keeping the default headroom and reusing the allocation.
@@ -38,21 +51,50 @@ impl Frame {
         self.buf.resize(DEFAULT_HEADROOM, 0);
         self.buf.extend_from_slice(bytes);
         self.start = DEFAULT_HEADROOM;
+        self.end = self.buf.len();
+    }
+
+    /// Fills the frame from a device: `read` gets the buffer from `prefix` bytes before the
+    /// default headroom's end, room for `prefix + capacity` bytes, and returns how many it
+    /// wrote. The first `prefix` of them (a device header) stay readable through
+    /// [`Frame::prefix`] until the frame is encapsulated; the rest is the frame. The buffer
+    /// is grown once, to the largest capacity asked, and never cleared.
+    pub fn read_with<E>(
+        &mut self,
+        prefix: usize,
+        capacity: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let prefix = prefix.min(DEFAULT_HEADROOM);
+        let want = DEFAULT_HEADROOM + capacity;
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        let from = DEFAULT_HEADROOM - prefix;
+        let n = read(&mut self.buf[from..want])?;
+        self.start = DEFAULT_HEADROOM;
+        self.end = (from + n).max(DEFAULT_HEADROOM).min(want);
+        Ok(())
+    }
+
+    /// The `n` bytes in front of the frame (a device header read by [`Frame::read_with`]).
+    pub fn prefix(&self, n: usize) -> &[u8] {
+        &self.buf[self.start.saturating_sub(n)..self.start]
     }
 
     /// The frame bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
+        &self.buf[self.start..self.end]
     }
 
     /// The frame bytes, writable.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..]
+        &mut self.buf[self.start..self.end]
     }
 
     /// Frame length in bytes.
     pub fn len(&self) -> usize {
-        self.buf.len() - self.start
+        self.end - self.start
     }
 
     /// True for an empty frame.
@@ -67,6 +109,7 @@ impl Frame {
             let grow = n - self.start + DEFAULT_HEADROOM;
             self.buf.splice(0..0, std::iter::repeat_n(0u8, grow));
             self.start += grow;
+            self.end += grow;
         }
         self.start -= n;
         &mut self.buf[self.start..self.start + n]
@@ -74,16 +117,17 @@ impl Frame {
 
     /// Removes `n` bytes from the front (all of them if the frame is shorter).
     pub fn pull_front(&mut self, n: usize) {
-        self.start = (self.start + n).min(self.buf.len());
+        self.start = (self.start + n).min(self.end);
     }
 
     /// Shortens the frame to `len` bytes (drops Ethernet padding after a rewrite, say).
     pub fn truncate(&mut self, len: usize) {
-        self.buf.truncate(self.start + len);
+        self.end = self.end.min(self.start + len);
     }
 
     /// The frame bytes as a vector (drops the headroom).
     pub fn into_vec(mut self) -> Vec<u8> {
+        self.buf.truncate(self.end);
         self.buf.drain(..self.start);
         self.buf
     }
@@ -92,6 +136,31 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_with_keeps_the_device_header_in_front_and_reuses_the_buffer() {
+        let mut f = Frame::new(&[]);
+        f.read_with(2, 16, |b: &mut [u8]| -> Result<usize, ()> {
+            b[..5].copy_from_slice(&[0xaa, 0xbb, 1, 2, 3]);
+            Ok(5)
+        })
+        .unwrap();
+        assert_eq!(f.prefix(2), &[0xaa, 0xbb]);
+        assert_eq!(f.bytes(), &[1, 2, 3]);
+        f.push_front(1).copy_from_slice(&[9]);
+        assert_eq!(f.bytes(), &[9, 1, 2, 3]);
+        f.read_with(2, 16, |b: &mut [u8]| -> Result<usize, ()> {
+            b[..3].copy_from_slice(&[0, 0, 7]);
+            Ok(3)
+        })
+        .unwrap();
+        assert_eq!(f.bytes(), &[7]);
+        f.truncate(0);
+        assert!(f.is_empty());
+        assert_eq!(f.clone().into_vec(), Vec::<u8>::new());
+        let err = f.read_with(2, 16, |_| Err("gone"));
+        assert_eq!(err, Err("gone"));
+    }
 
     #[test]
     fn push_and_pull_keep_the_payload() {

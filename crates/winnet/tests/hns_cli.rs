@@ -34,6 +34,7 @@ async fn create_list_get_and_dump() {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
         profile: hns::Profile::Ws2022,
+        dataplane: None,
     })
     .expect("hnsd");
     let s = hnsd.socket.clone();

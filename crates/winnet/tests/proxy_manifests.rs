@@ -88,6 +88,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
         profile: Profile::Ws2022,
+        dataplane: None,
     })
     .expect("hnsd");
     let client = hnsd.client();

@@ -1,14 +1,18 @@
-//! A node for end-to-end plugin tests: an hnsd in this process, the winnet binary installed
-//! under the plugin names (`winnet install-cni`), and calls made as a runtime makes them: a
-//! separate process, the `CNI_*` environment, the config on stdin.
+//! A node for end-to-end plugin tests: a Windows node as a network namespace with a NIC and
+//! `winnet hnsd --node-netns` serving it (so attached endpoints become TAPs in the pods'
+//! namespaces), the winnet binary installed under the plugin names (`winnet install-cni`), pod
+//! namespaces made with `ip netns add` as a runtime makes them, and calls made as a runtime
+//! makes them: a separate process, the `CNI_*` environment, the config on stdin. Root only
+//! (CI is); everything made is removed when the node is dropped.
 
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hcn::Guid;
 use hns::Client;
@@ -22,11 +26,15 @@ pub fn winnet() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_winnet"))
 }
 
-/// One Windows node: hnsd, a plugin directory, scratch dirs.
+/// One Windows node: its namespace, hnsd, a plugin directory, scratch dirs, pod namespaces.
 pub struct Node {
     pub dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
-    hnsd: Option<hns::server::Running>,
+    hnsd: Option<Child>,
+    /// The node's namespace (`ip netns` name).
+    pub node_ns: String,
+    /// Pod namespaces made so far.
+    pods: Mutex<Vec<String>>,
 }
 
 /// What a plugin run printed and returned.
@@ -64,8 +72,12 @@ impl Run {
 }
 
 impl Node {
-    /// Starts hnsd (profile ws2022) and installs the plugins with `winnet install-cni`.
+    /// Makes the node's namespace (a NIC `eth0` whose peer stays inside it), starts `winnet
+    /// hnsd --node-netns` (profile ws2022) and installs the plugins with `winnet install-cni`.
     pub fn start() -> Node {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the CNI end-to-end tests make namespaces and TAPs: run them as root (CI does)");
         let ipam_ok = Path::new(DEBIAN_CNI).join("host-local").is_file();
         assert!(
             ipam_ok,
@@ -77,26 +89,25 @@ impl Node {
             .enable_all()
             .build()
             .expect("runtime");
-        let config = hns::server::Config {
-            state_dir: dir.path().join("hnsd"),
-            socket: dir.path().join("hns.sock"),
-            profile: hns::Profile::default(),
-        };
-        let hnsd = {
-            let _in_rt = rt.enter();
-            hns::server::spawn(&config).expect("hnsd starts")
-        };
-        let node = Node {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let node_ns = format!("wc{}n{n}", std::process::id());
+        let mut node = Node {
             dir,
             rt,
-            hnsd: Some(hnsd),
+            hnsd: None,
+            node_ns,
+            pods: Mutex::new(Vec::new()),
         };
-        for _ in 0..200 {
-            if node.hns(node.client().get_version()).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let ns = node.node_ns.clone();
+        ip(&["netns", "add", &ns]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0"]);
+        ip(&["-n", &ns, "addr", "add", "192.168.99.11/24", "dev", "eth0"]);
+        ip(&["-n", &ns, "link", "set", "eth0", "up"]);
+        ip(&["-n", &ns, "link", "set", "wire0", "up"]);
+        ip(&["-n", &ns, "route", "add", "default", "via", "192.168.99.1"]);
+        node.start_hnsd();
         let out = Command::new(winnet())
             .arg("install-cni")
             .arg(node.plugin_dir())
@@ -107,8 +118,35 @@ impl Node {
             "install-cni: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        std::fs::create_dir_all(node.netns_dir()).expect("netns dir");
         node
+    }
+
+    fn start_hnsd(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("hnsd.log")).expect("hnsd log");
+        let child = Command::new(winnet())
+            .arg("hnsd")
+            .args(["--node-netns", &self.node_ns, "--nic", "eth0", "--profile", "ws2022"])
+            .arg("--state-dir")
+            .arg(self.dir.path().join("hnsd"))
+            .arg("--socket")
+            .arg(self.socket())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start winnet hnsd");
+        self.hnsd = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.hns(self.client().get_version()).is_err() {
+            assert!(Instant::now() < deadline, "hnsd did not answer:\n{}", self.hnsd_log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What hnsd logged.
+    pub fn hnsd_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("hnsd.log")).unwrap_or_default()
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -122,9 +160,6 @@ impl Node {
     }
     pub fn ipam_dir(&self) -> PathBuf {
         self.dir.path().join("host-local")
-    }
-    fn netns_dir(&self) -> PathBuf {
-        self.dir.path().join("netns")
     }
 
     /// `CNI_PATH`: our plugins, then Debian's.
@@ -143,17 +178,44 @@ impl Node {
 
     /// Stops hnsd (STATUS tests).
     pub fn stop_hnsd(&mut self) {
-        if let Some(h) = self.hnsd.take() {
-            self.rt.block_on(h.stop()).expect("hnsd stops");
+        if let Some(mut h) = self.hnsd.take() {
+            let _ = h.kill();
+            let _ = h.wait();
         }
     }
 
-    /// A pod "network namespace": a plain file standing in for /var/run/netns/<name> (the TAP
-    /// inside it is hnsd's business).
+    /// A pod network namespace, made as a runtime makes it (`ip netns add`); its path.
     pub fn netns(&self, name: &str) -> String {
-        let p = self.netns_dir().join(name);
-        std::fs::write(&p, b"").expect("netns file");
-        p.to_string_lossy().into_owned()
+        let full = format!("{}-{name}", self.node_ns);
+        ip(&["netns", "add", &full]);
+        self.pods
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(full.clone());
+        format!("/run/netns/{full}")
+    }
+
+    /// The addresses (`addr/len`) of interface `dev` in the namespace at `netns`; `None` when
+    /// the interface does not exist.
+    pub fn addresses_in(&self, netns: &str, dev: &str) -> Option<Vec<String>> {
+        let name = netns.rsplit('/').next().unwrap_or(netns);
+        let out = Command::new("ip")
+            .args(["-n", name, "-j", "addr", "show", "dev", dev])
+            .output()
+            .expect("run ip");
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        Some(
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
+                .filter(|a| a["family"] == "inet" || a["scope"] == "global")
+                .filter_map(|a| Some(format!("{}/{}", a["local"].as_str()?, a["prefixlen"].as_u64()?)))
+                .collect(),
+        )
     }
 
     /// An L2Bridge network like flanneld's host-gw one: `prefix`, gateway `.1`.
@@ -303,6 +365,28 @@ impl Node {
         }
         out
     }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_hnsd();
+        let pods = std::mem::take(&mut *self.pods.lock().unwrap_or_else(|p| p.into_inner()));
+        for p in pods {
+            let _ = Command::new("ip").args(["netns", "del", &p]).status();
+            let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&p));
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.node_ns]).status();
+    }
+}
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// host-local's files in a network dir: one per address, holding `<container>\r\n<ifname>`.

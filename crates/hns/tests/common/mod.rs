@@ -28,6 +28,7 @@ impl Hnsd {
             state_dir: dir.path().join("state"),
             socket: dir.path().join("hns.sock"),
             profile,
+            dataplane: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -40,6 +41,7 @@ impl Hnsd {
         let hnsd = Hnsd {
             dir,
             profile,
+            dataplane: None,
             stop: Some(stop),
             task: Some(task),
         };

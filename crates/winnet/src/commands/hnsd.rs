@@ -17,13 +17,43 @@ pub struct Args {
     /// Which Windows build to reproduce: ws2019, ws2022, ws2025 or unrestricted.
     #[arg(long, default_value = "ws2022")]
     profile: Profile,
+    /// Run the node whose host stack is this network namespace (`ip netns` name), with its
+    /// data plane: TAP vNICs, the NIC taken over by external networks, packets carried.
+    #[arg(long, value_name = "NAME")]
+    node_netns: Option<String>,
+    /// Carry packets in hnsd's own namespace (what --node-netns does in another). Without
+    /// either, hnsd serves the objects only.
+    #[arg(long)]
+    dataplane: bool,
+    /// The NIC external networks bind to (default: the interface of the default route).
+    #[arg(long, value_name = "IFNAME")]
+    nic: Option<String>,
+    /// The node's name in traces (default: the namespace's name, else the host name).
+    #[arg(long)]
+    node_name: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(name) = &args.node_netns {
+        // Before any other thread exists, so that every thread hnsd starts is in the node.
+        host::netns::Netns::named(name)
+            .enter()
+            .with_context(|| format!("cannot enter the node's namespace {name}"))?;
+    }
+    let dataplane = (args.node_netns.is_some() || args.dataplane).then(|| hns::dataplane::Config {
+        node_name: args
+            .node_name
+            .clone()
+            .or_else(|| args.node_netns.clone())
+            .unwrap_or_else(hostname),
+        state_dir: args.state_dir.clone(),
+        nic: args.nic.clone(),
+    });
     let config = Config {
         state_dir: args.state_dir,
         socket: args.socket,
         profile: args.profile,
+        dataplane,
     };
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async {
@@ -31,4 +61,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!("hnsd stopped");
         Ok(())
     })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "node".into())
 }

@@ -1,0 +1,529 @@
+//! Which device each switch port has, and making them: a TAP for the management vNIC and each
+//! host vNIC in the node's namespace, a TAP in the pod's namespace for each attached pod
+//! endpoint (its MAC, addresses, gateway routes, MTU and DNS), and an AF_PACKET socket on the
+//! NIC for the uplink. A device whose wanted shape is unchanged is kept as it is; TAPs are
+//! persistent, so an hnsd that starts again finds and adopts them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use hcn::{Endpoint, Guid, NamespaceType, NetworkType};
+use host::HostError;
+use host::link::{Netlink, RouteEntry, set_sysctl};
+use host::netns::Netns;
+use host::packet_socket::PacketSocket;
+use host::tap::Tap;
+use ipnet::IpNet;
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
+use vfp::PortId;
+
+use super::uplink::{Uplink, management_name};
+use crate::compiler::Compiler;
+use crate::state::State;
+
+/// The largest GSO segment a pod's kernel may hand a TAP: room for VXLAN's 50 bytes of
+/// outer headers inside an IP packet's 64 KiB.
+const GSO_MAX: u32 = 64_000;
+/// Bytes VXLAN adds (outer Ethernet, IPv4, UDP, VXLAN).
+const VXLAN_OVERHEAD: u32 = 50;
+/// Prefix of the namespaces hnsd makes for HostComputeNamespaces created without one.
+pub const NETNS_PREFIX: &str = "hcn-";
+
+/// What a device is for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// The management vNIC `vEthernet-<nic>`.
+    Management,
+    /// The NIC.
+    Uplink,
+    /// A host vNIC (host-attached endpoint, NAT gateway), by its name.
+    Host(String),
+    /// A pod endpoint's vNIC.
+    Pod(Guid),
+}
+
+/// The shape a device should have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// AF_PACKET on the NIC.
+    Uplink { nic: String },
+    /// A TAP.
+    Tap(TapSpec),
+}
+
+/// A TAP vNIC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapSpec {
+    /// The namespace it lives in; the node's when `None`.
+    pub netns: Option<PathBuf>,
+    pub name: String,
+    pub mac: [u8; 6],
+    pub addresses: Vec<IpNet>,
+    pub mtu: u32,
+    /// Routes via gateways (a pod's default route).
+    pub routes: Vec<(IpNet, IpAddr)>,
+    /// DNS servers and the one search suffix, for `/etc/netns/<name>/resolv.conf`.
+    pub dns: Option<(Vec<IpAddr>, Vec<String>)>,
+    /// False for the management vNIC, whose addresses the uplink moves.
+    pub configure: bool,
+}
+
+/// A device that carries frames: what the pump reads and writes.
+pub enum Io {
+    Tap(Tap),
+    Packet(PacketSocket),
+}
+
+impl Io {
+    /// Reads one frame (with its virtio-net header).
+    pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Tap(t) => t.recv(buf),
+            Io::Packet(p) => p.recv(buf),
+        }
+    }
+
+    /// Writes one frame behind a virtio-net header.
+    pub fn send(&self, hdr: &[u8], frame: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Tap(t) => t.send_vectored(hdr, frame),
+            Io::Packet(p) => p.send_vectored(hdr, frame),
+        }
+    }
+
+    /// True for the uplink (frames must leave MTU-sized, with complete checksums).
+    pub fn is_uplink(&self) -> bool {
+        matches!(self, Io::Packet(_))
+    }
+}
+
+/// A device and the port it serves.
+pub struct Device {
+    pub port: PortId,
+    pub io: Io,
+    spec: Spec,
+    key: Key,
+}
+
+/// The node's devices.
+#[derive(Default)]
+pub struct Devices {
+    by_token: HashMap<u64, Device>,
+    tokens: HashMap<Key, u64>,
+    ports: HashMap<PortId, u64>,
+    next_token: u64,
+    /// Devices that failed to be made, with why (logged once per change).
+    failed: HashMap<Key, String>,
+}
+
+impl Devices {
+    /// The device read under epoll token `t`.
+    pub fn by_token(&self, t: u64) -> Option<&Device> {
+        self.by_token.get(&t)
+    }
+
+    /// The device of switch port `p`.
+    pub fn by_port(&self, p: PortId) -> Option<&Device> {
+        self.ports.get(&p).and_then(|t| self.by_token.get(t))
+    }
+
+    /// Number of devices.
+    pub fn len(&self) -> usize {
+        self.by_token.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
+    /// Makes the devices `want`, keeps those already right, removes the rest.
+    pub fn sync(&mut self, want: Vec<(Key, PortId, Spec)>, epoll: &Epoll) {
+        let wanted: HashSet<&Key> = want.iter().map(|(k, _, _)| k).collect();
+        let gone: Vec<Key> = self
+            .tokens
+            .keys()
+            .filter(|k| !wanted.contains(k))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.remove(&k, epoll);
+        }
+        self.failed.retain(|k, _| wanted.contains(k));
+        for (key, port, spec) in want {
+            if let Some(t) = self.tokens.get(&key).copied() {
+                let same = self.by_token.get(&t).is_some_and(|d| d.spec == spec);
+                if same {
+                    if let Some(d) = self.by_token.get_mut(&t) {
+                        d.port = port;
+                    }
+                    continue;
+                }
+                self.remove(&key, epoll);
+            }
+            match open(&spec) {
+                Ok(io) => {
+                    self.failed.remove(&key);
+                    self.insert(key, port, spec, io, epoll);
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    if self.failed.get(&key) != Some(&msg) {
+                        tracing::warn!(device = ?key, "cannot make the device: {msg}");
+                        self.failed.insert(key, msg);
+                    }
+                }
+            }
+        }
+        self.ports = self.by_token.iter().map(|(t, d)| (d.port, *t)).collect();
+    }
+
+    /// Removes the management vNIC's and the uplink's devices (before the NIC is given back).
+    pub fn remove_uplink_devices(&mut self, epoll: &Epoll) {
+        self.remove(&Key::Management, epoll);
+        self.remove(&Key::Uplink, epoll);
+    }
+
+    fn insert(&mut self, key: Key, port: PortId, spec: Spec, io: Io, epoll: &Epoll) {
+        self.next_token += 1;
+        let token = self.next_token;
+        let fd = match &io {
+            Io::Tap(t) => t.as_fd(),
+            Io::Packet(p) => p.as_fd(),
+        };
+        if let Err(e) = epoll.add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token)) {
+            tracing::warn!(device = ?key, "cannot watch the device: {e}");
+            return;
+        }
+        self.tokens.insert(key.clone(), token);
+        self.by_token.insert(
+            token,
+            Device {
+                port,
+                io,
+                spec,
+                key,
+            },
+        );
+    }
+
+    fn remove(&mut self, key: &Key, epoll: &Epoll) {
+        let Some(t) = self.tokens.remove(key) else {
+            return;
+        };
+        let Some(d) = self.by_token.remove(&t) else {
+            return;
+        };
+        self.ports.retain(|_, tok| *tok != t);
+        let _ = match &d.io {
+            Io::Tap(tap) => epoll.delete(tap.as_fd()),
+            Io::Packet(p) => epoll.delete(p.as_fd()),
+        };
+        if let Io::Tap(tap) = &d.io {
+            // The management vNIC is removed by the uplink when it gives the NIC back.
+            if d.key != Key::Management {
+                let _ = tap.set_persist(false);
+            }
+        }
+        let _ = d.spec;
+    }
+}
+
+/// The devices the switch's ports should have now.
+pub fn desired(c: &Compiler, state: &State, uplink: &Uplink) -> Vec<(Key, PortId, Spec)> {
+    let mut want = Vec::new();
+    let mtu = uplink.mtu();
+    if uplink.taken()
+        && let Some(nic) = uplink.nic()
+    {
+        if let Some(up) = c.uplink_port() {
+            want.push((Key::Uplink, up, Spec::Uplink { nic: nic.into() }));
+        }
+        want.push((
+            Key::Management,
+            c.management_port(),
+            Spec::Tap(TapSpec {
+                netns: None,
+                name: management_name(nic),
+                mac: c.facts().host_mac.0,
+                addresses: Vec::new(),
+                mtu,
+                routes: Vec::new(),
+                dns: None,
+                configure: false,
+            }),
+        ));
+    }
+    for i in c.host_interfaces() {
+        if i.port == c.management_port() {
+            continue;
+        }
+        want.push((
+            Key::Host(i.name.clone()),
+            i.port,
+            Spec::Tap(TapSpec {
+                netns: None,
+                name: link_name(&i.name),
+                mac: i.mac.0,
+                addresses: i.addresses.clone(),
+                mtu,
+                routes: Vec::new(),
+                dns: None,
+                configure: true,
+            }),
+        ));
+    }
+    for ep in state.endpoints() {
+        let Some(port) = c.endpoint_port(ep.id) else {
+            continue;
+        };
+        let Some(ns) = state.namespace(ep.host_compute_namespace) else {
+            continue;
+        };
+        if matches!(
+            ns.namespace_type,
+            Some(NamespaceType::Host | NamespaceType::HostDefault)
+        ) {
+            continue;
+        }
+        let Some(mac) = ep.mac_address else {
+            continue;
+        };
+        let netns = netns_path(ns);
+        let overlay = state
+            .network(ep.host_compute_network)
+            .is_some_and(|n| n.network_type == NetworkType::Overlay);
+        let ep_mtu = c.endpoint_mtu(ep.id).map(u32::from).unwrap_or(if overlay {
+            mtu.saturating_sub(VXLAN_OVERHEAD)
+        } else {
+            mtu
+        });
+        want.push((
+            Key::Pod(ep.id),
+            port,
+            Spec::Tap(TapSpec {
+                dns: dns_of(ep, &netns),
+                netns: Some(netns),
+                name: if ep.linux_interface_name.is_empty() {
+                    "eth0".into()
+                } else {
+                    ep.linux_interface_name.clone()
+                },
+                mac: mac.0,
+                addresses: pod_addresses(state, ep),
+                mtu: ep_mtu,
+                routes: pod_routes(state, ep),
+                configure: true,
+            }),
+        ));
+    }
+    want
+}
+
+/// The namespace a HostComputeNamespace is: its `LinuxNetns`, or the one hnsd made for it.
+pub fn netns_path(ns: &hcn::Namespace) -> PathBuf {
+    if ns.linux_netns.is_empty() {
+        Path::new(Netns::RUN_DIR).join(format!("{NETNS_PREFIX}{}", ns.id))
+    } else {
+        PathBuf::from(&ns.linux_netns)
+    }
+}
+
+/// Makes the namespaces of HostComputeNamespaces created without one.
+pub fn ensure_namespaces(state: &State) {
+    for ns in state.namespaces() {
+        if !ns.linux_netns.is_empty()
+            || matches!(
+                ns.namespace_type,
+                Some(NamespaceType::Host | NamespaceType::HostDefault)
+            )
+        {
+            continue;
+        }
+        let name = format!("{NETNS_PREFIX}{}", ns.id);
+        if !Netns::named(&name).exists()
+            && let Err(e) = Netns::create(&name)
+        {
+            tracing::warn!(namespace = %ns.id, "cannot make network namespace {name}: {e}");
+        }
+    }
+}
+
+/// Removes the namespaces hnsd made whose HostComputeNamespace is gone.
+pub fn collect_namespaces(state: &State) {
+    let Ok(dir) = std::fs::read_dir(Netns::RUN_DIR) else {
+        return;
+    };
+    let live: HashSet<String> = state
+        .namespaces()
+        .map(|ns| format!("{NETNS_PREFIX}{}", ns.id))
+        .collect();
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = name
+            .strip_prefix(NETNS_PREFIX)
+            .is_some_and(|id| id.parse::<Guid>().is_ok());
+        if ours && !live.contains(&name) {
+            let _ = host::resolv::remove(&name);
+            if let Err(e) = Netns::named(&name).delete() {
+                tracing::warn!("cannot remove network namespace {name}: {e}");
+            }
+        }
+    }
+}
+
+/// A Linux interface name for a host vNIC: the endpoint's name when Linux allows it, else
+/// `hns-` and a hash of it.
+pub fn link_name(name: &str) -> String {
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace());
+    if ok {
+        return name.to_string();
+    }
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("hns-{:08x}", h as u32)
+}
+
+fn pod_addresses(state: &State, ep: &Endpoint) -> Vec<IpNet> {
+    let net = state.network(ep.host_compute_network);
+    ep.ip_configurations
+        .iter()
+        .filter_map(|cfg| {
+            let ip = cfg.ip_address?;
+            let len = match cfg.prefix_length {
+                0 => net?.subnet_for(ip)?.ip_address_prefix?.prefix_len(),
+                n => n,
+            };
+            IpNet::new(ip, len).ok()
+        })
+        .collect()
+}
+
+/// The pod's routes: the endpoint's own, else those of the subnet its address is in.
+fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
+    let own: Vec<(IpNet, IpAddr)> = ep
+        .routes
+        .iter()
+        .filter_map(|r| Some((r.destination_prefix?, r.next_hop?)))
+        .collect();
+    if !own.is_empty() {
+        return own;
+    }
+    let Some(net) = state.network(ep.host_compute_network) else {
+        return Vec::new();
+    };
+    let mut routes: BTreeMap<IpNet, IpAddr> = BTreeMap::new();
+    for ip in ep.ips() {
+        if let Some(s) = net.subnet_for(ip) {
+            for r in &s.routes {
+                if let (Some(d), Some(h)) = (r.destination_prefix, r.next_hop)
+                    && d.addr().is_ipv4() == ip.is_ipv4()
+                {
+                    routes.insert(d, h);
+                }
+            }
+        }
+    }
+    routes.into_iter().collect()
+}
+
+/// The pod's DNS, when its namespace is a named one (`/etc/netns/<name>/resolv.conf` is what
+/// `ip netns exec` shows it). Windows keeps one connection-specific suffix.
+fn dns_of(ep: &Endpoint, netns: &Path) -> Option<(Vec<IpAddr>, Vec<String>)> {
+    netns.strip_prefix(Netns::RUN_DIR).ok()?;
+    let servers: Vec<IpAddr> = ep
+        .dns
+        .server_list
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    if servers.is_empty() {
+        return None;
+    }
+    let suffix = if ep.dns.domain.is_empty() {
+        ep.dns.search.first().cloned()
+    } else {
+        Some(ep.dns.domain.clone())
+    };
+    Some((servers, suffix.into_iter().collect()))
+}
+
+/// Makes (or adopts) the device.
+fn open(spec: &Spec) -> Result<Io, HostError> {
+    match spec {
+        Spec::Uplink { nic } => PacketSocket::bind(nic).map(Io::Packet),
+        Spec::Tap(s) => {
+            let tap = match &s.netns {
+                Some(path) => Netns::from_path(path).run(|| make_tap(s))?,
+                None => make_tap(s)?,
+            };
+            if let (Some((servers, search)), Some(name)) =
+                (&s.dns, s.netns.as_ref().and_then(|p| p.file_name()))
+            {
+                host::resolv::write(&name.to_string_lossy(), servers, search, &[])?;
+            }
+            Ok(Io::Tap(tap))
+        }
+    }
+}
+
+/// In the TAP's namespace: open it (persistent) and give it its MAC, MTU, addresses and routes.
+fn make_tap(s: &TapSpec) -> Result<Tap, HostError> {
+    let tap = Tap::open(&s.name)?;
+    tap.set_persist(true)?;
+    if !s.configure {
+        return Ok(tap);
+    }
+    let mut nl = Netlink::open()?;
+    let link = nl
+        .link(&s.name)?
+        .ok_or_else(|| HostError::NotFound(format!("TAP {} vanished after it was made", s.name)))?;
+    if link.mac != Some(s.mac) {
+        nl.set_mac(link.index, s.mac)?;
+    }
+    if link.mtu != s.mtu {
+        nl.set_mtu(link.index, s.mtu)?;
+    }
+    nl.set_gso_max_size(link.index, GSO_MAX)?;
+    if !s.addresses.iter().any(|a| a.addr().is_ipv6()) {
+        // No IPv6 on this vNIC: no router solicitations or MLD reports into the switch.
+        let _ = set_sysctl(&format!("net/ipv6/conf/{}/disable_ipv6", s.name), "1");
+    }
+    for a in &s.addresses {
+        nl.add_address(link.index, *a)?;
+    }
+    nl.set_up(link.index, true)?;
+    for (dst, via) in &s.routes {
+        nl.add_route(&RouteEntry {
+            destination: *dst,
+            gateway: Some(*via),
+            oif: Some(link.index),
+            metric: None,
+        })?;
+    }
+    Ok(tap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_vnic_names_fit_linux() {
+        assert_eq!(link_name("cbr0_ep"), "cbr0_ep");
+        let long = link_name("vEthernet (nat)");
+        assert!(long.starts_with("hns-") && long.len() <= 15, "{long}");
+        assert_eq!(long, link_name("vEthernet (nat)"));
+        assert_ne!(link_name("a b"), link_name("a c"));
+    }
+}

@@ -1,0 +1,224 @@
+//! The data plane on real devices: the node's switch (compiled from hnsd's objects) moving
+//! frames between TAP vNICs and an AF_PACKET uplink.
+//!
+//! hnsd runs in the node's network namespace (the host). After every committed batch the
+//! compiler updates the switch and [`devices`] brings the devices in line: an external network
+//! takes the NIC over ([`uplink`]: the host's addresses and routes move to the management vNIC
+//! `vEthernet-<nic>`, as Windows does when it creates an external vSwitch), a host-attached
+//! endpoint becomes a TAP in the node's namespace, a pod endpoint a TAP in its namespace with
+//! its address, gateway, MTU and DNS. One thread ([`pump`]) carries the frames; another
+//! ([`kernel`]) follows the host's routes and neighbours, which the compiler needs (next hops,
+//! provider addresses). TAPs are persistent: a restarted hnsd re-adopts them, and pods keep
+//! their interfaces while it is down.
+
+pub mod devices;
+pub mod kernel;
+pub mod offload;
+pub mod pump;
+pub mod uplink;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::{self, JoinHandle};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+use crate::compiler::Compiler;
+use crate::service::Service;
+use crate::state::{Change, State};
+
+use devices::Devices;
+use kernel::KernelView;
+use uplink::Uplink;
+
+/// The epoll token of the wake-up eventfd (device tokens start at 1).
+const WAKE: u64 = 0;
+
+/// How the data plane is started.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The node's name (traces, port names).
+    pub node_name: String,
+    /// Where hnsd keeps its state; the record of a taken-over NIC lives here.
+    pub state_dir: PathBuf,
+    /// The NIC external networks bind to; the one with the default route when `None`.
+    pub nic: Option<String>,
+}
+
+/// Why the data plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    #[error("data plane: {0}")]
+    Host(#[from] host::HostError),
+    #[error("data plane: {0}")]
+    Sys(String),
+}
+
+/// The running data plane of one node.
+pub struct Dataplane {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What the committer, the pump and the kernel follower share.
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    epoll: Epoll,
+    wake: EventFd,
+    stop: AtomicBool,
+    service: Weak<Service>,
+}
+
+/// Everything behind the data plane's lock.
+pub(crate) struct Inner {
+    pub(crate) compiler: Option<Compiler>,
+    pub(crate) devices: Devices,
+    pub(crate) uplink: Uplink,
+    pub(crate) kernel: KernelView,
+    node_name: String,
+}
+
+impl Dataplane {
+    /// Starts the data plane of `service`'s objects in the calling thread's namespace (the
+    /// node's). Devices are made before this returns, as are those of every later commit
+    /// before its caller is answered.
+    pub fn start(service: &Arc<Service>, config: Config) -> Result<Dataplane, DataplaneError> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+            .map_err(|e| DataplaneError::Sys(format!("epoll_create: {e}")))?;
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .map_err(|e| DataplaneError::Sys(format!("eventfd: {e}")))?;
+        epoll
+            .add(&wake, EpollEvent::new(EpollFlags::EPOLLIN, WAKE))
+            .map_err(|e| DataplaneError::Sys(format!("epoll_ctl: {e}")))?;
+        let uplink = Uplink::open(&config.state_dir, config.nic.clone())?;
+        let kernel = KernelView::new()?;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                compiler: None,
+                devices: Devices::default(),
+                uplink,
+                kernel,
+                node_name: config.node_name.clone(),
+            }),
+            epoll,
+            wake,
+            stop: AtomicBool::new(false),
+            service: Arc::downgrade(service),
+        });
+        let observer = Arc::clone(&shared);
+        service.observe(Box::new(move |state, changes| {
+            observer.on_commit(state, changes);
+        }));
+        let mut threads = Vec::new();
+        let pump = Arc::clone(&shared);
+        threads.push(
+            thread::Builder::new()
+                .name("hns-pump".into())
+                .spawn(move || pump::run(&pump))
+                .map_err(|e| DataplaneError::Sys(format!("cannot start the pump thread: {e}")))?,
+        );
+        let follower = Arc::clone(&shared);
+        threads.push(
+            thread::Builder::new()
+                .name("hns-kernel".into())
+                .spawn(move || kernel::follow(&follower))
+                .map_err(|e| {
+                    DataplaneError::Sys(format!("cannot start the kernel follower: {e}"))
+                })?,
+        );
+        Ok(Dataplane { shared, threads })
+    }
+
+    /// Stops carrying frames. Devices stay (TAPs are persistent): pods keep their interfaces
+    /// and a restarted hnsd adopts them.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.wake.write(1);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Dataplane {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the switch as the last compile made it.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// The committer's hook: compile the batch, then bring the devices in line.
+    fn on_commit(&self, state: &State, changes: &[Change]) {
+        let mut inner = self.lock();
+        inner.compile(state, changes);
+        inner.reconcile(state, &self.epoll);
+    }
+
+    /// Runs `f` on the committed state with the data plane locked (state lock first, as the
+    /// committer takes them).
+    pub(crate) fn with_state(&self, f: impl FnOnce(&State, &mut Inner, &Epoll)) {
+        if let Some(service) = self.service.upgrade() {
+            service.read(|state| {
+                let mut inner = self.lock();
+                f(state, &mut inner, &self.epoll);
+            });
+        }
+    }
+}
+
+impl Inner {
+    fn compile(&mut self, state: &State, changes: &[Change]) {
+        match &mut self.compiler {
+            Some(c) => c.apply(state, changes),
+            None => {
+                let facts = self.uplink.node_facts(
+                    &self.node_name,
+                    state.profile(),
+                    self.kernel.resolver(),
+                );
+                self.compiler = Some(Compiler::build(state, facts));
+            }
+        }
+    }
+
+    /// Takes the NIC over or gives it back as external networks come and go, then makes,
+    /// keeps or removes each device.
+    pub(crate) fn reconcile(&mut self, state: &State, epoll: &Epoll) {
+        let Some(compiler) = self.compiler.as_ref() else {
+            return;
+        };
+        let external = state
+            .networks()
+            .any(|n| uplink::is_external(n.network_type));
+        if external && !self.uplink.taken() {
+            if let Err(e) = self.uplink.take_over() {
+                tracing::error!("cannot take the NIC over for the external switch: {e}");
+            }
+        }
+        if !external && self.uplink.taken() {
+            self.devices.remove_uplink_devices(epoll);
+            if let Err(e) = self.uplink.give_back() {
+                tracing::error!("cannot give the NIC its addresses back: {e}");
+            }
+        }
+        devices::ensure_namespaces(state);
+        let want = devices::desired(compiler, state, &self.uplink);
+        self.devices.sync(want, epoll);
+        devices::collect_namespaces(state);
+    }
+}

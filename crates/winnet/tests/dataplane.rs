@@ -1,0 +1,547 @@
+//! Real packets through hnsd's switch (issue 5): Windows nodes as network namespaces on a
+//! fabric, each with `winnet hnsd --node-netns`, pods as namespaces whose vNIC is a TAP that
+//! hnsd made, real programs talking through them. Run as root (CI is).
+
+mod lab;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use hcn::{Endpoint, Guid, Namespace, Network};
+use lab::{Lab, ok, seen_from};
+use serde_json::json;
+
+const GATEWAY: &str = "192.168.77.1";
+/// An address of the external host outside every exception list (so pods are SNATed to it).
+const OUTSIDE: &str = "10.99.0.1";
+
+fn node_ip(i: usize) -> String {
+    format!("192.168.77.{}", 11 + i)
+}
+
+fn subnet(i: usize) -> String {
+    format!("10.244.{}.0/24", i + 1)
+}
+
+fn pod_ip(i: usize, host: u8) -> String {
+    format!("10.244.{}.{host}", i + 1)
+}
+
+fn dr_mac(i: usize) -> String {
+    format!("00-15-5D-DD-00-{:02X}", i + 1)
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn decode<T: serde::de::DeserializeOwned + hcn::Validate>(v: serde_json::Value) -> T {
+    hcn::decode_value(v).unwrap_or_else(|e| panic!("bad test document: {}", e.message))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    L2Bridge,
+    Overlay,
+}
+
+/// A cluster of `n` Windows nodes on one fabric with an external host, flannel's network on
+/// each (host-gw's L2Bridge `cbr0` with `cbr0_ep` and routes, or vxlan's Overlay with a
+/// RemoteSubnetRoute per other node).
+struct Cluster {
+    lab: Lab,
+    rt: tokio::runtime::Runtime,
+    mode: Mode,
+    networks: Vec<Guid>,
+    external: String,
+}
+
+impl Cluster {
+    fn new(tag: &str, n: usize, mode: Mode, profile: &str) -> Cluster {
+        let mut lab = Lab::new(tag);
+        let external = lab.add_ns("ext");
+        lab.plug(&external, "ext", &format!("{GATEWAY}/24"), None);
+        ok(&[
+            "ip",
+            "-n",
+            &external,
+            "addr",
+            "add",
+            &format!("{OUTSIDE}/32"),
+            "dev",
+            "lo",
+        ]);
+        for i in 0..n {
+            lab.node(
+                &format!("n{i}"),
+                &format!("n{i}"),
+                &format!("{}/24", node_ip(i)),
+                GATEWAY,
+                profile,
+            );
+        }
+        let mut c = Cluster {
+            lab,
+            rt: rt(),
+            mode,
+            networks: Vec::new(),
+            external,
+        };
+        for i in 0..n {
+            let id = match mode {
+                Mode::L2Bridge => c.host_gw(i, n),
+                Mode::Overlay => c.vxlan(i, n),
+            };
+            c.networks.push(id);
+        }
+        c
+    }
+
+    fn node_ns(&self, i: usize) -> String {
+        self.lab.hnsds[i].node.clone()
+    }
+
+    fn client(&self, i: usize) -> hns::Client {
+        self.lab.hnsds[i].client()
+    }
+
+    fn host_gw(&mut self, i: usize, n: usize) -> Guid {
+        let client = self.client(i);
+        let net: Network = decode(json!({
+            "Name": "cbr0", "Type": "L2Bridge",
+            "Ipams": [{"Type": "Static", "Subnets": [{"IpAddressPrefix": subnet(i),
+                "Routes": [{"NextHop": pod_ip(i, 1), "DestinationPrefix": "0.0.0.0/0"}]}]}],
+            "Policies": [{"Type": "NetAdapterName", "Settings": {"NetworkAdapterName": "eth0"}}],
+            "SchemaVersion": {"Major": 2, "Minor": 0}
+        }));
+        let net = self
+            .rt
+            .block_on(client.create_network(&net))
+            .expect("create cbr0");
+        let ep: Endpoint = decode(json!({
+            "Name": "cbr0_ep", "HostComputeNetwork": net.id.to_string(),
+            "IpConfigurations": [{"IpAddress": pod_ip(i, 2), "PrefixLength": 24}]
+        }));
+        let ep = self
+            .rt
+            .block_on(client.create_endpoint(&ep))
+            .expect("create cbr0_ep");
+        let ns: Namespace =
+            decode(json!({"Type": "Host", "SchemaVersion": {"Major": 2, "Minor": 0}}));
+        let ns = self
+            .rt
+            .block_on(client.create_namespace(&ns))
+            .expect("host namespace");
+        self.rt
+            .block_on(client.add_namespace_endpoint(ns.id, ep.id))
+            .expect("attach cbr0_ep to the host");
+        let node = self.node_ns(i);
+        for j in (0..n).filter(|j| *j != i) {
+            ok(&[
+                "ip",
+                "-n",
+                &node,
+                "route",
+                "add",
+                &subnet(j),
+                "via",
+                &node_ip(j),
+            ]);
+        }
+        net.id
+    }
+
+    fn vxlan(&mut self, i: usize, n: usize) -> Guid {
+        let client = self.client(i);
+        let mut policies = vec![
+            json!({"Type": "NetAdapterName", "Settings": {"NetworkAdapterName": "eth0"}}),
+            json!({"Type": "DrMacAddress", "Settings": {"Address": dr_mac(i)}}),
+            json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": node_ip(i)}}),
+            json!({"Type": "HostRoute", "Settings": {}}),
+        ];
+        for j in (0..n).filter(|j| *j != i) {
+            policies.push(json!({"Type": "RemoteSubnetRoute", "Settings": {
+                "DestinationPrefix": subnet(j), "IsolationId": 4096,
+                "ProviderAddress": node_ip(j), "DistributedRouterMacAddress": dr_mac(j)}}));
+        }
+        let net: Network = decode(json!({
+            "Name": "vxlan0", "Type": "Overlay", "Flags": 8,
+            "Ipams": [{"Type": "Static", "Subnets": [{"IpAddressPrefix": subnet(i),
+                "Policies": [{"Type": "VSID", "Settings": {"IsolationId": 4096}}],
+                "Routes": [{"NextHop": pod_ip(i, 1), "DestinationPrefix": "0.0.0.0/0"}]}]}],
+            "Policies": policies,
+            "SchemaVersion": {"Major": 2, "Minor": 0}
+        }));
+        let net = self
+            .rt
+            .block_on(client.create_network(&net))
+            .expect("create vxlan0");
+        // flannel on Windows reaches its node's pods through the management vNIC.
+        let node = self.node_ns(i);
+        ok(&[
+            "ip",
+            "-n",
+            &node,
+            "route",
+            "add",
+            &subnet(i),
+            "dev",
+            "vEthernet-eth0",
+        ]);
+        net.id
+    }
+
+    /// A pod on node `i` with address host number `host`, its namespace made by the test as a
+    /// runtime would, its endpoint made as the CNI plugin of the mode does.
+    fn pod(&mut self, i: usize, name: &str, host: u8) -> String {
+        let ns = self.lab.add_ns(name);
+        let ip = pod_ip(i, host);
+        let client = self.client(i);
+        let doc = match self.mode {
+            Mode::L2Bridge => json!({
+                "Name": format!("{name}_cbr0"), "HostComputeNetwork": self.networks[i].to_string(),
+                "IpConfigurations": [{"IpAddress": ip, "PrefixLength": 24}],
+                "Routes": [{"NextHop": pod_ip(i, 2), "DestinationPrefix": "0.0.0.0/0"}],
+                "Policies": [
+                    {"Type": "OutBoundNAT", "Settings": {"Exceptions": ["10.244.0.0/16", "10.96.0.0/12", "192.168.77.0/24"]}},
+                    {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.96.0.0/12", "NeedEncap": true}},
+                    {"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", node_ip(i)), "NeedEncap": true}}
+                ]
+            }),
+            Mode::Overlay => {
+                let o: Vec<u8> = ip.split('.').filter_map(|s| s.parse().ok()).collect();
+                json!({
+                    "Name": format!("{name}_vxlan0"), "HostComputeNetwork": self.networks[i].to_string(),
+                    "IpConfigurations": [{"IpAddress": ip, "PrefixLength": 24}],
+                    "MacAddress": format!("0E-2A-{:02X}-{:02X}-{:02X}-{:02X}", o[0], o[1], o[2], o[3]),
+                    "Routes": [{"NextHop": pod_ip(i, 1), "DestinationPrefix": "0.0.0.0/0"}],
+                    "Policies": [
+                        {"Type": "OutBoundNAT", "Settings": {"Exceptions": ["10.244.0.0/16", "10.96.0.0/12"]}},
+                        {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.96.0.0/12", "NeedEncap": true}},
+                        {"Type": "ProviderAddress", "Settings": {"ProviderAddress": node_ip(i)}}
+                    ]
+                })
+            }
+        };
+        let ep: Endpoint = decode(doc);
+        let ep = self
+            .rt
+            .block_on(client.create_endpoint(&ep))
+            .expect("create the pod's endpoint");
+        let hns_ns: Namespace = decode(json!({"LinuxNetns": format!("/run/netns/{ns}")}));
+        let hns_ns = self
+            .rt
+            .block_on(client.create_namespace(&hns_ns))
+            .expect("namespace");
+        self.rt
+            .block_on(client.add_namespace_endpoint(hns_ns.id, ep.id))
+            .expect("attach the pod's endpoint");
+        ns
+    }
+
+    fn addr(&self, ip: &str, port: u16) -> SocketAddr {
+        SocketAddr::new(ip.parse::<IpAddr>().expect("ip"), port)
+    }
+}
+
+/// The `ip -j addr` of `dev` in `ns`, as "addr/len" strings.
+fn addresses(ns: &str, dev: &str) -> Vec<String> {
+    let out = ok(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
+        .filter(|a| a["scope"] != "link")
+        .filter_map(|a| {
+            Some(format!(
+                "{}/{}",
+                a["local"].as_str()?,
+                a["prefixlen"].as_u64()?
+            ))
+        })
+        .collect()
+}
+
+fn mac_of(ns: &str, dev: &str) -> [u8; 6] {
+    let out = ok(&["ip", "-n", ns, "-j", "link", "show", "dev", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let s = v[0]["address"].as_str().unwrap_or_default().to_string();
+    let b: Vec<u8> = s
+        .split(':')
+        .filter_map(|h| u8::from_str_radix(h, 16).ok())
+        .collect();
+    b.try_into()
+        .unwrap_or_else(|_| panic!("no MAC for {dev} in {ns}: {out}"))
+}
+
+#[test]
+fn l2bridge_pods_on_one_node_talk_tcp_udp_icmp_and_with_the_node() {
+    let mut c = Cluster::new("a", 1, Mode::L2Bridge, "ws2022");
+    let a = c.pod(0, "pa", 10);
+    let b = c.pod(0, "pb", 11);
+    // The pod's vNIC: a TAP named as CNI asked (eth0 by default) with its address and route.
+    assert_eq!(
+        addresses(&a, "eth0"),
+        vec!["10.244.1.10/24".to_string()],
+        "{}",
+        c.lab.logs()
+    );
+    let routes = ok(&["ip", "-n", &a, "route", "show", "default"]);
+    assert!(
+        routes.contains("via 10.244.1.2"),
+        "pod default route: {routes}"
+    );
+    // The node's addresses moved to the management vNIC, as Windows does.
+    let node = c.node_ns(0);
+    assert_eq!(
+        addresses(&node, "vEthernet-eth0"),
+        vec![format!("{}/24", node_ip(0))]
+    );
+    assert!(
+        addresses(&node, "eth0").is_empty(),
+        "the NIC keeps no address"
+    );
+
+    for ns in [&a, &b] {
+        c.lab.http_server(ns, 8080);
+        c.lab.udp_echo(ns, 5353);
+    }
+    let body = c
+        .lab
+        .curl(&a, "http://10.244.1.11:8080/")
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
+    assert_eq!(
+        seen_from(&body),
+        Some("10.244.1.10".parse().unwrap()),
+        "pod to pod is not NATed"
+    );
+    let body = c.lab.curl(&b, "http://10.244.1.10:8080/").expect("b -> a");
+    assert_eq!(seen_from(&body), Some("10.244.1.11".parse().unwrap()));
+    let reply = c
+        .lab
+        .udp(&a, c.addr("10.244.1.11", 5353), "hi")
+        .expect("UDP a -> b");
+    assert_eq!(reply, "echo hi from 10.244.1.10");
+    let reply = c
+        .lab
+        .udp(&b, c.addr("10.244.1.10", 5353), "yo")
+        .expect("UDP b -> a");
+    assert_eq!(reply, "echo yo from 10.244.1.11");
+    assert!(c.lab.ping(&a, "10.244.1.11"), "ping a -> b");
+
+    // node -> pod (through cbr0_ep, the host vNIC on the pod network) and pod -> node.
+    c.lab.http_server(&node, 9090);
+    let body = c
+        .lab
+        .curl(&node, "http://10.244.1.10:8080/")
+        .expect("node -> pod");
+    assert!(seen_from(&body).is_some());
+    let body = c
+        .lab
+        .curl(&a, &format!("http://{}:9090/", node_ip(0)))
+        .expect("pod -> node");
+    assert_eq!(
+        seen_from(&body),
+        Some("10.244.1.10".parse().unwrap()),
+        "the node subnet is an OutBoundNAT exception"
+    );
+}
+
+/// Parsed headers of a captured frame.
+struct Seen {
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src_ip: Option<IpAddr>,
+    dst_ip: Option<IpAddr>,
+    udp_dst: Option<u16>,
+    payload: Vec<u8>,
+}
+
+fn parse(f: &[u8]) -> Option<Seen> {
+    let mac = |at: usize| -> Option<[u8; 6]> { f.get(at..at + 6)?.try_into().ok() };
+    let mut s = Seen {
+        dst_mac: mac(0)?,
+        src_mac: mac(6)?,
+        src_ip: None,
+        dst_ip: None,
+        udp_dst: None,
+        payload: Vec::new(),
+    };
+    if f.get(12..14)? == [0x08, 0x00] {
+        let ip = f.get(14..)?;
+        let ihl = usize::from(ip.first()? & 0xf) * 4;
+        s.src_ip = Some(IpAddr::from(<[u8; 4]>::try_from(ip.get(12..16)?).ok()?));
+        s.dst_ip = Some(IpAddr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?));
+        if *ip.get(9)? == 17 {
+            let udp = ip.get(ihl..)?;
+            s.udp_dst = Some(u16::from_be_bytes([*udp.first()?, *udp.get(1)?]));
+            s.payload = udp.get(8..)?.to_vec();
+        }
+    }
+    Some(s)
+}
+
+#[test]
+fn l2bridge_across_nodes_rewrites_pod_macs_to_the_hosts() {
+    let mut c = Cluster::new("b", 2, Mode::L2Bridge, "ws2022");
+    let a = c.pod(0, "pa", 10);
+    let b = c.pod(1, "pb", 10);
+    c.lab.http_server(&b, 8080);
+    c.lab.http_server(&a, 8080);
+    let pod_mac = mac_of(&a, "eth0");
+    let host_mac = mac_of(&c.node_ns(0), "vEthernet-eth0");
+    let (res, frames) = c.lab.capture(Duration::from_secs(10), || {
+        c.lab.curl(&a, "http://10.244.2.10:8080/")
+    });
+    let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
+    assert_eq!(
+        seen_from(&body),
+        Some("10.244.1.10".parse().unwrap()),
+        "pod to pod across nodes is not NATed"
+    );
+    let body = c
+        .lab
+        .curl(&b, "http://10.244.1.10:8080/")
+        .expect("b -> a across nodes");
+    assert_eq!(seen_from(&body), Some("10.244.2.10".parse().unwrap()));
+    let from_a: Vec<Seen> = frames
+        .iter()
+        .filter_map(|f| parse(f))
+        .filter(|s| s.src_ip == Some("10.244.1.10".parse().unwrap()))
+        .collect();
+    assert!(
+        !from_a.is_empty(),
+        "no frame from pod a on the fabric ({} captured)",
+        frames.len()
+    );
+    for s in &from_a {
+        assert_eq!(
+            s.src_mac, host_mac,
+            "pod a's frames leave with the host's MAC"
+        );
+        assert_ne!(s.src_mac, pod_mac);
+    }
+}
+
+#[test]
+fn overlay_across_nodes_is_vxlan_4096_between_provider_addresses() {
+    let mut c = Cluster::new("c", 2, Mode::Overlay, "ws2022");
+    let a = c.pod(0, "pa", 10);
+    let b = c.pod(1, "pb", 10);
+    c.lab.http_server(&b, 8080);
+    assert_eq!(
+        ok(&["ip", "-n", &a, "-j", "link", "show", "eth0"]).contains("\"mtu\":1450"),
+        true,
+        "overlay pods get the MTU less the VXLAN overhead"
+    );
+    let (res, frames) = c.lab.capture(Duration::from_secs(10), || {
+        c.lab.curl(&a, "http://10.244.2.10:8080/")
+    });
+    let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
+    assert_eq!(seen_from(&body), Some("10.244.1.10".parse().unwrap()));
+    let vxlan: Vec<Seen> = frames
+        .iter()
+        .filter_map(|f| parse(f))
+        .filter(|s| s.udp_dst == Some(4789))
+        .collect();
+    assert!(
+        !vxlan.is_empty(),
+        "no VXLAN on the fabric ({} frames)",
+        frames.len()
+    );
+    for s in &vxlan {
+        let vni = u32::from_be_bytes([0, s.payload[4], s.payload[5], s.payload[6]]);
+        assert_eq!(vni, 4096, "VNI");
+        assert_eq!(s.payload[0] & 0x08, 0x08, "the VNI flag is set");
+        let pas: Vec<IpAddr> = vec![node_ip(0).parse().unwrap(), node_ip(1).parse().unwrap()];
+        assert!(
+            pas.contains(&s.src_ip.unwrap()) && pas.contains(&s.dst_ip.unwrap()),
+            "outer addresses are the PAs"
+        );
+        let inner = parse(&s.payload[8..]).expect("inner frame");
+        if inner.src_ip == Some("10.244.1.10".parse().unwrap()) {
+            assert_eq!(
+                inner.dst_mac,
+                [0x00, 0x15, 0x5d, 0xdd, 0x00, 0x02],
+                "inner destination is node 2's DR MAC"
+            );
+        }
+    }
+}
+
+fn external_flows(profile: &str, tag: &str) -> bool {
+    let mut c = Cluster::new(tag, 1, Mode::L2Bridge, profile);
+    let a = c.pod(0, "pa", 10);
+    c.lab.http_server(&c.external.clone(), 8080);
+    let body = c
+        .lab
+        .curl(&a, &format!("http://{OUTSIDE}:8080/"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
+    assert_eq!(
+        seen_from(&body),
+        Some(node_ip(0).parse().unwrap()),
+        "pod -> outside is SNATed to the node"
+    );
+    c.lab.ping(&a, OUTSIDE)
+}
+
+#[test]
+fn pod_to_external_is_snat_to_the_node_and_ping_follows_the_profile() {
+    assert!(
+        !external_flows("ws2022", "d"),
+        "ws2022: ICMP is not transposed through OutboundNAT"
+    );
+    assert!(
+        external_flows("unrestricted", "e"),
+        "unrestricted: ping to an external host works"
+    );
+}
+
+#[test]
+fn a_tcp_stream_between_pods_survives_hnsd_being_killed() {
+    use std::io::{Read, Write};
+    let mut c = Cluster::new("f", 1, Mode::L2Bridge, "ws2022");
+    let a = c.pod(0, "pa", 10);
+    let b = c.pod(0, "pb", 11);
+    c.lab.tcp_echo(&b, 7000);
+    let mut s = c
+        .lab
+        .connect(&a, c.addr("10.244.1.11", 7000))
+        .expect("connect a -> b");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let echo = |s: &mut std::net::TcpStream, i: u32| {
+        let msg = format!("{i:08}");
+        s.write_all(msg.as_bytes()).expect("write");
+        let mut back = [0u8; 8];
+        s.read_exact(&mut back).map(|()| back == msg.as_bytes())
+    };
+    for i in 0..20 {
+        assert!(echo(&mut s, i).expect("echo before"), "echo {i}");
+    }
+    c.lab.hnsds[0].kill();
+    // The pods keep their interfaces and addresses while hnsd is gone.
+    assert_eq!(addresses(&a, "eth0"), vec!["10.244.1.10/24".to_string()]);
+    let written = Instant::now();
+    let msg = b"down0000";
+    s.write_all(msg).expect("write while hnsd is down");
+    c.lab.hnsds[0].restart();
+    let up = Instant::now();
+    let mut back = [0u8; 8];
+    s.read_exact(&mut back)
+        .unwrap_or_else(|e| panic!("the stream did not resume: {e}\n{}", c.lab.logs()));
+    assert_eq!(&back, msg);
+    let resumed = up.elapsed();
+    assert!(
+        resumed < Duration::from_secs(1),
+        "traffic resumed {resumed:?} after hnsd was back (written {:?} before)",
+        written.elapsed()
+    );
+    for i in 20..40 {
+        assert!(echo(&mut s, i).expect("echo after"), "echo {i}");
+    }
+}
