@@ -323,7 +323,12 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
     for ((_, ns), r) in pods.iter().zip(&results) {
         assert_eq!(
             node.addresses_in(ns, "eth0"),
-            Some(vec![r["ips"][0]["address"].as_str().unwrap_or_default().to_string()]),
+            Some(vec![
+                r["ips"][0]["address"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            ]),
             "the pod's TAP carries its address"
         );
     }
@@ -343,7 +348,11 @@ fn fifty_parallel_adds_give_fifty_addresses_and_fifty_dels_leave_nothing() {
     );
     assert!(node.records().is_empty(), "{:?}", node.records());
     for (_, ns) in &pods {
-        assert_eq!(node.addresses_in(ns, "eth0"), None, "DEL removes the pod's TAP");
+        assert_eq!(
+            node.addresses_in(ns, "eth0"),
+            None,
+            "DEL removes the pod's TAP"
+        );
     }
 }
 

@@ -45,7 +45,7 @@ impl HostError {
     }
 
     /// An [`HostError::Io`] for `op` from `source`.
-    pub(crate) fn io(op: impl Into<String>, source: std::io::Error) -> HostError {
+    pub fn io(op: impl Into<String>, source: std::io::Error) -> HostError {
         HostError::Io {
             op: op.into(),
             source,

@@ -108,15 +108,16 @@ impl Netlink {
     /// Every interface.
     pub fn links(&mut self) -> Result<Vec<Link>, HostError> {
         let fixed = nlmsg::ifinfomsg(0, 0, 0);
-        self.sock.dump(
-            || {
-                Request::new(nlmsg::RTM_GETLINK, nlmsg::NLM_F_DUMP, &fixed)
-                    .attr_u32(nlmsg::IFLA_EXT_MASK, nlmsg::RTEXT_FILTER_SKIP_STATS)
-            },
-            nlmsg::RTM_NEWLINK,
-            |p| nlmsg::parse_link(p).map(Some),
-        )
-        .map_err(|f| f.into_host("list interfaces".into()))
+        self.sock
+            .dump(
+                || {
+                    Request::new(nlmsg::RTM_GETLINK, nlmsg::NLM_F_DUMP, &fixed)
+                        .attr_u32(nlmsg::IFLA_EXT_MASK, nlmsg::RTEXT_FILTER_SKIP_STATS)
+                },
+                nlmsg::RTM_NEWLINK,
+                |p| nlmsg::parse_link(p).map(Some),
+            )
+            .map_err(|f| f.into_host("list interfaces".into()))
     }
 
     /// The interface called `name`, if there is one.
@@ -169,7 +170,9 @@ impl Netlink {
     /// Sets the MTU of interface `index`.
     pub fn set_mtu(&mut self, index: u32, mtu: u32) -> Result<(), HostError> {
         let req = nlmsg::link_mtu_attr(self.link_change(index), mtu);
-        self.change(req, |nl| format!("set the MTU of {} to {mtu}", nl.describe(index)))
+        self.change(req, |nl| {
+            format!("set the MTU of {} to {mtu}", nl.describe(index))
+        })
     }
 
     /// Sets the MAC address of interface `index`.
@@ -219,7 +222,8 @@ impl Netlink {
     pub fn addresses(&mut self, index: Option<u32>) -> Result<Vec<Address>, HostError> {
         let fixed = nlmsg::ifaddrmsg_dump();
         let all = self
-            .sock.dump(
+            .sock
+            .dump(
                 || Request::new(nlmsg::RTM_GETADDR, nlmsg::NLM_F_DUMP, &fixed),
                 nlmsg::RTM_NEWADDR,
                 nlmsg::parse_address,
@@ -258,12 +262,13 @@ impl Netlink {
     /// The unicast routes of the main table, IPv4 and IPv6.
     pub fn routes(&mut self) -> Result<Vec<RouteEntry>, HostError> {
         let fixed = nlmsg::rtmsg_dump();
-        self.sock.dump(
-            || Request::new(nlmsg::RTM_GETROUTE, nlmsg::NLM_F_DUMP, &fixed),
-            nlmsg::RTM_NEWROUTE,
-            nlmsg::parse_route,
-        )
-        .map_err(|f| f.into_host("list routes".into()))
+        self.sock
+            .dump(
+                || Request::new(nlmsg::RTM_GETROUTE, nlmsg::NLM_F_DUMP, &fixed),
+                nlmsg::RTM_NEWROUTE,
+                nlmsg::parse_route,
+            )
+            .map_err(|f| f.into_host("list routes".into()))
     }
 
     /// Adds `route` to the main table, replacing the route with the same destination and
@@ -307,12 +312,13 @@ impl Netlink {
     /// The IPv4 and IPv6 neighbour entries of every interface.
     pub fn neighbors(&mut self) -> Result<Vec<Neighbor>, HostError> {
         let fixed = nlmsg::ndmsg_dump();
-        self.sock.dump(
-            || Request::new(nlmsg::RTM_GETNEIGH, nlmsg::NLM_F_DUMP, &fixed),
-            nlmsg::RTM_NEWNEIGH,
-            nlmsg::parse_neighbor,
-        )
-        .map_err(|f| f.into_host("list neighbours".into()))
+        self.sock
+            .dump(
+                || Request::new(nlmsg::RTM_GETNEIGH, nlmsg::NLM_F_DUMP, &fixed),
+                nlmsg::RTM_NEWNEIGH,
+                nlmsg::parse_neighbor,
+            )
+            .map_err(|f| f.into_host("list neighbours".into()))
     }
 
     /// Sets a permanent neighbour entry `ip` -> `mac` on interface `index`, replacing any.
@@ -417,7 +423,17 @@ mod tests {
         for ok in ["eth0", "a", "vlan.100", "abcdefghijklmno", "hns-0badf00d"] {
             assert!(check_link_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "abcdefghijklmnop", "a/b", "a:b", "a b", "a\tb", "a\0b"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "abcdefghijklmnop",
+            "a/b",
+            "a:b",
+            "a b",
+            "a\tb",
+            "a\0b",
+        ] {
             let e = check_link_name(bad).expect_err(bad);
             assert!(matches!(e, HostError::Invalid(_)), "{bad:?}");
             assert!(e.to_string().contains("15 bytes"), "{e}");
@@ -432,6 +448,9 @@ mod tests {
             oif: None,
             metric: None,
         };
-        assert!(matches!(check_route_families(&r), Err(HostError::Invalid(_))));
+        assert!(matches!(
+            check_route_families(&r),
+            Err(HostError::Invalid(_))
+        ));
     }
 }

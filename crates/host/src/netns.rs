@@ -162,7 +162,10 @@ impl Netns {
                 })
                 .map_err(|e| {
                     HostError::io(
-                        format!("start a thread for network namespace {}", self.path.display()),
+                        format!(
+                            "start a thread for network namespace {}",
+                            self.path.display()
+                        ),
                         e,
                     )
                 })?
@@ -180,7 +183,10 @@ impl Netns {
 
     /// True when the calling thread is in this namespace.
     pub fn is_current(&self) -> bool {
-        match (std::fs::metadata(&self.path), std::fs::metadata(THREAD_NETNS)) {
+        match (
+            std::fs::metadata(&self.path),
+            std::fs::metadata(THREAD_NETNS),
+        ) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
             _ => false,
         }
@@ -293,7 +299,10 @@ mod tests {
         assert_eq!(Netns::from_path("/proc/1/ns/net").name(), None);
         assert_eq!(Netns::from_path("/run/netns/x/y").name(), None);
         assert_eq!(Netns::named("a").to_string(), "a");
-        assert_eq!(Netns::from_path("/proc/1/ns/net").to_string(), "/proc/1/ns/net");
+        assert_eq!(
+            Netns::from_path("/proc/1/ns/net").to_string(),
+            "/proc/1/ns/net"
+        );
     }
 
     #[test]

@@ -521,9 +521,7 @@ pub(crate) fn parse_route(payload: &[u8]) -> Result<Option<RouteEntry>, WireErro
             RTA_PRIORITY => {
                 metric = Some(u32_of(value).ok_or_else(|| malformed("RTA_PRIORITY not 4 bytes"))?)
             }
-            RTA_TABLE => {
-                table = u32_of(value).ok_or_else(|| malformed("RTA_TABLE not 4 bytes"))?
-            }
+            RTA_TABLE => table = u32_of(value).ok_or_else(|| malformed("RTA_TABLE not 4 bytes"))?,
             RTA_MULTIPATH => first_hop = parse_first_hop(family, value)?,
             _ => {}
         }

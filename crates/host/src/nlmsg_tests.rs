@@ -10,9 +10,7 @@ use super::*;
 
 /// The single message in `bytes`, which must frame correctly.
 fn only_message(bytes: &[u8]) -> Message<'_> {
-    let all: Vec<_> = messages(bytes)
-        .collect::<Result<_, _>>()
-        .expect("framing");
+    let all: Vec<_> = messages(bytes).collect::<Result<_, _>>().expect("framing");
     assert_eq!(all.len(), 1);
     all[0]
 }
@@ -66,7 +64,10 @@ fn a_request_has_its_header_filled_in_and_aligned_attributes() {
     let found: Vec<_> = attrs(&m.payload[16..])
         .collect::<Result<_, _>>()
         .expect("attributes");
-    assert_eq!(found, [(3, &b"eth0\0"[..]), (4, &1500u32.to_ne_bytes()[..])]);
+    assert_eq!(
+        found,
+        [(3, &b"eth0\0"[..]), (4, &1500u32.to_ne_bytes()[..])]
+    );
 }
 
 #[test]
@@ -134,7 +135,11 @@ fn a_link_reads_name_mac_mtu_and_up_whatever_else_it_carries() {
         })
     );
     // A 0-byte hardware address (a TUN, ip6tnl0) is no MAC; a link without a name is broken.
-    let no_mac = link_payload(4, 0, &[(IFLA_ADDRESS, vec![]), (IFLA_IFNAME, b"t\0".to_vec())]);
+    let no_mac = link_payload(
+        4,
+        0,
+        &[(IFLA_ADDRESS, vec![]), (IFLA_IFNAME, b"t\0".to_vec())],
+    );
     assert_eq!(parse_link(&no_mac).map(|l| l.mac), Ok(None));
     assert!(parse_link(&link_payload(5, 0, &[])).is_err());
 }

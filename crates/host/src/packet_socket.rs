@@ -31,8 +31,8 @@ impl PacketSocket {
         check_link_name(ifname)?;
         let ifindex = if_index(ifname)?;
         // Protocol 0 receives nothing until bind, so no frame of another interface sneaks in.
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
-            .map_err(|e| {
+        let fd =
+            sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0).map_err(|e| {
                 HostError::io(
                     format!("open a packet socket for {ifname} (this needs CAP_NET_RAW)"),
                     e,
@@ -43,7 +43,12 @@ impl PacketSocket {
             ifname: ifname.to_string(),
             ifindex,
         };
-        sock.set_int(libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
+        sock.set_int(
+            libc::SOL_PACKET,
+            libc::PACKET_VNET_HDR,
+            1,
+            "PACKET_VNET_HDR",
+        )?;
         sock.set_int(
             libc::SOL_PACKET,
             libc::PACKET_IGNORE_OUTGOING,
@@ -158,7 +163,10 @@ impl PacketSocket {
         )
         .map_err(|e| {
             HostError::io(
-                format!("put {} in promiscuous mode (PACKET_MR_PROMISC)", self.ifname),
+                format!(
+                    "put {} in promiscuous mode (PACKET_MR_PROMISC)",
+                    self.ifname
+                ),
                 e,
             )
         })

@@ -44,8 +44,7 @@ pub fn write_in(
         .map_err(|e| HostError::io(format!("create {}", dir.display()), e))?;
     let path = dir.join(FILE_NAME);
     let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-    let written = write_file(&tmp, text.as_bytes())
-        .and_then(|()| std::fs::rename(&tmp, &path));
+    let written = write_file(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
     written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         HostError::io(format!("write {}", path.display()), e)
@@ -140,7 +139,10 @@ mod tests {
     #[test]
     fn the_file_lists_servers_then_search_then_options() {
         let base = tempfile::tempdir().expect("tempdir");
-        let servers: Vec<IpAddr> = vec!["10.96.0.10".parse().expect("ip"), "fd00::a".parse().expect("ip")];
+        let servers: Vec<IpAddr> = vec![
+            "10.96.0.10".parse().expect("ip"),
+            "fd00::a".parse().expect("ip"),
+        ];
         write_in(
             base.path(),
             "pod1",
@@ -202,7 +204,10 @@ mod tests {
         for bad in ["", ".", "..", "a/b"] {
             let e = write_in(base.path(), bad, &[], &[], &[]).expect_err(bad);
             assert!(matches!(e, HostError::Invalid(_)), "{bad:?}: {e}");
-            assert!(matches!(remove_in(base.path(), bad), Err(HostError::Invalid(_))));
+            assert!(matches!(
+                remove_in(base.path(), bad),
+                Err(HostError::Invalid(_))
+            ));
         }
         let e = write_in(base.path(), "p", &[], &strings(&["a b"]), &[]).expect_err("space");
         assert!(e.to_string().contains("search domain \"a b\""), "{e}");

@@ -22,10 +22,7 @@ const DUMP_TRIES: usize = 5;
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// The kernel refused the request.
-    Kernel {
-        errno: i32,
-        message: Option<String>,
-    },
+    Kernel { errno: i32, message: Option<String> },
     /// The socket failed.
     Io(io::Error),
     /// The answer could not be read.
@@ -177,8 +174,7 @@ impl Socket {
     fn send(&self, bytes: &[u8]) -> Result<(), Failure> {
         // SAFETY: `bytes` is a live slice the kernel only reads; the socket is open, and an
         // unconnected netlink socket sends to the kernel.
-        let ret =
-            unsafe { libc::send(self.fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), 0) };
+        let ret = unsafe { libc::send(self.fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), 0) };
         if ret < 0 {
             return Err(Failure::Io(io::Error::last_os_error()));
         }
@@ -200,15 +196,13 @@ impl Socket {
             }
         })
         .map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                Failure::Io(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "no answer from the kernel in {} s",
-                        ANSWER_TIMEOUT.as_secs()
-                    ),
-                ))
-            }
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Failure::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from the kernel in {} s",
+                    ANSWER_TIMEOUT.as_secs()
+                ),
+            )),
             _ => Failure::Io(e),
         })?;
         if want > self.buf.len() {

@@ -65,7 +65,11 @@ impl Tap {
         if ret < 0 {
             return Err(setiff_error(name, io::Error::last_os_error()));
         }
-        let len = req.name.iter().position(|&b| b == 0).unwrap_or(req.name.len());
+        let len = req
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(req.name.len());
         let name = String::from_utf8_lossy(&req.name[..len]).into_owned();
 
         let hdr_len = VNET_HDR_LEN as libc::c_int;
@@ -108,7 +112,10 @@ impl Tap {
         };
         if ret < 0 {
             let what = if on { "make" } else { "stop making" };
-            return Err(HostError::last_os(format!("{what} TAP {} persistent", self.name)));
+            return Err(HostError::last_os(format!(
+                "{what} TAP {} persistent",
+                self.name
+            )));
         }
         Ok(())
     }

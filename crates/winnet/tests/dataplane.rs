@@ -13,7 +13,7 @@ use serde_json::json;
 
 const GATEWAY: &str = "192.168.77.1";
 /// An address of the external host outside every exception list (so pods are SNATed to it).
-const OUTSIDE: &str = "10.99.0.1";
+const OUTSIDE: &str = "10.200.0.1";
 
 fn node_ip(i: usize) -> String {
     format!("192.168.77.{}", 11 + i)
@@ -378,7 +378,7 @@ fn parse(f: &[u8]) -> Option<Seen> {
         s.dst_ip = Some(IpAddr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?));
         if *ip.get(9)? == 17 {
             let udp = ip.get(ihl..)?;
-            s.udp_dst = Some(u16::from_be_bytes([*udp.first()?, *udp.get(1)?]));
+            s.udp_dst = Some(u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]));
             s.payload = udp.get(8..)?.to_vec();
         }
     }
@@ -394,7 +394,7 @@ fn l2bridge_across_nodes_rewrites_pod_macs_to_the_hosts() {
     c.lab.http_server(&a, 8080);
     let pod_mac = mac_of(&a, "eth0");
     let host_mac = mac_of(&c.node_ns(0), "vEthernet-eth0");
-    let (res, frames) = c.lab.capture(Duration::from_secs(10), || {
+    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
         c.lab.curl(&a, "http://10.244.2.10:8080/")
     });
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
@@ -438,7 +438,7 @@ fn overlay_across_nodes_is_vxlan_4096_between_provider_addresses() {
         true,
         "overlay pods get the MTU less the VXLAN overhead"
     );
-    let (res, frames) = c.lab.capture(Duration::from_secs(10), || {
+    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
         c.lab.curl(&a, "http://10.244.2.10:8080/")
     });
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
@@ -450,8 +450,9 @@ fn overlay_across_nodes_is_vxlan_4096_between_provider_addresses() {
         .collect();
     assert!(
         !vxlan.is_empty(),
-        "no VXLAN on the fabric ({} frames)",
-        frames.len()
+        "no VXLAN on the fabric ({} frames)\n{}",
+        frames.len(),
+        c.lab.logs()
     );
     for s in &vxlan {
         let vni = u32::from_be_bytes([0, s.payload[4], s.payload[5], s.payload[6]]);

@@ -77,7 +77,10 @@ impl Node {
     pub fn start() -> Node {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "the CNI end-to-end tests make namespaces and TAPs: run them as root (CI does)");
+        assert_eq!(
+            euid, 0,
+            "the CNI end-to-end tests make namespaces and TAPs: run them as root (CI does)"
+        );
         let ipam_ok = Path::new(DEBIAN_CNI).join("host-local").is_file();
         assert!(
             ipam_ok,
@@ -102,7 +105,9 @@ impl Node {
         let ns = node.node_ns.clone();
         ip(&["netns", "add", &ns]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0"]);
+        ip(&[
+            "-n", &ns, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0",
+        ]);
         ip(&["-n", &ns, "addr", "add", "192.168.99.11/24", "dev", "eth0"]);
         ip(&["-n", &ns, "link", "set", "eth0", "up"]);
         ip(&["-n", &ns, "link", "set", "wire0", "up"]);
@@ -125,7 +130,14 @@ impl Node {
         let log = std::fs::File::create(self.dir.path().join("hnsd.log")).expect("hnsd log");
         let child = Command::new(winnet())
             .arg("hnsd")
-            .args(["--node-netns", &self.node_ns, "--nic", "eth0", "--profile", "ws2022"])
+            .args([
+                "--node-netns",
+                &self.node_ns,
+                "--nic",
+                "eth0",
+                "--profile",
+                "ws2022",
+            ])
             .arg("--state-dir")
             .arg(self.dir.path().join("hnsd"))
             .arg("--socket")
@@ -139,7 +151,11 @@ impl Node {
         self.hnsd = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.hns(self.client().get_version()).is_err() {
-            assert!(Instant::now() < deadline, "hnsd did not answer:\n{}", self.hnsd_log());
+            assert!(
+                Instant::now() < deadline,
+                "hnsd did not answer:\n{}",
+                self.hnsd_log()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -213,7 +229,13 @@ impl Node {
                 .flatten()
                 .flat_map(|l| l["addr_info"].as_array().cloned().unwrap_or_default())
                 .filter(|a| a["family"] == "inet" || a["scope"] == "global")
-                .filter_map(|a| Some(format!("{}/{}", a["local"].as_str()?, a["prefixlen"].as_u64()?)))
+                .filter_map(|a| {
+                    Some(format!(
+                        "{}/{}",
+                        a["local"].as_str()?,
+                        a["prefixlen"].as_u64()?
+                    ))
+                })
                 .collect(),
         )
     }
@@ -375,7 +397,9 @@ impl Drop for Node {
             let _ = Command::new("ip").args(["netns", "del", &p]).status();
             let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&p));
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.node_ns]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.node_ns])
+            .status();
     }
 }
 

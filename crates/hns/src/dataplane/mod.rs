@@ -191,7 +191,13 @@ impl Inner {
                     state.profile(),
                     self.kernel.resolver(),
                 );
+                tracing::debug!(addresses = ?facts.addresses, routes = ?facts.routes, "node facts");
                 self.compiler = Some(Compiler::build(state, facts));
+            }
+        }
+        if let Some(c) = &self.compiler {
+            for n in c.notices() {
+                tracing::debug!(owner = %n.owner, "compiler: {}", n.message);
             }
         }
     }

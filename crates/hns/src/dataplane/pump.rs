@@ -85,6 +85,10 @@ fn drain(inner: &mut Inner, token: u64, frame: &mut Frame, now: Timestamp) {
             continue;
         }
         let hdr = VnetHdr::parse(frame.prefix(VNET_HDR_LEN)).unwrap_or_default();
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let t = compiler.switch_mut().trace(from, frame.bytes(), now);
+            tracing::trace!(port = from, "{t}");
+        }
         let switch = compiler.switch_mut();
         match switch.process(from, frame, now) {
             Disposition::Deliver(to) | Disposition::Uplink(to) | Disposition::Reply(to) => {

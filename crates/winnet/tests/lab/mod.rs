@@ -72,7 +72,10 @@ impl Hnsd {
             .arg("--socket")
             .arg(&self.socket)
             .args(["--profile", &self.profile, "--nic", "eth0"])
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("WINNET_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -350,11 +353,17 @@ impl Lab {
         });
     }
 
-    /// Captures frames on the fabric's `br0` for `dur` while `during` runs.
-    pub fn capture<R>(&self, dur: Duration, during: impl FnOnce() -> R) -> (R, Vec<Vec<u8>>) {
+    /// Captures the frames crossing fabric port `port` (a node's cable) for at most `dur`
+    /// while `during` runs.
+    pub fn capture<R>(
+        &self,
+        port: &str,
+        dur: Duration,
+        during: impl FnOnce() -> R,
+    ) -> (R, Vec<Vec<u8>>) {
         let f = self.fabric.clone().expect("capture needs the fabric");
         let sock = Netns::named(&f)
-            .run(|| host::packet_socket::PacketSocket::bind("br0"))
+            .run(|| host::packet_socket::PacketSocket::bind(port))
             .expect("capture socket on the fabric");
         let frames = Arc::new(Mutex::new(Vec::new()));
         let got = Arc::clone(&frames);
