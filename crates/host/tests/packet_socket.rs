@@ -172,3 +172,34 @@ fn large_tcp_segments_arrive_whole_with_their_gso_header() {
     let gso_size = u16::from_le_bytes([big[4], big[5]]);
     assert!((500..=1460).contains(&gso_size), "gso_size {gso_size}");
 }
+
+#[test]
+fn vlan_tags_the_kernel_takes_off_on_receive_are_put_back() {
+    let t = veth_pair("vlan");
+    let (a, b) =
+        t.ns.run(|| Ok((PacketSocket::bind("pa")?, PacketSocket::bind("pb")?)))
+            .expect("bind both ends");
+    // 802.1Q, priority 5, VLAN 10; then 802.1ad (QinQ) outer tag 100 over 802.1Q 20.
+    let cases: [(&[u8], &'static [u8]); 2] = [
+        (&[0x81, 0x00, 0xa0, 0x0a], b"dot1q"),
+        (&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x00, 0x14], b"qinq"),
+    ];
+    for (tags, text) in cases {
+        let mut tagged = Vec::new();
+        tagged.extend_from_slice(&[0x02, 0, 0, 0, 0, 0xaa, 0x02, 0, 0, 0, 0, 0xbb]);
+        tagged.extend_from_slice(tags);
+        tagged.extend_from_slice(&ETHERTYPE);
+        tagged.extend_from_slice(text);
+        tagged.resize(64, 0);
+        b.send_vectored(&[0; 10], &tagged)
+            .expect("send a tagged frame");
+        let at = 10 + 12 + tags.len();
+        let got = recv_matching(
+            |buf| a.recv(buf),
+            |f| f.len() > at + 2 && f[at..at + 2] == ETHERTYPE && f[at + 2..].starts_with(text),
+            Duration::from_secs(3),
+        )
+        .unwrap_or_else(|| panic!("the {} frame with its tags", String::from_utf8_lossy(text)));
+        assert_eq!(&got[10..], &tagged[..]);
+    }
+}
