@@ -60,6 +60,18 @@ net=$("$winnet" hns create networks -o id -f - <<JSON
  "Policies":[{"Type":"NetAdapterName","Settings":{"NetworkAdapterName":"eth0"}}]}
 JSON
 )
+# flannel's bridge endpoint: the pods' gateway .2, attached to the host.
+hep=$("$winnet" hns create endpoints -o id -f - <<JSON
+{"Name":"cbr0_ep","HostComputeNetwork":"$net","IpConfigurations":[{"IpAddress":"10.244.1.2","PrefixLength":24}]}
+JSON
+)
+hns_host=$("$winnet" hns create namespaces -o id -f - <<JSON
+{"Type":"Host"}
+JSON
+)
+"$winnet" hns modify namespaces "$hns_host" -f - >/dev/null <<JSON
+{"ResourceType":"Endpoint","RequestType":"Add","Settings":{"EndpointId":"$hep"}}
+JSON
 pod() { # name ip -> endpoint id
     ip netns add "$t-$1"; ip -n "$t-$1" link set lo up
     local ep ns
@@ -101,3 +113,5 @@ echo "|---|---:|---:|---:|"
 echo "| TCP pod -> pod, one iperf3 stream | $ours Gbit/s | $kernel Gbit/s | $ratio |"
 echo "| connections/s pod -> pod address | ${cps_pod%% *} | ${cps_kernel%% *} | $(awk -v a="${cps_pod%% *}" -v b="${cps_kernel%% *}" 'BEGIN { printf "%.2f", a / b }') |"
 echo "| connections/s pod -> ClusterIP (LB to the same pod) | ${cps_vip%% *} | — | $(awk -v a="${cps_vip%% *}" -v b="${cps_pod%% *}" 'BEGIN { printf "%.2f of pod address", a / b }') |"
+echo
+echo "connrate: kernel: $cps_kernel; pod: $cps_pod; ClusterIP: $cps_vip"

@@ -41,7 +41,6 @@ impl Hnsd {
         let hnsd = Hnsd {
             dir,
             profile,
-            dataplane: None,
             stop: Some(stop),
             task: Some(task),
         };
