@@ -1,5 +1,6 @@
 //! `winnet`: one binary, every program of the stack as a subcommand.
 
+mod cluster;
 mod commands;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,13 @@ enum Command {
     Proxy(commands::proxy::Args),
     /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
     InstallCni(commands::install_cni::Args),
+    /// Build a mixed Windows + Linux cluster here, prove every documented flow, take it down.
+    Demo(commands::demo::Args),
+    /// The local cluster: up, check, status, down.
+    Cluster(commands::cluster::Args),
+    /// The small HTTP and UDP servers the local cluster's pods run.
+    #[command(hide = true)]
+    Serve(commands::cluster::ServeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +51,9 @@ fn main() -> std::process::ExitCode {
         Command::Hns(args) => commands::hns::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
+        Command::Demo(args) => commands::demo::run(args),
+        Command::Cluster(args) => commands::cluster::run(args),
+        Command::Serve(args) => commands::cluster::serve(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

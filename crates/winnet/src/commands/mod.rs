@@ -1,5 +1,7 @@
 //! One module per subcommand; each parses its arguments and calls into the library crates.
 
+pub mod cluster;
+pub mod demo;
 pub mod hns;
 pub mod hnsd;
 pub mod install_cni;

@@ -1,0 +1,188 @@
+//! `winnet cluster check`: every flow of the matrix run with real programs (curl for TCP, a UDP
+//! exchange, ping), what happened set against what the profile says should, and a verdict.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::flows::{Flow, Proto};
+
+/// What happened to one flow.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    #[serde(flatten)]
+    pub flow: Flow,
+    /// It got through.
+    pub passed: bool,
+    /// What the client saw (the server's answer, with the source address it saw, or the error).
+    pub detail: String,
+    /// What happened matches what the profile says.
+    pub matches: bool,
+}
+
+/// Runs one flow.
+pub fn run(f: &Flow) -> Outcome {
+    let (passed, detail) = match f.proto {
+        Proto::Tcp => tcp(f),
+        Proto::Udp => udp(f),
+        Proto::Icmp => icmp(f),
+    };
+    let source_ok = match (passed, f.expect_source) {
+        (true, Some(want)) => detail.contains(&format!("from {want}")),
+        _ => true,
+    };
+    let matches = passed == f.expect_pass && source_ok;
+    let detail = if passed && !source_ok {
+        format!(
+            "{detail} (expected the source {})",
+            f.expect_source.map(|s| s.to_string()).unwrap_or_default()
+        )
+    } else {
+        detail
+    };
+    Outcome {
+        flow: f.clone(),
+        passed,
+        detail,
+        matches,
+    }
+}
+
+fn tcp(f: &Flow) -> (bool, String) {
+    let url = format!("http://{}:{}/", f.to, f.port);
+    // Two tries: the first connection of a path may wait for ARP behind a switch recompile.
+    let mut last = String::new();
+    for _ in 0..2 {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &f.netns,
+                "curl",
+                "-sS",
+                "--max-time",
+                "2",
+                &url,
+            ])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                return (
+                    true,
+                    format!("HTTP {}", String::from_utf8_lossy(&o.stdout).trim()),
+                );
+            }
+            Ok(o) => {
+                last = String::from_utf8_lossy(&o.stderr)
+                    .trim()
+                    .replace("curl: ", "")
+            }
+            Err(e) => return (false, format!("cannot run curl: {e}")),
+        }
+    }
+    (false, last)
+}
+
+fn udp(f: &Flow) -> (bool, String) {
+    let to = SocketAddr::new(f.to, f.port);
+    let r = host::netns::Netns::named(&f.netns).run(move || {
+        let io = |e: std::io::Error| host::HostError::io("UDP exchange", e);
+        let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(io)?;
+        s.set_read_timeout(Some(Duration::from_millis(700)))
+            .map_err(io)?;
+        let mut buf = [0u8; 1500];
+        for _ in 0..3 {
+            s.send_to(b"ping", to).map_err(io)?;
+            if let Ok((n, _)) = s.recv_from(&mut buf) {
+                return Ok(Some(String::from_utf8_lossy(&buf[..n]).into_owned()));
+            }
+        }
+        Ok(None)
+    });
+    match r {
+        Ok(Some(reply)) => (true, format!("UDP {reply}")),
+        Ok(None) => (false, "no UDP answer in 2 s".into()),
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+fn icmp(f: &Flow) -> (bool, String) {
+    let to = f.to.to_string();
+    for _ in 0..2 {
+        let ok = Command::new("ip")
+            .args(["netns", "exec", &f.netns, "ping", "-c", "1", "-W", "1", &to])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if ok {
+            return (true, "echo reply".into());
+        }
+    }
+    (false, "no echo reply".into())
+}
+
+/// The matrix as a table.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let rows: Vec<[String; 6]> = outcomes.iter().map(row).collect();
+    let head = ["flow", "from", "to", "expected", "happened", "verdict"].map(String::from);
+    let mut widths = [0usize; 6];
+    for r in std::iter::once(&head).chain(&rows) {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |r: &[String; 6]| {
+        r.iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![line(&head)];
+    out.extend(rows.iter().map(line));
+    out.join("\n")
+}
+
+/// The matrix as a Markdown table.
+pub fn markdown(outcomes: &[Outcome]) -> String {
+    let mut out = vec![
+        "| flow | from | to | expected | happened | verdict |".to_string(),
+        "|---|---|---|---|---|---|".to_string(),
+    ];
+    for r in outcomes.iter().map(row) {
+        out.push(format!("| {} |", r.join(" | ")));
+    }
+    out.join("\n")
+}
+
+fn row(o: &Outcome) -> [String; 6] {
+    let f = &o.flow;
+    let to = match f.proto {
+        Proto::Icmp => format!("{} icmp", f.to),
+        Proto::Tcp => format!("{}:{} tcp", f.to, f.port),
+        Proto::Udp => format!("{}:{} udp", f.to, f.port),
+    };
+    let expected = match (&f.expect_pass, &f.limitation) {
+        (true, _) => "works".to_string(),
+        (false, Some(l)) => format!("fails ({l})"),
+        (false, None) => "fails".to_string(),
+    };
+    let happened = if o.passed {
+        format!("works: {}", o.detail)
+    } else {
+        format!("fails: {}", o.detail)
+    };
+    let verdict = if o.matches { "ok" } else { "MISMATCH" }.to_string();
+    [
+        f.name.clone(),
+        f.from.clone(),
+        to,
+        expected,
+        happened,
+        verdict,
+    ]
+}

@@ -1,0 +1,106 @@
+//! The local cluster: a mixed Windows + Linux Kubernetes node set built on this machine from a
+//! topology file ([`topology`]), with real namespaces, devices and processes ([`build`]); the
+//! flow matrix of the Kubernetes "Networking on Windows" documentation run over it with real
+//! TCP, UDP and ICMP ([`check`]); and its removal ([`teardown`]). What was made is recorded in
+//! the cluster directory as it is made, so `down` removes everything, also after a failed `up`.
+
+pub mod build;
+pub mod check;
+pub mod flows;
+pub mod servers;
+pub mod sim_demo;
+pub mod teardown;
+pub mod topology;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+pub use topology::{Mode, Os, Topology};
+
+/// Where the cluster keeps its state, sockets, manifests and logs.
+pub const DIR: &str = "/run/winnet/cluster";
+/// Prefix of every namespace the cluster makes.
+pub const NS_PREFIX: &str = "wn-";
+
+/// A node as built.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeState {
+    pub name: String,
+    pub os: Os,
+    pub netns: String,
+    pub ip: std::net::Ipv4Addr,
+    pub mac: String,
+    pub subnet: ipnet::Ipv4Net,
+    pub pods: Vec<PodState>,
+}
+
+/// A pod as built.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PodState {
+    pub name: String,
+    pub netns: String,
+    pub ip: std::net::Ipv4Addr,
+}
+
+/// Everything the cluster made, written after each step.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    pub topology: Option<Topology>,
+    pub namespaces: Vec<String>,
+    pub pids: Vec<u32>,
+    pub nodes: Vec<NodeState>,
+    pub ready: bool,
+}
+
+impl State {
+    /// The state file in `dir`.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("state.json")
+    }
+
+    /// Reads the state of the cluster in `dir`, if there is one.
+    pub fn load(dir: &Path) -> anyhow::Result<Option<State>> {
+        match std::fs::read(State::path(dir)) {
+            Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
+                format!(
+                    "{} is damaged; remove the namespaces named wn-* by hand",
+                    State::path(dir).display()
+                )
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("read {}", State::path(dir).display())),
+        }
+    }
+
+    /// Writes the state (temp file + rename).
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let tmp = dir.join("state.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, State::path(dir)).with_context(|| format!("rename {}", tmp.display()))
+    }
+}
+
+/// Runs a command and fails with its output when it fails.
+pub fn sh(args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| format!("cannot run {}", args[0]))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}

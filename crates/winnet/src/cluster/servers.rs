@@ -1,0 +1,66 @@
+//! `winnet serve`: the small servers every pod, node and the external host run in the local
+//! cluster: HTTP on a TCP port answering `from <client address>`, and a UDP echo answering
+//! `<payload> from <client address>`, so a client sees the source address the server saw.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// Serves until killed.
+pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
+    let mut threads = Vec::new();
+    if let Some(port) = udp {
+        let sock = UdpSocket::bind(("0.0.0.0", port))
+            .with_context(|| format!("cannot listen on UDP port {port}"))?;
+        threads.push(std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            loop {
+                if let Ok((n, peer)) = sock.recv_from(&mut buf) {
+                    let reply =
+                        format!("{} from {}", String::from_utf8_lossy(&buf[..n]), peer.ip());
+                    let _ = sock.send_to(reply.as_bytes(), peer);
+                }
+            }
+        }));
+    }
+    if let Some(port) = tcp {
+        let listener = TcpListener::bind(("0.0.0.0", port))
+            .with_context(|| format!("cannot listen on TCP port {port}"))?;
+        for conn in listener.incoming() {
+            match conn {
+                Ok(s) => {
+                    std::thread::spawn(move || http(s));
+                }
+                Err(e) => tracing::warn!("accept: {e}"),
+            }
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+fn http(mut s: TcpStream) {
+    let peer: Option<SocketAddr> = s.peer_addr().ok();
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut req = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16 * 1024 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => req.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = format!(
+        "from {}\n",
+        peer.map(|p| p.ip().to_string()).unwrap_or_default()
+    );
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}

@@ -1,0 +1,288 @@
+//! `winnet demo` without root: the topology's Windows nodes on the in-memory cluster
+//! (`hns::sim`: each node's hnsd objects compiled into its switch, real frames on virtual
+//! wires), the same flows as the real matrix, and the same verdicts. Linux nodes are not
+//! simulated (they are the Linux kernel's, which only exists for real); their rows say so.
+
+use std::net::IpAddr;
+
+use anyhow::{Context, bail};
+use hns::Limitation;
+use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
+
+use super::topology::{Mode, Os, Topology};
+
+struct Row {
+    name: String,
+    from: String,
+    to: String,
+    expect_pass: bool,
+    limitation: Option<Limitation>,
+    result: Option<(bool, String)>,
+}
+
+/// Runs the simulated demo and prints its matrix.
+pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
+    println!(
+        "SIMULATED: not root, so no namespaces or devices are made; the cluster runs in memory\n\
+         (each Windows node's HNS objects compiled into its VFP switch, real frames on virtual wires).\n\
+         Run as root for the real cluster.\n"
+    );
+    let wins: Vec<_> = t.nodes.iter().filter(|n| n.os == Os::Windows).collect();
+    let mut c = Cluster::new(wins.len(), t.profile);
+    match t.mode {
+        Mode::L2bridge => c.flannel_host_gw(),
+        Mode::Overlay => c.flannel_vxlan(),
+    }
+    .map_err(|e| anyhow::anyhow!("flannel: {}", e.detail))?;
+    let mut pods: Vec<Vec<(String, Who)>> = Vec::new();
+    for (i, n) in wins.iter().enumerate() {
+        let mut v = Vec::new();
+        for p in &n.pods {
+            let who = c
+                .add_pod(i, p, PodOptions::default())
+                .map_err(|e| anyhow::anyhow!("pod {p}: {}", e.detail))?;
+            v.push((p.clone(), who));
+        }
+        pods.push(v);
+    }
+    let Some((p1_name, p1)) = pods.first().and_then(|v| v.first()).cloned() else {
+        bail!("the first Windows node has no pod");
+    };
+    let ip = |c: &Cluster, w: Who| c.ip_of(w).context("no address");
+    let node_ip = |i: usize| hns::sim::cluster::addr::node(i);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut add = |name: &str,
+                   from: &str,
+                   to: String,
+                   limit: Option<Limitation>,
+                   r: Option<(bool, String)>| {
+        let lim = limit.filter(|l| t.profile.imposes(*l));
+        rows.push(Row {
+            name: name.into(),
+            from: from.into(),
+            to,
+            expect_pass: lim.is_none(),
+            limitation: lim,
+            result: r,
+        });
+    };
+    let show = |e: &Exchange| -> (bool, String) {
+        match (e.ok(), e.seen()) {
+            (true, Some(p)) => (
+                true,
+                format!("answered; the receiver saw the source {}", p.src),
+            ),
+            (true, None) => (true, "answered".into()),
+            (false, _) => (
+                false,
+                e.drops
+                    .first()
+                    .map(|d| format!("dropped at {}: {}", d.node, d.reason))
+                    .unwrap_or_else(|| "no answer".into()),
+            ),
+        }
+    };
+    if let Some((q_name, q)) = pods[0].get(1).cloned() {
+        let to = ip(&c, p1)?;
+        let e = c.tcp_syn(q, to, 8080);
+        add(
+            "pod -> pod, same node",
+            &q_name,
+            format!("{to}:8080 tcp"),
+            None,
+            Some(show(&e)),
+        );
+    }
+    if let Some((_, p2)) = pods.get(1).and_then(|v| v.first()).cloned() {
+        let to = ip(&c, p2)?;
+        let e = c.tcp_syn(p1, to, 8080);
+        add(
+            "pod -> pod, across Windows nodes",
+            &p1_name,
+            format!("{to}:8080 tcp"),
+            None,
+            Some(show(&e)),
+        );
+    }
+    if t.nodes.iter().any(|n| n.os == Os::Linux) {
+        add("Windows pod -> Linux pod", &p1_name, "-".into(), None, None);
+        add("Linux pod -> Windows pod", "-", "-".into(), None, None);
+    }
+    if let Some(s) = t.services.first() {
+        let backends: Vec<Who> = pods
+            .iter()
+            .flatten()
+            .filter(|(n, _)| n.starts_with(&s.selector))
+            .map(|(_, w)| *w)
+            .collect();
+        let mut svc = Service::tcp(
+            &format!("default/{}", s.name),
+            "10.96.0.10",
+            s.port,
+            s.target_port,
+            backends,
+        );
+        svc.node_port = s.node_port;
+        svc.ingress_ip = s.load_balancer_ip.map(IpAddr::V4);
+        c.add_service(&svc)
+            .map_err(|e| anyhow::anyhow!("Service {}: {}", s.name, e.detail))?;
+        let client = pods[0].get(1).cloned().unwrap_or((p1_name.clone(), p1));
+        let e = c.tcp_syn(client.1, svc.cluster_ip, s.port);
+        add(
+            "pod -> ClusterIP",
+            &client.0,
+            format!("{}:{} tcp", svc.cluster_ip, s.port),
+            None,
+            Some(show(&e)),
+        );
+        if let Some(np) = s.node_port {
+            for (i, n) in wins.iter().enumerate() {
+                let e = c.tcp_syn(Who::External, node_ip(i), np);
+                add(
+                    &format!("external -> NodePort on {}", n.name),
+                    "external",
+                    format!("{}:{np} tcp", node_ip(i)),
+                    None,
+                    Some(show(&e)),
+                );
+            }
+            let e = c.tcp_syn(Who::Node(0), node_ip(0), np);
+            add(
+                "node -> NodePort on itself",
+                &wins[0].name,
+                format!("{}:{np} tcp", node_ip(0)),
+                Some(Limitation::NodePortFromNode),
+                Some(show(&e)),
+            );
+        }
+        if let Some(lb) = svc.ingress_ip {
+            let e = c.tcp_syn(Who::External, lb, s.port);
+            add(
+                "external -> LoadBalancer ingress IP",
+                "external",
+                format!("{lb}:{} tcp", s.port),
+                None,
+                Some(show(&e)),
+            );
+        }
+        let e = c.tcp_syn(Who::Node(0), svc.cluster_ip, s.port);
+        add(
+            "node -> ClusterIP",
+            &wins[0].name,
+            format!("{}:{} tcp", svc.cluster_ip, s.port),
+            Some(Limitation::ClusterIpFromNode),
+            Some(show(&e)),
+        );
+    }
+    let internet: IpAddr = hns::sim::cluster::addr::INTERNET
+        .parse()
+        .context("address")?;
+    let e = c.tcp_syn(p1, internet, 80);
+    add(
+        "pod -> external by IP (TCP)",
+        &p1_name,
+        format!("{internet}:80 tcp"),
+        None,
+        Some(show(&e)),
+    );
+    let e = c.udp(p1, internet, 53);
+    add(
+        "pod -> external by IP (UDP)",
+        &p1_name,
+        format!("{internet}:53 udp"),
+        None,
+        Some(show(&e)),
+    );
+    let e = c.ping(p1, internet);
+    add(
+        "pod -> external by IP (ICMP)",
+        &p1_name,
+        format!("{internet} icmp"),
+        Some(Limitation::IcmpThroughOutboundNat),
+        Some(show(&e)),
+    );
+    let to = ip(&c, p1)?;
+    let e = c.tcp_syn(Who::Node(0), to, 8080);
+    add(
+        "node -> pod",
+        &wins[0].name,
+        format!("{to}:8080 tcp"),
+        None,
+        Some(show(&e)),
+    );
+    let e = c.tcp_syn(p1, node_ip(0), 10250);
+    add(
+        "pod -> node",
+        &p1_name,
+        format!("{}:10250 tcp", node_ip(0)),
+        None,
+        Some(show(&e)),
+    );
+
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let expected = match r.limitation {
+                Some(l) => format!("fails ({})", l.as_str()),
+                None => "works".into(),
+            };
+            let (happened, verdict) = match &r.result {
+                None => (
+                    "not simulated (a Linux node is the Linux kernel)".to_string(),
+                    "skipped".to_string(),
+                ),
+                Some((ok, d)) => (
+                    format!("{}: {d}", if *ok { "works" } else { "fails" }),
+                    if *ok == r.expect_pass {
+                        "ok"
+                    } else {
+                        "MISMATCH"
+                    }
+                    .to_string(),
+                ),
+            };
+            [
+                r.name.clone(),
+                r.from.clone(),
+                r.to.clone(),
+                expected,
+                happened,
+                verdict,
+            ]
+        })
+        .collect();
+    print_rows(&cells, markdown);
+    let bad = cells.iter().filter(|r| r[5] == "MISMATCH").count();
+    eprintln!(
+        "{} flows simulated ({} mode, profile {}): {bad} mismatched",
+        rows.iter().filter(|r| r.result.is_some()).count(),
+        t.mode,
+        t.profile
+    );
+    if bad > 0 {
+        bail!("some simulated flows did not behave as the profile says (see MISMATCH above)");
+    }
+    Ok(())
+}
+
+fn print_rows(rows: &[[String; 6]], markdown: bool) {
+    let head = ["flow", "from", "to", "expected", "happened", "verdict"].map(String::from);
+    if markdown {
+        println!("| {} |", head.join(" | "));
+        println!("|---|---|---|---|---|---|");
+        for r in rows {
+            println!("| {} |", r.join(" | "));
+        }
+        return;
+    }
+    let mut w = [0usize; 6];
+    for r in std::iter::once(&head).chain(rows) {
+        for (x, c) in w.iter_mut().zip(r) {
+            *x = (*x).max(c.chars().count());
+        }
+    }
+    for r in std::iter::once(&head).chain(rows) {
+        let line: Vec<String> = r.iter().zip(w).map(|(c, x)| format!("{c:<x$}")).collect();
+        println!("{}", line.join("  ").trim_end());
+    }
+}

@@ -1,0 +1,263 @@
+//! The topology file of `winnet cluster up`: the network mode, the Windows build, the nodes
+//! with their pods, and the Services; and the addresses everything gets.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use hns::Profile;
+use ipnet::Ipv4Net;
+use serde::Deserialize;
+
+/// flannel's network mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// flannel host-gw: L2Bridge `cbr0`, routes to other nodes' pod subnets via their address.
+    L2bridge,
+    /// flannel vxlan: Overlay `vxlan0`, VNI 4096 on UDP 4789.
+    Overlay,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "l2bridge" => Ok(Mode::L2bridge),
+            "overlay" => Ok(Mode::Overlay),
+            _ => Err(format!("unknown mode {s:?}: write l2bridge or overlay")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::L2bridge => "l2bridge",
+            Mode::Overlay => "overlay",
+        })
+    }
+}
+
+/// A node's operating system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    Windows,
+    Linux,
+}
+
+/// A node as the file gives it.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    pub os: Os,
+    #[serde(default)]
+    pub pods: Vec<String>,
+}
+
+/// A Service as the file gives it.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServiceSpec {
+    pub name: String,
+    /// Pods whose name starts with this are its endpoints.
+    pub selector: String,
+    pub port: u16,
+    pub target_port: u16,
+    pub node_port: Option<u16>,
+    #[serde(rename = "loadBalancerIP")]
+    pub load_balancer_ip: Option<Ipv4Addr>,
+}
+
+/// The topology file.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub mode: Mode,
+    #[serde(with = "profile_name")]
+    pub profile: Profile,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub services: Vec<ServiceSpec>,
+}
+
+mod profile_name {
+    use hns::Profile;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &Profile, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&p.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Profile, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e| serde::de::Error::custom(format!("profile {s:?}: {e}")))
+    }
+}
+
+/// The fabric's prefix (the nodes' underlay).
+pub const FABRIC: &str = "192.168.77.0/24";
+/// The external host's address on the fabric (the nodes' default gateway).
+pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+/// An address of the external host outside every OutBoundNAT exception: pods reach it SNATed.
+pub const OUTSIDE_IP: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
+/// The cluster's pod CIDR.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// The Service CIDR.
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// The port pods and the external host serve HTTP on.
+pub const HTTP_PORT: u16 = 8080;
+/// The UDP echo port.
+pub const UDP_PORT: u16 = 5353;
+
+impl Topology {
+    /// Reads and checks a topology file.
+    pub fn load(path: &Path) -> anyhow::Result<Topology> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the topology {}", path.display()))?;
+        let t: Topology = serde_norway::from_str(&text).with_context(|| {
+            format!(
+                "{}: not a topology (see examples/cluster.yaml)",
+                path.display()
+            )
+        })?;
+        t.validate()
+            .with_context(|| format!("{}: bad topology", path.display()))?;
+        Ok(t)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if !self.nodes.iter().any(|n| n.os == Os::Windows) {
+            bail!("nodes: at least one node must have os: windows");
+        }
+        if self.nodes.len() > 9 {
+            bail!("nodes: at most 9 nodes");
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for n in &self.nodes {
+            check_name("nodes[].name", &n.name)?;
+            if !names.insert(n.name.clone()) {
+                bail!("nodes: the name {} is used twice", n.name);
+            }
+            if n.pods.len() > 50 {
+                bail!("nodes[{}].pods: at most 50 pods a node", n.name);
+            }
+            for p in &n.pods {
+                check_name("nodes[].pods[]", p)?;
+                if !names.insert(format!("pod/{p}")) {
+                    bail!("pods: the name {p} is used twice");
+                }
+            }
+        }
+        for s in &self.services {
+            check_name("services[].name", &s.name)?;
+            if let Some(np) = s.node_port
+                && !(30000..=32767).contains(&np)
+            {
+                bail!("services[{}].nodePort: {np} is outside 30000-32767", s.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Windows build's name, as profiles are written.
+    pub fn profile_name(&self) -> String {
+        self.profile.to_string()
+    }
+}
+
+fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 12
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        bail!("{field}: {s:?} must be 1-12 characters of a-z, 0-9 and '-'");
+    }
+    Ok(())
+}
+
+/// Node `i`'s address on the fabric: Windows nodes from .11, Linux nodes from .21.
+pub fn node_ip(index: usize, os: Os, nth_of_os: usize) -> Ipv4Addr {
+    let _ = index;
+    let base = match os {
+        Os::Windows => 11,
+        Os::Linux => 21,
+    };
+    Ipv4Addr::new(192, 168, 77, base + nth_of_os as u8)
+}
+
+/// Node `i`'s pod subnet: 10.244.(i+1).0/24.
+pub fn pod_subnet(index: usize) -> Ipv4Net {
+    Ipv4Net::new(Ipv4Addr::new(10, 244, index as u8 + 1, 0), 24).unwrap_or_default()
+}
+
+/// Host number `n` of node `i`'s pod subnet.
+pub fn pod_host(index: usize, n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 244, index as u8 + 1, n)
+}
+
+/// Node `i`'s distributed-router (VTEP) MAC.
+pub fn dr_mac(index: usize) -> [u8; 6] {
+    [0x00, 0x15, 0x5d, 0xdd, 0x00, index as u8 + 1]
+}
+
+/// A MAC as HNS writes it (`00-15-5D-..`).
+pub fn hns_mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// A MAC as Linux writes it (`00:15:5d:..`).
+pub fn linux_mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_topology_reads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml");
+        let t = Topology::load(&path).expect("examples/cluster.yaml");
+        assert_eq!(t.mode, Mode::L2bridge);
+        assert_eq!(t.nodes.len(), 3);
+        assert_eq!(t.services[0].node_port, Some(30080));
+    }
+
+    #[test]
+    fn bad_topologies_name_the_field() {
+        let bad = [
+            ("mode: ring\nprofile: ws2022\nnodes: []\n", "mode"),
+            ("mode: overlay\nprofile: ws2099\nnodes: []\n", "profile"),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: l, os: linux}]\n",
+                "os: windows",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: Bad_Name, os: windows}]\n",
+                "nodes[].name",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 80}]\n",
+                "nodePort",
+            ),
+        ];
+        for (text, field) in bad {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("t.yaml");
+            std::fs::write(&p, text).unwrap();
+            let e = format!("{:#}", Topology::load(&p).unwrap_err());
+            assert!(e.contains(field), "{text}: {e}");
+        }
+    }
+}

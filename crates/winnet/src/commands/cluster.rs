@@ -1,0 +1,242 @@
+//! `winnet cluster up|check|status|down`: the local cluster on this machine, and `winnet
+//! serve`, the servers its pods run.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::cluster::{self, State, Topology, check, flows};
+
+/// The default topology, built into the binary (the same as `examples/cluster.yaml`).
+pub const DEFAULT_TOPOLOGY: &str = include_str!("../../../../examples/cluster.yaml");
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Verb,
+}
+
+#[derive(clap::Subcommand)]
+enum Verb {
+    /// Build the cluster from a topology file (default: examples/cluster.yaml).
+    Up(UpArgs),
+    /// Run every flow of the matrix with real traffic; exit 0 only when every cell matches.
+    Check(CheckArgs),
+    /// Show the nodes, pods and their addresses.
+    Status,
+    /// Remove everything the cluster made.
+    Down,
+}
+
+#[derive(clap::Args, Clone, Default)]
+pub struct UpArgs {
+    /// The topology file.
+    pub file: Option<PathBuf>,
+    /// Override the topology's network mode: l2bridge or overlay.
+    #[arg(long)]
+    pub mode: Option<cluster::Mode>,
+    /// Override the topology's Windows build: ws2019, ws2022, ws2025 or unrestricted.
+    #[arg(long)]
+    pub profile: Option<hns::Profile>,
+}
+
+#[derive(clap::Args, Clone, Default)]
+pub struct CheckArgs {
+    /// Print the matrix as JSON.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Print the matrix as a Markdown table.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let dir = Path::new(cluster::DIR);
+    match args.command {
+        Verb::Up(a) => {
+            need_root("cluster up")?;
+            let t = topology(&a)?;
+            up(&t, dir).map(|_| ())
+        }
+        Verb::Check(a) => {
+            need_root("cluster check")?;
+            let state =
+                State::load(dir)?.context("no cluster is up: run `winnet cluster up` first")?;
+            let ok = check_and_print(&state, &a)?;
+            if !ok {
+                bail!("some flows did not behave as the profile says (see MISMATCH above)");
+            }
+            Ok(())
+        }
+        Verb::Status => {
+            let state = State::load(dir)?.context("no cluster is up")?;
+            status(&state);
+            Ok(())
+        }
+        Verb::Down => {
+            need_root("cluster down")?;
+            if cluster::teardown::down(dir)? {
+                println!("cluster removed");
+            } else {
+                println!("no cluster is up");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn need_root(what: &str) -> anyhow::Result<()> {
+    if !cluster::is_root() {
+        bail!(
+            "winnet {what} makes network namespaces and devices: run it as root (or run `winnet demo`, which simulates the cluster without root)"
+        );
+    }
+    Ok(())
+}
+
+/// The topology to build: the file (or the built-in default) with the overrides.
+pub fn topology(a: &UpArgs) -> anyhow::Result<Topology> {
+    let mut t = match &a.file {
+        Some(f) => Topology::load(f)?,
+        None => {
+            let tmp =
+                std::env::temp_dir().join(format!("winnet-topology-{}.yaml", std::process::id()));
+            std::fs::write(&tmp, DEFAULT_TOPOLOGY)?;
+            let t = Topology::load(&tmp);
+            let _ = std::fs::remove_file(&tmp);
+            t?
+        }
+    };
+    if let Some(m) = a.mode {
+        t.mode = m;
+    }
+    if let Some(p) = a.profile {
+        t.profile = p;
+    }
+    Ok(t)
+}
+
+/// Builds the cluster with a progress display; removes what it made when it fails.
+pub fn up(t: &Topology, dir: &Path) -> anyhow::Result<State> {
+    let start = std::time::Instant::now();
+    eprintln!(
+        "building the cluster: {} mode, profile {}",
+        t.mode, t.profile
+    );
+    let mut step = 0;
+    let built = cluster::build::up(t, dir, &mut |what| {
+        step += 1;
+        eprintln!("  [{:>5.1}s] {what}", start.elapsed().as_secs_f64());
+    });
+    match built {
+        Ok(s) => {
+            eprintln!("cluster up in {:.1} s", start.elapsed().as_secs_f64());
+            Ok(s)
+        }
+        Err(e) => {
+            let logs = dir.display().to_string();
+            let kept = std::env::temp_dir().join("winnet-cluster-failed");
+            let _ = copy_logs(dir, &kept);
+            if let Err(d) = cluster::teardown::down(dir) {
+                eprintln!("cleaning up after the failure also failed: {d:#}");
+            }
+            Err(e.context(format!(
+                "cluster up failed; everything made was removed (logs of {logs} kept in {})",
+                kept.display()
+            )))
+        }
+    }
+}
+
+fn copy_logs(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "log") {
+            std::fs::copy(&p, to.join(e.file_name()))?;
+        } else if p.is_dir() {
+            let log = p.join("hnsd.log");
+            if log.exists() {
+                std::fs::copy(
+                    &log,
+                    to.join(format!("{}-hnsd.log", e.file_name().to_string_lossy())),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the matrix, prints it; true when every cell matches.
+pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
+    let profile = state
+        .topology
+        .as_ref()
+        .map(|t| t.profile)
+        .unwrap_or_default();
+    let outcomes: Vec<check::Outcome> = flows::matrix(state, profile)
+        .iter()
+        .map(check::run)
+        .collect();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+    } else if a.markdown {
+        println!("{}", check::markdown(&outcomes));
+    } else {
+        println!("{}", check::table(&outcomes));
+    }
+    let bad = outcomes.iter().filter(|o| !o.matches).count();
+    let expected_failures = outcomes
+        .iter()
+        .filter(|o| !o.flow.expect_pass && o.matches)
+        .count();
+    eprintln!(
+        "{} flows: {} as the profile says ({} of them documented limitations), {bad} mismatched",
+        outcomes.len(),
+        outcomes.len() - bad,
+        expected_failures
+    );
+    Ok(bad == 0)
+}
+
+fn status(s: &State) {
+    if let Some(t) = &s.topology {
+        println!(
+            "mode {}, profile {}{}",
+            t.mode,
+            t.profile,
+            if s.ready { "" } else { " (not ready)" }
+        );
+    }
+    for n in &s.nodes {
+        println!(
+            "{:<10} {:<8} {:<15} pods {}  ({})",
+            n.name,
+            format!("{:?}", n.os).to_lowercase(),
+            n.ip,
+            n.subnet,
+            n.netns
+        );
+        for p in &n.pods {
+            println!("  {:<12} {:<15} ({})", p.name, p.ip, p.netns);
+        }
+    }
+}
+
+/// `winnet serve`.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Answer HTTP on this TCP port with the client's address.
+    #[arg(long)]
+    tcp: Option<u16>,
+    /// Echo UDP on this port with the client's address.
+    #[arg(long)]
+    udp: Option<u16>,
+}
+
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    if a.tcp.is_none() && a.udp.is_none() {
+        bail!("winnet serve: give --tcp PORT, --udp PORT or both");
+    }
+    cluster::servers::serve(a.tcp, a.udp)
+}

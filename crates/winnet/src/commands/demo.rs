@@ -1,0 +1,66 @@
+//! `winnet demo`: build the local cluster, run the flow matrix, summarise, and take it down
+//! (unless `--keep`). Without root, the same topology runs on in-memory wires and says so.
+
+use std::path::Path;
+
+use anyhow::bail;
+
+use super::cluster::{CheckArgs, UpArgs, check_and_print, topology, up};
+use crate::cluster;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// flannel's mode: l2bridge (host-gw) or overlay (vxlan).
+    #[arg(long)]
+    mode: Option<cluster::Mode>,
+    /// The Windows build: ws2019, ws2022, ws2025 or unrestricted.
+    #[arg(long)]
+    profile: Option<hns::Profile>,
+    /// Leave the cluster up afterwards (`winnet cluster down` removes it).
+    #[arg(long)]
+    keep: bool,
+    /// A topology file instead of the default.
+    #[arg(long)]
+    topology: Option<std::path::PathBuf>,
+    /// Print the matrix as Markdown.
+    #[arg(long)]
+    markdown: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let t = topology(&UpArgs {
+        file: a.topology.clone(),
+        mode: a.mode,
+        profile: a.profile,
+    })?;
+    if !cluster::is_root() {
+        return crate::cluster::sim_demo::run(&t, a.markdown);
+    }
+    let dir = Path::new(cluster::DIR);
+    if cluster::State::load(dir)?.is_some() {
+        bail!("a cluster is already up; run `winnet cluster down` first");
+    }
+    let started = std::time::Instant::now();
+    let state = up(&t, dir)?;
+    let ok = check_and_print(
+        &state,
+        &CheckArgs {
+            json: false,
+            markdown: a.markdown,
+        },
+    );
+    if a.keep {
+        eprintln!(
+            "the cluster stays up (--keep): `winnet cluster status`, `winnet trace`, `winnet cluster down`"
+        );
+    } else {
+        cluster::teardown::down(dir)?;
+        eprintln!("cluster removed");
+    }
+    eprintln!("demo took {:.1} s", started.elapsed().as_secs_f64());
+    match ok {
+        Ok(true) => Ok(()),
+        Ok(false) => bail!("some flows did not behave as the profile says (see MISMATCH above)"),
+        Err(e) => Err(e),
+    }
+}
