@@ -12,18 +12,21 @@ use anyhow::Context;
 pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
     let mut threads = Vec::new();
     if let Some(port) = udp {
-        let sock = UdpSocket::bind(("0.0.0.0", port))
-            .with_context(|| format!("cannot listen on UDP port {port}"))?;
-        threads.push(std::thread::spawn(move || {
-            let mut buf = [0u8; 2048];
-            loop {
-                if let Ok((n, peer)) = sock.recv_from(&mut buf) {
-                    let reply =
-                        format!("{} from {}", String::from_utf8_lossy(&buf[..n]), peer.ip());
-                    let _ = sock.send_to(reply.as_bytes(), peer);
-                }
-            }
-        }));
+        // One socket per local address, so that each answer leaves from the address its
+        // request was sent to (a socket on 0.0.0.0 answers from the route's source address,
+        // which a client behind NAT would not recognise).
+        let mut nl = host::link::Netlink::open()?;
+        let addrs: Vec<std::net::IpAddr> = nl
+            .addresses(None)?
+            .into_iter()
+            .map(|a| a.net.addr())
+            .filter(|a| a.is_ipv4())
+            .collect();
+        for a in addrs {
+            let sock = UdpSocket::bind((a, port))
+                .with_context(|| format!("cannot listen on UDP {a}:{port}"))?;
+            threads.push(std::thread::spawn(move || echo(&sock)));
+        }
     }
     if let Some(port) = tcp {
         let listener = TcpListener::bind(("0.0.0.0", port))
@@ -41,6 +44,16 @@ pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
         let _ = t.join();
     }
     Ok(())
+}
+
+fn echo(sock: &UdpSocket) {
+    let mut buf = [0u8; 2048];
+    loop {
+        if let Ok((n, peer)) = sock.recv_from(&mut buf) {
+            let reply = format!("{} from {}", String::from_utf8_lossy(&buf[..n]), peer.ip());
+            let _ = sock.send_to(reply.as_bytes(), peer);
+        }
+    }
 }
 
 fn http(mut s: TcpStream) {
