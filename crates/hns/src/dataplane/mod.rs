@@ -11,10 +11,12 @@
 //! provider addresses). TAPs are persistent: a restarted hnsd re-adopts them, and pods keep
 //! their interfaces while it is down.
 
+pub mod claims;
 pub mod devices;
 pub mod kernel;
 pub mod offload;
 pub mod pump;
+pub mod trace;
 pub mod uplink;
 
 use std::path::PathBuf;
@@ -77,6 +79,7 @@ pub(crate) struct Inner {
     pub(crate) devices: Devices,
     pub(crate) uplink: Uplink,
     pub(crate) kernel: KernelView,
+    claims: claims::Claims,
     node_name: String,
 }
 
@@ -100,6 +103,7 @@ impl Dataplane {
                 devices: Devices::default(),
                 uplink,
                 kernel,
+                claims: claims::Claims::default(),
                 node_name: config.node_name.clone(),
             }),
             epoll,
@@ -111,6 +115,7 @@ impl Dataplane {
         service.observe(Box::new(move |state, changes| {
             observer.on_commit(state, changes);
         }));
+        service.set_tracer(trace::tracer(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
         let pump = Arc::clone(&shared);
         threads.push(
@@ -225,6 +230,10 @@ impl Inner {
         devices::ensure_namespaces(state);
         let want = devices::desired(compiler, state, &self.uplink);
         self.devices.sync(want, epoll);
+        if let Some(nic) = self.uplink.nic() {
+            let vnic = uplink::management_name(nic);
+            self.claims.sync(compiler, &vnic, self.uplink.taken());
+        }
         devices::collect_namespaces(state);
     }
 }
