@@ -156,6 +156,8 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             );
         }
         if let Some(lb) = svc.ingress_ip {
+            // The external load balancer hands its address to the first node.
+            c.external_route(ipnet::IpNet::from(lb), node_ip(0));
             let e = c.tcp_syn(Who::External, lb, s.port);
             add(
                 "external -> LoadBalancer ingress IP",
