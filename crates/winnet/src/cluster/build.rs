@@ -334,10 +334,22 @@ impl Builder {
         Ok(())
     }
 
+    /// Creates an HNS object on node `i` through `winnet hns`; its ID.
     fn hns(&self, i: usize, kind: &str, doc: &Value) -> anyhow::Result<String> {
+        self.hns_call(i, &["create", kind, "-o", "id"], doc)
+    }
+
+    fn hns_modify(&self, i: usize, kind: &str, id: &str, doc: &Value) -> anyhow::Result<()> {
+        self.hns_call(i, &["modify", kind, id], doc).map(|_| ())
+    }
+
+    /// Runs `winnet hns ARGS -f -` against node `i`'s hnsd with `doc` on stdin.
+    fn hns_call(&self, i: usize, args: &[&str], doc: &Value) -> anyhow::Result<String> {
         let w = std::env::current_exe()?;
         let mut child = Command::new(w)
-            .args(["hns", "create", kind, "-o", "id", "-f", "-"])
+            .arg("hns")
+            .args(args)
+            .args(["-f", "-"])
             .env("HNS_SOCKET", self.socket(i))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -351,36 +363,13 @@ impl Builder {
         let out = child.wait_with_output()?;
         if !out.status.success() {
             bail!(
-                "create {kind} on {}: {}",
+                "winnet hns {} on {}: {}",
+                args.join(" "),
                 self.state.nodes[i].name,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-
-    fn hns_modify(&self, i: usize, kind: &str, id: &str, doc: &Value) -> anyhow::Result<()> {
-        let w = std::env::current_exe()?;
-        let mut child = Command::new(w)
-            .args(["hns", "modify", kind, id, "-f", "-"])
-            .env("HNS_SOCKET", self.socket(i))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .context("stdin")?
-            .write_all(doc.to_string().as_bytes())?;
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "modify {kind} {id}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
     }
 
     /// What flanneld makes on a Windows node.
