@@ -147,7 +147,10 @@ fn capture(ports: &[&str], during: impl FnOnce() -> Output) -> (Output, Vec<Vec<
     (out, frames)
 }
 
-fn ipv4(f: &[u8]) -> Option<(&[u8], [u8; 4], [u8; 4], u8)> {
+/// An IPv4 packet's transport bytes, source, destination and protocol.
+type Ipv4View<'a> = (&'a [u8], [u8; 4], [u8; 4], u8);
+
+fn ipv4(f: &[u8]) -> Option<Ipv4View<'_>> {
     if f.get(12..14)? != [0x08, 0x00] {
         return None;
     }

@@ -216,10 +216,11 @@ impl Inner {
         let external = state
             .networks()
             .any(|n| uplink::is_external(n.network_type));
-        if external && !self.uplink.taken() {
-            if let Err(e) = self.uplink.take_over() {
-                tracing::error!("cannot take the NIC over for the external switch: {e}");
-            }
+        if external
+            && !self.uplink.taken()
+            && let Err(e) = self.uplink.take_over()
+        {
+            tracing::error!("cannot take the NIC over for the external switch: {e}");
         }
         if !external && self.uplink.taken() {
             self.devices.remove_uplink_devices(epoll);
