@@ -201,13 +201,14 @@ impl Node {
     }
 
     /// A pod network namespace, made as a runtime makes it (`ip netns add`); its path.
+    /// The same name twice gives the same namespace.
     pub fn netns(&self, name: &str) -> String {
         let full = format!("{}-{name}", self.node_ns);
-        ip(&["netns", "add", &full]);
-        self.pods
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(full.clone());
+        let mut pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
+        if !pods.contains(&full) {
+            ip(&["netns", "add", &full]);
+            pods.push(full.clone());
+        }
         format!("/run/netns/{full}")
     }
 
