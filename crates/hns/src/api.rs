@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use hcn::error::{HResult, HnsError};
 use hcn::query::Filter;
 use hcn::{Guid, decode};
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::service::Service;
 use crate::state::{Kind, Object, WriteOp};
+use crate::trace::{NO_DATAPLANE, TraceRequest};
 
 type Svc = AxState<Arc<Service>>;
 
@@ -25,6 +26,7 @@ pub fn router(service: Arc<Service>) -> Router {
     Router::new()
         .route("/globals/version", get(version))
         .route("/globals/features", get(features))
+        .route("/trace", post(trace))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -47,6 +49,15 @@ impl From<hcn::DecodeError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.0.code == NO_DATAPLANE {
+            // Not an HNS code: its record says what is missing, without HNS's generic text.
+            let record = hcn::error::ErrorRecord {
+                success: false,
+                error: self.0.detail,
+                error_code: NO_DATAPLANE.0,
+            };
+            return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(record)).into_response();
+        }
         let status =
             StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
         (status, axum::Json(self.0.record())).into_response()
@@ -155,4 +166,13 @@ async fn delete(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> Api
     let (kind, id) = (kind(&k)?, guid(&id)?);
     svc.write(WriteOp::Delete(kind, id)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /trace`: the first packet of a connection through this node's switch, explained.
+async fn trace(AxState(svc): Svc, body: Bytes) -> ApiResult {
+    let req = TraceRequest::from_json(&body)?;
+    let answer = tokio::task::spawn_blocking(move || svc.trace(&req))
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the trace failed: {e}")))??;
+    Ok(axum::Json(answer).into_response())
 }

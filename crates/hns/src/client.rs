@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
 
 use crate::state::Kind;
+use crate::trace::TraceRequest;
 
 /// A failed call.
 #[derive(Debug, thiserror::Error)]
@@ -396,6 +397,13 @@ impl Client {
     }
     pub async fn delete_sdn_route(&self, id: Guid) -> Result<()> {
         self.delete(Kind::Route, id).await
+    }
+
+    /// What the node's switch does with the first packet of a connection (`POST /trace`): the
+    /// answer's `Trace` (structured), `Disposition` and `Text`.
+    pub async fn trace(&self, req: &TraceRequest) -> Result<serde_json::Value> {
+        self.call(Method::POST, "/trace", Self::json(&req.to_json())?)
+            .await
     }
 }
 

@@ -13,12 +13,14 @@ pub mod service;
 pub mod sim;
 pub mod state;
 pub mod store;
+pub mod trace;
 
 pub use client::{Client, ClientError};
 pub use hyper::Method;
 pub use profile::{Limitation, Profile};
 pub use service::Service;
 pub use state::{Kind, State};
+pub use trace::{TraceProtocol, TraceRequest};
 
 /// Where clients look for hnsd when neither a flag nor `HNS_SOCKET` names a socket.
 pub const DEFAULT_SOCKET: &str = "/run/winnet/hns.sock";

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use crate::profile::Profile;
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
+use crate::trace::{NO_DATAPLANE, TraceRequest, TraceSource, Tracer};
 
 /// Most writes one transaction takes; bounds the latency of the first caller in a batch.
 const MAX_BATCH: usize = 512;
@@ -35,6 +36,8 @@ pub struct Service {
     committer: Mutex<Option<JoinHandle<()>>>,
     profile: Profile,
     observers: Arc<Mutex<Vec<Observer>>>,
+    /// Set by the data plane; `None` when hnsd serves the objects only.
+    tracer: RwLock<Option<Tracer>>,
 }
 
 impl Service {
@@ -55,7 +58,29 @@ impl Service {
             committer: Mutex::new(Some(committer)),
             profile,
             observers,
+            tracer: RwLock::new(None),
         })
+    }
+
+    /// Lets the data plane answer trace requests ([`Service::trace`]).
+    pub fn set_tracer(&self, tracer: Tracer) {
+        *self.tracer.write().unwrap_or_else(|p| p.into_inner()) = Some(tracer);
+    }
+
+    /// What the switch does with the first packet of `req`'s connection. `From` must name
+    /// something (else not found) before the data plane is asked; without a data plane the
+    /// error is [`NO_DATAPLANE`]. Blocks while the data plane is busy: call it off the async
+    /// workers.
+    pub fn trace(&self, req: &TraceRequest) -> Result<serde_json::Value, HnsError> {
+        self.read(|s| TraceSource::resolve(s, &req.from))?;
+        let tracer = self.tracer.read().unwrap_or_else(|p| p.into_inner());
+        let Some(tracer) = tracer.as_ref() else {
+            return Err(HnsError::new(
+                NO_DATAPLANE,
+                "hnsd runs without a data plane, so there is no switch to trace: start it with --node-netns NAME (or --dataplane) to carry and trace packets",
+            ));
+        };
+        tracer(req)
     }
 
     /// Subscribes `f` to committed changes. It is first called with every object as a `Put`

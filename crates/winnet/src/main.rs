@@ -23,6 +23,8 @@ enum Command {
     Proxy(commands::proxy::Args),
     /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
     InstallCni(commands::install_cni::Args),
+    /// Explain what a node's switch does with a connection's first packet, layer by layer.
+    Trace(commands::trace::Args),
     /// Build a mixed Windows + Linux cluster here, prove every documented flow, take it down.
     Demo(commands::demo::Args),
     /// The local cluster: up, check, status, down.
@@ -51,6 +53,7 @@ fn main() -> std::process::ExitCode {
         Command::Hns(args) => commands::hns::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
+        Command::Trace(args) => commands::trace::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Cluster(args) => commands::cluster::run(args),
         Command::Serve(args) => commands::cluster::serve(args),

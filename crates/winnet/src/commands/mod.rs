@@ -6,6 +6,7 @@ pub mod hns;
 pub mod hnsd;
 pub mod install_cni;
 pub mod proxy;
+pub mod trace;
 
 /// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
