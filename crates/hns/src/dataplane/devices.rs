@@ -393,7 +393,8 @@ pub fn link_name(name: &str) -> String {
     format!("hns-{:08x}", h as u32)
 }
 
-fn pod_addresses(state: &State, ep: &Endpoint) -> Vec<IpNet> {
+/// The pod's addresses with their prefixes, as its vNIC gets them.
+pub(crate) fn pod_addresses(state: &State, ep: &Endpoint) -> Vec<IpNet> {
     let net = state.network(ep.host_compute_network);
     ep.ip_configurations
         .iter()
@@ -409,7 +410,7 @@ fn pod_addresses(state: &State, ep: &Endpoint) -> Vec<IpNet> {
 }
 
 /// The pod's routes: the endpoint's own, else those of the subnet its address is in.
-fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
+pub(crate) fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
     let own: Vec<(IpNet, IpAddr)> = ep
         .routes
         .iter()

@@ -259,7 +259,7 @@ impl Sender {
         let iface = Iface {
             port: port.id(),
             mac,
-            prefixes: pod_prefixes(state, ep),
+            prefixes: super::devices::pod_addresses(state, ep),
         };
         Ok(Sender {
             kind: "Endpoint",
@@ -270,7 +270,7 @@ impl Sender {
             mac,
             stack: Some(Stack {
                 ifaces: vec![iface],
-                routes: pod_routes(state, ep),
+                routes: super::devices::pod_routes(state, ep),
             }),
             mac_note: None,
         })
@@ -370,43 +370,6 @@ fn is_node_address(c: &Compiler, ip: IpAddr) -> bool {
         || c.host_interfaces()
             .iter()
             .any(|i| i.addresses.iter().any(|n| n.addr() == ip))
-}
-
-/// The pod's addresses with their prefixes, as the data plane gives its vNIC.
-fn pod_prefixes(state: &State, ep: &Endpoint) -> Vec<IpNet> {
-    let net = state.network(ep.host_compute_network);
-    ep.ip_configurations
-        .iter()
-        .filter_map(|cfg| {
-            let ip = cfg.ip_address?;
-            let len = match cfg.prefix_length {
-                0 => net?.subnet_for(ip)?.ip_address_prefix?.prefix_len(),
-                n => n,
-            };
-            IpNet::new(ip, len).ok()
-        })
-        .collect()
-}
-
-/// The pod's routes, as the data plane gives its vNIC: the endpoint's own, else those of the
-/// subnets its addresses are in.
-fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
-    let own: Vec<(IpNet, IpAddr)> = ep
-        .routes
-        .iter()
-        .filter_map(|r| Some((r.destination_prefix?, r.next_hop?)))
-        .collect();
-    if !own.is_empty() {
-        return own;
-    }
-    let Some(net) = state.network(ep.host_compute_network) else {
-        return Vec::new();
-    };
-    ep.ips()
-        .filter_map(|ip| net.subnet_for(ip))
-        .flat_map(|s| s.routes.iter())
-        .filter_map(|r| Some((r.destination_prefix?, r.next_hop?)))
-        .collect()
 }
 
 /// A sender's interface on the switch.
