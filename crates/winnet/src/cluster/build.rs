@@ -248,28 +248,13 @@ impl Builder {
                 self.hnsd(i, winnet)?;
                 self.flannel_windows(i, mode)?;
             }
-            (Os::Linux, Mode::L2bridge) => {
-                sh(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    &ns,
-                    "sysctl",
-                    "-qw",
-                    "net.ipv4.ip_forward=1",
-                ])?;
-            }
-            (Os::Linux, Mode::Overlay) => {
-                sh(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    &ns,
-                    "sysctl",
-                    "-qw",
-                    "net.ipv4.ip_forward=1",
-                ])?;
-                self.linux_vxlan(i)?;
+            (Os::Linux, mode) => {
+                // The Linux node routes between its pods and the fabric.
+                host::netns::Netns::named(&ns)
+                    .run(|| host::link::set_sysctl("net.ipv4.ip_forward", "1"))?;
+                if mode == Mode::Overlay {
+                    self.linux_vxlan(i)?;
+                }
             }
         }
         if self.t.mode == Mode::L2bridge {
