@@ -545,3 +545,85 @@ fn a_tcp_stream_between_pods_survives_hnsd_being_killed() {
         assert!(echo(&mut s, i).expect("echo after"), "echo {i}");
     }
 }
+
+#[test]
+fn a_namespace_made_by_hnsd_carries_dns_and_everything_goes_back_when_deleted() {
+    let mut c = Cluster::new("g", 1, Mode::L2Bridge, "ws2022");
+    let client = c.client(0);
+    let node = c.node_ns(0);
+    // An endpoint with DNS, in a HostComputeNamespace created without a Linux namespace.
+    let ep: Endpoint = decode(json!({
+        "Name": "px_cbr0", "HostComputeNetwork": c.networks[0].to_string(),
+        "IpConfigurations": [{"IpAddress": "10.244.1.20", "PrefixLength": 24}],
+        "Routes": [{"NextHop": "10.244.1.2", "DestinationPrefix": "0.0.0.0/0"}],
+        "Dns": {"Domain": "default.svc.cluster.local", "Search": ["svc.cluster.local", "cluster.local"],
+                "ServerList": ["10.96.0.10"]}
+    }));
+    let ep =
+        c.rt.block_on(client.create_endpoint(&ep))
+            .expect("endpoint");
+    let ns: Namespace = decode(json!({"SchemaVersion": {"Major": 2, "Minor": 0}}));
+    let ns =
+        c.rt.block_on(client.create_namespace(&ns))
+            .expect("namespace");
+    c.rt.block_on(client.add_namespace_endpoint(ns.id, ep.id))
+        .expect("attach");
+    let name = format!("hcn-{}", ns.id);
+    assert!(
+        std::path::Path::new("/run/netns").join(&name).exists(),
+        "hnsd made the namespace {name}\n{}",
+        c.lab.logs()
+    );
+    assert_eq!(addresses(&name, "eth0"), vec!["10.244.1.20/24".to_string()]);
+    let resolv = std::fs::read_to_string(format!("/etc/netns/{name}/resolv.conf"))
+        .expect("resolv.conf of the pod's namespace");
+    assert!(resolv.contains("nameserver 10.96.0.10"), "{resolv}");
+    assert!(
+        resolv.contains("search default.svc.cluster.local")
+            && !resolv.contains("svc.cluster.local cluster.local"),
+        "one search suffix, as Windows has: {resolv}"
+    );
+
+    // Delete it all: the namespace goes with its HNS namespace, the NIC gets its address back.
+    c.rt.block_on(client.remove_namespace_endpoint(ns.id, ep.id))
+        .expect("detach");
+    c.rt.block_on(client.delete_namespace(ns.id))
+        .expect("delete namespace");
+    c.rt.block_on(client.delete_endpoint(ep.id))
+        .expect("delete endpoint");
+    assert!(
+        !std::path::Path::new("/run/netns").join(&name).exists(),
+        "the namespace hnsd made is removed with it"
+    );
+    assert!(!std::path::Path::new(&format!("/etc/netns/{name}")).exists());
+    // flannel's cbr0_ep: detached from the host, deleted.
+    for n in c.rt.block_on(client.list_namespaces()).expect("list") {
+        for e in n.endpoint_ids().collect::<Vec<_>>() {
+            c.rt.block_on(client.remove_namespace_endpoint(n.id, e))
+                .expect("detach");
+        }
+        c.rt.block_on(client.delete_namespace(n.id))
+            .expect("delete namespace");
+    }
+    for e in c.rt.block_on(client.list_endpoints()).expect("list") {
+        c.rt.block_on(client.delete_endpoint(e.id))
+            .expect("delete endpoint");
+    }
+    c.rt.block_on(client.delete_network(c.networks[0]))
+        .expect("delete the network");
+    assert_eq!(
+        addresses(&node, "eth0"),
+        vec![format!("{}/24", node_ip(0))],
+        "the NIC has its address back"
+    );
+    let links = ok(&["ip", "-n", &node, "link", "show"]);
+    assert!(
+        !links.contains("vEthernet-eth0"),
+        "the management vNIC is gone: {links}"
+    );
+    let routes = ok(&["ip", "-n", &node, "route", "show", "default"]);
+    assert!(
+        routes.contains("dev eth0"),
+        "the default route is back on the NIC: {routes}"
+    );
+}
