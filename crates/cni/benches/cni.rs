@@ -1,41 +1,127 @@
-//! ADD and DEL latency, as a runtime sees it (process start to exit): win-bridge (the winnet
-//! binary linked as win-bridge, `winnet hnsd` as a separate process) with Debian's host-local,
-//! and in the same run Debian's `bridge` plugin with host-local in a real network namespace,
-//! plus host-local alone (the floor every plugin using it pays).
+//! ADD and DEL latency, as a runtime sees it (process start to exit), of three plugins measured
+//! in the same run, interleaved in rounds so that a noisy moment hits all alike:
+//!
+//! - win-bridge: the winnet binary linked as win-bridge, with Debian's host-local, against
+//!   `winnet hnsd --node-netns` as a separate process (profile ws2022). The node is a network
+//!   namespace with a NIC `eth0` (a veth whose peer stays inside), an address and a default
+//!   route, as in the end-to-end tests (crates/cni/tests/common/mod.rs); creating the L2Bridge
+//!   network makes hnsd take the NIC over. An ADD therefore includes hnsd making the pod's TAP
+//!   `eth0` in the pod's namespace (MAC, address, default route, MTU) before the attach returns;
+//!   a DEL includes removing it.
+//! - Debian's `bridge` with host-local: a veth into the pod's namespace and a Linux bridge in a
+//!   scratch "host" namespace.
+//! - Debian's host-local alone: the floor both pay.
+//! - For reference, win-bridge against a second hnsd without a data plane (no `--node-netns`):
+//!   the same HNS calls without devices, so the difference to the first row is what making and
+//!   removing the TAP costs. Its CNI_NETNS is the scratch host namespace (no TAP is made there).
+//!
+//! Pod namespaces: by default each win-bridge and bridge iteration gets a fresh one, made with
+//! `ip netns add` before the timed ADD and removed after the DEL, outside the timed region (as a
+//! runtime makes one per pod sandbox). `CNI_BENCH_NETNS=reuse` keeps one per plugin for the whole
+//! run instead, to see what the kernel's asynchronous teardown of the old namespaces costs the
+//! next ADD. Each ADD is checked (outside the timed region) to have left `eth0` with its address
+//! in the pod's namespace, and each DEL to have removed it.
+//!
+//! Everything the bench makes (namespaces, hnsd) is removed when it ends, also when it fails or
+//! is interrupted (SIGINT, SIGTERM); hnsd is also told to stop if the bench dies outright, and a
+//! run first removes namespaces an earlier, killed run left behind.
 //!
 //! Built as a bench of crates/winnet (which owns the binary); run as root:
-//! `cargo bench -p winnet --bench cni` (`CNI_BENCH_N` iterations, default 300).
+//! `CNI_BENCH_N=300 cargo bench -p winnet --bench cni` (`CNI_BENCH_N` iterations, default 300).
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const DEBIAN_CNI: &str = "/usr/lib/cni";
+/// Every namespace the bench makes has this prefix, so a later run can sweep up a killed one's.
+const PREFIX: &str = "winnet-cnibench-";
+const NODE_NS: &str = "winnet-cnibench-node";
 const HOST_NS: &str = "winnet-cnibench-host";
-const POD_NS: &str = "winnet-cnibench-pod";
+const RUN_NETNS: &str = "/run/netns";
 
+/// Set by SIGINT or SIGTERM; the loops then stop by panicking, which unwinds into the cleanup.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// What the bench has made; dropped (also on a panic), it removes all of it.
 struct Scratch {
     dir: tempfile::TempDir,
-    hnsd: Option<Child>,
+    hnsd: Vec<Child>,
+    namespaces: Vec<String>,
+}
+
+impl Scratch {
+    /// Makes namespace `name` with `ip netns add` (removing a leftover first); its path.
+    fn netns(&mut self, name: &str) -> String {
+        remove_netns(name);
+        self.namespaces.push(name.to_string());
+        ip(&["netns", "add", name]);
+        format!("{RUN_NETNS}/{name}")
+    }
+
+    /// Removes namespace `name`, which this bench made.
+    fn drop_netns(&mut self, name: &str) {
+        remove_netns(name);
+        self.namespaces.retain(|n| n != name);
+    }
+
+    /// What the hnsd called `name` logged.
+    fn hnsd_log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Some(mut h) = self.hnsd.take() {
+        for mut h in self.hnsd.drain(..) {
             let _ = h.kill();
             let _ = h.wait();
         }
-        for ns in [POD_NS, HOST_NS] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
+        for ns in std::mem::take(&mut self.namespaces).iter().rev() {
+            remove_netns(ns);
         }
     }
 }
 
+fn remove_netns(name: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "del", name])
+        .stderr(Stdio::null())
+        .status();
+    let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(name));
+}
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {} (the bench needs root)",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The addresses on `eth0` in namespace `ns` (`ip -br addr`), `None` when there is no `eth0`.
+fn eth0_in(ns: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-br", "addr", "show", "dev", "eth0"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run ip");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a plugin as a runtime does; how long it took from spawn to exit, and its stdout.
 fn run(path: &Path, env: &[(&str, &str)], stdin: &str) -> (Duration, String) {
     let start = Instant::now();
     let mut child = Command::new(path)
@@ -49,10 +135,10 @@ fn run(path: &Path, env: &[(&str, &str)], stdin: &str) -> (Duration, String) {
     child
         .stdin
         .take()
-        .unwrap()
+        .expect("stdin")
         .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .expect("write the config");
+    let out = child.wait_with_output().expect("plugin exits");
     let took = start.elapsed();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -73,31 +159,202 @@ fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
     (at(0.50), at(0.99))
 }
 
-/// `n` ADDs each followed by its DEL, pod IDs distinct, one namespace: the ADD and DEL times.
-fn add_del(
-    n: usize,
-    plugin: &Path,
-    env: &[(&str, &str)],
-    netns: &str,
-    conf: &str,
-) -> (Vec<Duration>, Vec<Duration>) {
-    let (mut adds, mut dels) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let id = format!("bench{i}");
+/// One plugin under test.
+struct Plugin {
+    path: PathBuf,
+    conf: String,
+    /// Environment beyond `CNI_*` (which hnsd, where its records go).
+    env: Vec<(&'static str, String)>,
+    /// Where its pods live: `None` for host-local alone, which never enters a namespace.
+    pods: Option<PodNetns>,
+}
+
+/// How a plugin's pods get their namespace.
+enum PodNetns {
+    /// A fresh `ip netns add` per iteration with this name prefix.
+    Fresh(String),
+    /// One namespace for the whole run.
+    Reuse(String),
+}
+
+#[derive(Default)]
+struct Times {
+    adds: Vec<Duration>,
+    dels: Vec<Duration>,
+}
+
+/// `n` ADDs, each followed by its DEL, pod IDs distinct; the pod's namespace is made and removed
+/// around each pair (untimed) when the plugin's pods are `Fresh`.
+fn add_del(s: &mut Scratch, n: usize, p: &Plugin, env: &[(&str, &str)], times: &mut Times) {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    for _ in 0..n {
+        assert!(
+            !INTERRUPTED.load(Ordering::SeqCst),
+            "interrupted; cleaning up"
+        );
+        let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+        let id = format!("bench{seq}");
+        let ns = match &p.pods {
+            Some(PodNetns::Fresh(prefix)) => Some(format!("{prefix}{seq}")),
+            Some(PodNetns::Reuse(name)) => Some(name.clone()),
+            None => None,
+        };
+        let netns = match (&p.pods, &ns) {
+            (Some(PodNetns::Fresh(_)), Some(name)) => s.netns(name),
+            (_, Some(name)) => format!("{RUN_NETNS}/{name}"),
+            _ => format!("{RUN_NETNS}/{HOST_NS}"),
+        };
         let mut e: Vec<(&str, &str)> = env.to_vec();
+        e.extend(p.env.iter().map(|(k, v)| (*k, v.as_str())));
         e.extend([
             ("CNI_CONTAINERID", id.as_str()),
-            ("CNI_NETNS", netns),
+            ("CNI_NETNS", netns.as_str()),
             ("CNI_IFNAME", "eth0"),
         ]);
         let mut add = e.clone();
         add.push(("CNI_COMMAND", "ADD"));
-        adds.push(run(plugin, &add, conf).0);
-        let mut del = e.clone();
+        let (took, out) = run(&p.path, &add, &p.conf);
+        times.adds.push(took);
+        if let Some(name) = &ns {
+            let result: serde_json::Value = serde_json::from_str(&out).expect("ADD prints JSON");
+            // The address only: win-bridge reports the HNS subnet's prefix length, as upstream
+            // does, while the TAP has the endpoint's (host-local's range).
+            let addr = result["ips"][0]["address"].as_str().unwrap_or_default();
+            let addr = addr.split('/').next().unwrap_or_default();
+            let have = eth0_in(name).unwrap_or_default();
+            assert!(
+                !addr.is_empty() && have.contains(&format!(" {addr}/")),
+                "after the ADD of {id}, eth0 in {name} should hold {addr}; it is: {have:?}\n{}",
+                s.hnsd_log("hnsd")
+            );
+        }
+        let mut del = e;
         del.push(("CNI_COMMAND", "DEL"));
-        dels.push(run(plugin, &del, conf).0);
+        times.dels.push(run(&p.path, &del, &p.conf).0);
+        if let Some(name) = &ns {
+            let left = eth0_in(name);
+            assert!(
+                left.is_none(),
+                "after the DEL of {id}, {name} still has eth0: {left:?}"
+            );
+            if matches!(p.pods, Some(PodNetns::Fresh(_))) {
+                s.drop_netns(name);
+            }
+        }
     }
-    (adds, dels)
+}
+
+/// The node: its namespace with a NIC, as the end-to-end tests make it.
+fn make_node(s: &mut Scratch) {
+    s.netns(NODE_NS);
+    ip(&["-n", NODE_NS, "link", "set", "lo", "up"]);
+    ip(&[
+        "-n", NODE_NS, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0",
+    ]);
+    ip(&[
+        "-n",
+        NODE_NS,
+        "addr",
+        "add",
+        "192.168.99.11/24",
+        "dev",
+        "eth0",
+    ]);
+    ip(&["-n", NODE_NS, "link", "set", "eth0", "up"]);
+    ip(&["-n", NODE_NS, "link", "set", "wire0", "up"]);
+    ip(&[
+        "-n",
+        NODE_NS,
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.99.1",
+    ]);
+}
+
+/// `winnet hnsd` called `name` (its state, socket and log in the scratch dir), serving `node`
+/// with its data plane, or objects only when `None`; returns its socket once it answers.
+fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) -> PathBuf {
+    let d = s.dir.path().to_path_buf();
+    let socket = d.join(format!("{name}.sock"));
+    let log = std::fs::File::create(d.join(format!("{name}.log"))).expect("hnsd log");
+    let mut cmd = Command::new(winnet);
+    cmd.arg("hnsd");
+    if let Some(node) = node {
+        cmd.args(["--node-netns", node, "--nic", "eth0"]);
+    }
+    cmd.args(["--profile", "ws2022", "--state-dir"])
+        .arg(d.join(name))
+        .arg("--socket")
+        .arg(&socket)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            // hnsd stops (and lets go of its TAPs) if the bench dies without cleaning up.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    s.hnsd.push(cmd.spawn().expect("start winnet hnsd"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        let exited = s.hnsd.last_mut().and_then(|h| h.try_wait().ok().flatten());
+        assert!(
+            exited.is_none() && Instant::now() < deadline,
+            "hnsd {name} did not start ({exited:?}):\n{}",
+            s.hnsd_log(name)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    socket
+}
+
+/// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
+/// plane takes the node's NIC over for it.
+fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, dataplane: bool) {
+    let file = s.dir.path().join("net.json");
+    std::fs::write(
+        &file,
+        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
+    )
+    .expect("write the network");
+    let ok = Command::new(winnet)
+        .args(["hns", "create", "networks", "-f"])
+        .arg(&file)
+        .env("HNS_SOCKET", socket)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run winnet hns");
+    assert!(ok.success(), "create network:\n{}", s.hnsd_log(name));
+    if !dataplane {
+        return;
+    }
+    let mgmt = Command::new("ip")
+        .args(["-n", NODE_NS, "link", "show", "vEthernet-eth0"])
+        .stdout(Stdio::null())
+        .status()
+        .expect("run ip");
+    assert!(
+        mgmt.success(),
+        "hnsd did not take eth0 over (no vEthernet-eth0):\n{}",
+        s.hnsd_log(name)
+    );
+}
+
+/// Leftovers of a killed run.
+fn sweep() {
+    for entry in std::fs::read_dir(RUN_NETNS).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(PREFIX) {
+            eprintln!("removing {name}, left by an earlier run");
+            remove_netns(&name);
+        }
+    }
 }
 
 fn main() {
@@ -105,67 +362,41 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
+    let reuse = std::env::var("CNI_BENCH_NETNS").is_ok_and(|v| v == "reuse");
     let winnet = PathBuf::from(env!("CARGO_BIN_EXE_winnet"));
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+    sweep();
     let mut s = Scratch {
-        dir: tempfile::tempdir().unwrap(),
-        hnsd: None,
+        dir: tempfile::tempdir().expect("temp dir"),
+        hnsd: Vec::new(),
+        namespaces: Vec::new(),
     };
     let d = s.dir.path().to_path_buf();
 
-    // winnet: hnsd as its own process, the plugins installed as links.
-    let socket = d.join("hns.sock");
-    s.hnsd = Some(
-        Command::new(&winnet)
-            .args(["hnsd", "--state-dir"])
-            .arg(d.join("hnsd"))
-            .arg("--socket")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start winnet hnsd"),
-    );
-    for _ in 0..500 {
-        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The node and its hnsd, a second hnsd without a data plane for reference; the plugins
+    // installed as links to the winnet binary.
+    make_node(&mut s);
+    let socket = start_hnsd(&mut s, &winnet, "hnsd", Some(NODE_NS));
+    let bare_socket = start_hnsd(&mut s, &winnet, "hnsd-bare", None);
     let bin = d.join("bin");
     let ok = Command::new(&winnet)
         .arg("install-cni")
         .arg(&bin)
         .stdout(Stdio::null())
         .status()
-        .unwrap();
+        .expect("run winnet install-cni");
     assert!(ok.success(), "install-cni");
-    std::fs::write(
-        d.join("net.json"),
-        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
-    )
-    .unwrap();
-    let ok = Command::new(&winnet)
-        .args(["hns", "create", "networks", "-f"])
-        .arg(d.join("net.json"))
-        .env("HNS_SOCKET", &socket)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success(), "create network");
+    create_network(&s, &winnet, "hnsd", &socket, true);
+    create_network(&s, &winnet, "hnsd-bare", &bare_socket, false);
 
-    // Real namespaces for bridge: a scratch "host" holding the Linux bridge, and a pod.
-    for ns in [HOST_NS, POD_NS] {
-        let _ = Command::new("ip")
-            .args(["netns", "del", ns])
-            .stderr(Stdio::null())
-            .status();
-        let ok = Command::new("ip")
-            .args(["netns", "add", ns])
-            .status()
-            .expect("ip netns add");
-        assert!(ok.success(), "ip netns add {ns} (the bench needs root)");
-    }
-    let host = std::fs::File::open(format!("/var/run/netns/{HOST_NS}")).expect("open host netns");
+    // A scratch "host" for bridge's Linux bridge; the plugins are spawned from it.
+    let host_path = s.netns(HOST_NS);
+    let host = std::fs::File::open(&host_path).expect("open host netns");
     // SAFETY: `host` is an open netns file descriptor for the duration of the call; setns only
     // switches this (main) thread's network namespace, from which the plugins are spawned.
     let rc = unsafe { libc::setns(host.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -184,77 +415,103 @@ fn main() {
         )
     };
     let path = format!("{}:{DEBIAN_CNI}", bin.display());
-    let sock = socket.to_string_lossy().into_owned();
-    let state = d.join("state").to_string_lossy().into_owned();
-    let env: Vec<(&str, &str)> = vec![
-        ("CNI_PATH", &path),
-        ("HNS_SOCKET", &sock),
-        ("WINNET_CNI_STATE_DIR", &state),
-    ];
+    let env: Vec<(&str, &str)> = vec![("CNI_PATH", &path)];
+    let hns_env = |socket: &Path, state: &str| {
+        vec![
+            ("HNS_SOCKET", socket.to_string_lossy().into_owned()),
+            (
+                "WINNET_CNI_STATE_DIR",
+                d.join(state).to_string_lossy().into_owned(),
+            ),
+        ]
+    };
+    let win_conf = |dir: &str| {
+        format!(
+            r#"{{"cniVersion":"1.0.0","name":"cbr0","type":"win-bridge","apiVersion":2,"ipMasqNetwork":"10.244.0.0/16","policies":[{{"name":"EndpointPolicy","value":{{"Type":"OutBoundNAT","Settings":{{"Exceptions":["10.96.0.0/12"]}}}}}}],"ipam":{}}}"#,
+            ipam("10.244.1.0/24", dir)
+        )
+    };
 
-    let pod_file = d.join("pod-netns");
-    std::fs::write(&pod_file, b"").unwrap();
-    let pod_path = format!("/var/run/netns/{POD_NS}");
-
-    let win_conf = format!(
-        r#"{{"cniVersion":"1.0.0","name":"cbr0","type":"win-bridge","apiVersion":2,"ipMasqNetwork":"10.244.0.0/16","policies":[{{"name":"EndpointPolicy","value":{{"Type":"OutBoundNAT","Settings":{{"Exceptions":["10.96.0.0/12"]}}}}}}],"ipam":{}}}"#,
-        ipam("10.244.1.0/24", "ipam-win")
-    );
-    let bridge_conf = format!(
-        r#"{{"cniVersion":"1.0.0","name":"benchbr","type":"bridge","bridge":"cnibench0","isGateway":true,"ipMasq":false,"ipam":{}}}"#,
-        ipam("10.250.0.0/24", "ipam-br")
-    );
-    let hl_conf = format!(
-        r#"{{"cniVersion":"1.0.0","name":"hl","ipam":{}}}"#,
-        ipam("10.251.0.0/24", "ipam-hl")
-    );
+    let mut pods = |tag: &str| {
+        let name = format!("{PREFIX}{tag}");
+        if reuse {
+            s.netns(&name);
+            Some(PodNetns::Reuse(name))
+        } else {
+            Some(PodNetns::Fresh(name))
+        }
+    };
+    let win = Plugin {
+        path: bin.join("win-bridge"),
+        conf: win_conf("ipam-win"),
+        env: hns_env(&socket, "state"),
+        pods: pods("win"),
+    };
+    let bridge = Plugin {
+        path: Path::new(DEBIAN_CNI).join("bridge"),
+        conf: format!(
+            r#"{{"cniVersion":"1.0.0","name":"benchbr","type":"bridge","bridge":"cnibench0","isGateway":true,"ipMasq":false,"ipam":{}}}"#,
+            ipam("10.250.0.0/24", "ipam-br")
+        ),
+        env: Vec::new(),
+        pods: pods("br"),
+    };
+    let host_local = Plugin {
+        path: Path::new(DEBIAN_CNI).join("host-local"),
+        conf: format!(
+            r#"{{"cniVersion":"1.0.0","name":"hl","ipam":{}}}"#,
+            ipam("10.251.0.0/24", "ipam-hl")
+        ),
+        env: Vec::new(),
+        pods: None,
+    };
+    let bare = Plugin {
+        path: bin.join("win-bridge"),
+        conf: win_conf("ipam-bare"),
+        env: hns_env(&bare_socket, "state-bare"),
+        pods: None,
+    };
 
     // Warm up each (page cache, first connection), then measure, interleaved in rounds so a
-    // noisy moment hits all three alike.
-    let win = bin.join("win-bridge");
-    let bridge = Path::new(DEBIAN_CNI).join("bridge");
-    let host_local = Path::new(DEBIAN_CNI).join("host-local");
-    add_del(5, &win, &env, &pod_path, &win_conf);
-    add_del(5, &bridge, &env, &pod_path, &bridge_conf);
-    add_del(5, &host_local, &env, &pod_path, &hl_conf);
-    let (mut w, mut b, mut h) = ((vec![], vec![]), (vec![], vec![]), (vec![], vec![]));
+    // noisy moment hits all alike.
+    let plugins = [&win, &bridge, &host_local, &bare];
+    for p in plugins {
+        add_del(&mut s, 5, p, &env, &mut Times::default());
+    }
+    let mut times: [Times; 4] = Default::default();
     let rounds = 10;
     for _ in 0..rounds {
-        let (a, d) = add_del(
-            n / rounds,
-            &win,
-            &env,
-            &pod_file.to_string_lossy(),
-            &win_conf,
-        );
-        w.0.extend(a);
-        w.1.extend(d);
-        let (a, d) = add_del(n / rounds, &bridge, &env, &pod_path, &bridge_conf);
-        b.0.extend(a);
-        b.1.extend(d);
-        let (a, d) = add_del(n / rounds, &host_local, &env, &pod_path, &hl_conf);
-        h.0.extend(a);
-        h.1.extend(d);
+        for (p, t) in plugins.iter().zip(times.iter_mut()) {
+            add_del(&mut s, n / rounds, p, &env, t);
+        }
     }
+
     println!(
-        "CNI ADD/DEL latency, process start to exit, {} calls each (ms):",
-        w.0.len()
+        "CNI ADD/DEL latency, process start to exit, {} calls each, pod namespaces {} (ms):",
+        times[0].adds.len(),
+        if reuse {
+            "reused"
+        } else {
+            "fresh per iteration"
+        }
     );
     println!("| plugin | ADD p50 | ADD p99 | DEL p50 | DEL p99 |");
     println!("|---|---:|---:|---:|---:|");
-    for (name, (adds, dels)) in [
-        (
-            "win-bridge + host-local (winnet, hnsd process; no TAP yet)",
-            w,
-        ),
-        (
-            "bridge + host-local (Debian, real netns, veth + Linux bridge)",
-            b,
-        ),
-        ("host-local alone (Debian)", h),
-    ] {
-        let (a50, a99) = percentiles(adds);
-        let (d50, d99) = percentiles(dels);
+    let names = [
+        "win-bridge + host-local (winnet, hnsd --node-netns, TAP in the pod's netns)",
+        "bridge + host-local (Debian, veth + Linux bridge)",
+        "host-local alone (Debian)",
+        "win-bridge + host-local, hnsd without a data plane (no TAP; reference)",
+    ];
+    for (name, t) in names.iter().zip(times) {
+        let (a50, a99) = percentiles(t.adds);
+        let (d50, d99) = percentiles(t.dels);
         println!("| {name} | {a50:.2} | {a99:.2} | {d50:.2} | {d99:.2} |");
+    }
+    for name in ["hnsd", "hnsd-bare"] {
+        let log = s.hnsd_log(name);
+        if !log.trim().is_empty() {
+            eprintln!("{name} logged:\n{log}");
+        }
     }
 }
