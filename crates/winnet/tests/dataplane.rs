@@ -548,7 +548,7 @@ fn a_tcp_stream_between_pods_survives_hnsd_being_killed() {
 
 #[test]
 fn a_namespace_made_by_hnsd_carries_dns_and_everything_goes_back_when_deleted() {
-    let mut c = Cluster::new("g", 1, Mode::L2Bridge, "ws2022");
+    let c = Cluster::new("g", 1, Mode::L2Bridge, "ws2022");
     let client = c.client(0);
     let node = c.node_ns(0);
     // An endpoint with DNS, in a HostComputeNamespace created without a Linux namespace.
