@@ -351,23 +351,18 @@ pub fn ensure_namespaces(state: &State) {
     }
 }
 
-/// Removes the namespaces hnsd made whose HostComputeNamespace is gone.
-pub fn collect_namespaces(state: &State) {
-    let Ok(dir) = std::fs::read_dir(Netns::RUN_DIR) else {
-        return;
-    };
-    let live: HashSet<String> = state
-        .namespaces()
-        .map(|ns| format!("{NETNS_PREFIX}{}", ns.id))
-        .collect();
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = name
-            .strip_prefix(NETNS_PREFIX)
-            .is_some_and(|id| id.parse::<Guid>().is_ok());
-        if ours && !live.contains(&name) {
+/// Removes the namespaces hnsd made for the HostComputeNamespaces `changes` delete. Only
+/// its own deletions count: other hnsd on the machine (other nodes) make theirs too.
+pub fn remove_namespaces(changes: &[crate::state::Change]) {
+    for c in changes {
+        if let crate::state::Change::Delete(crate::state::Kind::Namespace, id) = c {
+            let name = format!("{NETNS_PREFIX}{id}");
+            let ns = Netns::named(&name);
+            if !ns.exists() {
+                continue;
+            }
             let _ = host::resolv::remove(&name);
-            if let Err(e) = Netns::named(&name).delete() {
+            if let Err(e) = ns.delete() {
                 tracing::warn!("cannot remove network namespace {name}: {e}");
             }
         }

@@ -172,6 +172,7 @@ impl Shared {
         let mut inner = self.lock();
         inner.compile(state, changes);
         inner.reconcile(state, &self.epoll);
+        devices::remove_namespaces(changes);
     }
 
     /// Runs `f` on the committed state with the data plane locked (state lock first, as the
@@ -235,6 +236,5 @@ impl Inner {
             let vnic = uplink::management_name(nic);
             self.claims.sync(compiler, &vnic, self.uplink.taken());
         }
-        devices::collect_namespaces(state);
     }
 }
