@@ -7,121 +7,40 @@ mod lab;
 
 use std::process::Output;
 
-use hcn::{Endpoint, Guid, LoadBalancer, Namespace, Network};
-use lab::{Lab, ok, seen_from};
+use hcn::{Guid, LoadBalancer};
+use lab::cluster::{Cluster, Mode, OUTSIDE, decode};
+use lab::seen_from;
 use serde_json::{Value, json};
 
-const GATEWAY: &str = "192.168.77.1";
-/// An address of the external host outside every OutBoundNAT exception.
-const OUTSIDE: &str = "10.200.0.1";
 const NODE_IP: &str = "192.168.77.11";
 const CLUSTER_IP: &str = "10.96.0.10";
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn decode<T: serde::de::DeserializeOwned + hcn::Validate>(v: Value) -> T {
-    hcn::decode_value(v).unwrap_or_else(|e| panic!("bad test document: {}", e.message))
-}
-
-/// One Windows node with flannel host-gw's L2Bridge network `cbr0` (and `cbr0_ep` on the
-/// host), an external host beyond the node's gateway, and pods made as win-bridge makes them.
+/// One Windows node of the lab's cluster (flannel host-gw's `cbr0` with `cbr0_ep` on the
+/// host, an external host beyond the node's gateway), and the real `winnet trace` against it.
 struct Node {
-    lab: Lab,
-    rt: tokio::runtime::Runtime,
-    network: Guid,
+    c: Cluster,
 }
 
 impl Node {
     fn new(tag: &str, profile: &str) -> Node {
-        let mut lab = Lab::new(tag);
-        let external = lab.add_ns("ext");
-        lab.plug(&external, "ext", &format!("{GATEWAY}/24"), None);
-        ok(&[
-            "ip",
-            "-n",
-            &external,
-            "addr",
-            "add",
-            &format!("{OUTSIDE}/32"),
-            "dev",
-            "lo",
-        ]);
-        lab.node("n0", "n0", &format!("{NODE_IP}/24"), GATEWAY, profile);
-        let rt = rt();
-        let client = lab.hnsds[0].client();
-        let net: Network = decode(json!({
-            "Name": "cbr0", "Type": "L2Bridge",
-            "Ipams": [{"Type": "Static", "Subnets": [{"IpAddressPrefix": "10.244.1.0/24",
-                "Routes": [{"NextHop": "10.244.1.1", "DestinationPrefix": "0.0.0.0/0"}]}]}],
-            "Policies": [{"Type": "NetAdapterName", "Settings": {"NetworkAdapterName": "eth0"}}],
-            "SchemaVersion": {"Major": 2, "Minor": 0}
-        }));
-        let net = rt
-            .block_on(client.create_network(&net))
-            .expect("create cbr0");
-        let ep: Endpoint = decode(json!({
-            "Name": "cbr0_ep", "HostComputeNetwork": net.id.to_string(),
-            "IpConfigurations": [{"IpAddress": "10.244.1.2", "PrefixLength": 24}]
-        }));
-        let ep = rt
-            .block_on(client.create_endpoint(&ep))
-            .expect("create cbr0_ep");
-        let ns: Namespace =
-            decode(json!({"Type": "Host", "SchemaVersion": {"Major": 2, "Minor": 0}}));
-        let ns = rt
-            .block_on(client.create_namespace(&ns))
-            .expect("host namespace");
-        rt.block_on(client.add_namespace_endpoint(ns.id, ep.id))
-            .expect("attach cbr0_ep to the host");
         Node {
-            lab,
-            rt,
-            network: net.id,
+            c: Cluster::new(tag, 1, Mode::L2Bridge, profile),
         }
     }
 
     fn client(&self) -> hns::Client {
-        self.lab.hnsds[0].client()
+        self.c.client(0)
     }
 
     /// A pod with address 10.244.1.`host`, its endpoint named `<name>_cbr0` as win-bridge
     /// names it: its namespace and its endpoint's ID.
     fn pod(&mut self, name: &str, host: u8) -> (String, Guid) {
-        let ns = self.lab.add_ns(name);
-        let client = self.client();
-        let ep: Endpoint = decode(json!({
-            "Name": format!("{name}_cbr0"), "HostComputeNetwork": self.network.to_string(),
-            "IpConfigurations": [{"IpAddress": format!("10.244.1.{host}"), "PrefixLength": 24}],
-            "Routes": [{"NextHop": "10.244.1.2", "DestinationPrefix": "0.0.0.0/0"}],
-            "Policies": [
-                {"Type": "OutBoundNAT", "Settings": {"Exceptions": ["10.244.0.0/16", "10.96.0.0/12", "192.168.77.0/24"]}},
-                {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.96.0.0/12", "NeedEncap": true}},
-                {"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{NODE_IP}/32"), "NeedEncap": true}}
-            ]
-        }));
-        let ep = self
-            .rt
-            .block_on(client.create_endpoint(&ep))
-            .expect("create the pod's endpoint");
-        let hns_ns: Namespace = decode(json!({"LinuxNetns": format!("/run/netns/{ns}")}));
-        let hns_ns = self
-            .rt
-            .block_on(client.create_namespace(&hns_ns))
-            .expect("namespace");
-        self.rt
-            .block_on(client.add_namespace_endpoint(hns_ns.id, ep.id))
-            .expect("attach the pod's endpoint");
-        (ns, ep.id)
+        self.c.pod_with_id(0, name, host)
     }
 
     /// Runs the real `winnet trace` on this node with `args`.
     fn trace(&self, args: &[&str]) -> Output {
-        let h = &self.lab.hnsds[0];
+        let h = &self.c.lab.hnsds[0];
         std::process::Command::new(env!("CARGO_BIN_EXE_winnet"))
             .args(["trace", "--node", &h.node])
             .arg("--hns-socket")
@@ -139,7 +58,7 @@ impl Node {
             out.status.success(),
             "winnet trace {args:?} failed: {}\n{}",
             String::from_utf8_lossy(&out.stderr),
-            self.lab.logs()
+            self.c.lab.logs()
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -175,7 +94,8 @@ fn a_trace_to_a_cluster_ip_names_the_load_balancer_the_service_and_the_backend()
         "SchemaVersion": {"Major": 2, "Minor": 0}
     }));
     let lb =
-        n.rt.block_on(n.client().create_load_balancer(&lb))
+        n.c.rt
+            .block_on(n.client().create_load_balancer(&lb))
             .expect("create the load balancer");
     let lb_id = lb.id.to_string();
 
@@ -213,11 +133,11 @@ fn a_trace_to_a_cluster_ip_names_the_load_balancer_the_service_and_the_backend()
     );
 
     // What the trace says is what happens.
-    n.lab.http_server(&b, 8080);
-    let body = n
-        .lab
-        .curl(&a, "http://10.96.0.10:80/")
-        .unwrap_or_else(|e| panic!("{e}\n{}", n.lab.logs()));
+    n.c.lab.http_server(&b, 8080);
+    let body =
+        n.c.lab
+            .curl(&a, "http://10.96.0.10:80/")
+            .unwrap_or_else(|e| panic!("{e}\n{}", n.c.lab.logs()));
     assert!(seen_from(&body).is_some(), "{body}");
 
     // The detailed text, like ovn-trace: the layer, the rule, the objects, the rewrite.
@@ -279,7 +199,7 @@ fn icmp_outside(tag: &str, profile: &str) -> (Value, String, bool) {
     let args = ["--from", "pa", "--to", OUTSIDE, "--proto", "icmp"];
     let answer = n.trace_json(&args);
     let text = n.trace_ok(&args);
-    let pinged = (0..3).any(|_| n.lab.ping(&a, OUTSIDE));
+    let pinged = (0..3).any(|_| n.c.lab.ping(&a, OUTSIDE));
     (answer, text, pinged)
 }
 

@@ -6,6 +6,8 @@
 //! when the lab is dropped, also when a test fails.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
