@@ -42,13 +42,17 @@ impl PacketSocket {
         check_link_name(ifname)?;
         let ifindex = if_index(ifname)?;
         // Protocol 0 receives nothing until bind, so no frame of another interface sneaks in.
-        let fd =
-            sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0).map_err(|e| {
-                HostError::io(
-                    format!("open a packet socket for {ifname} (this needs CAP_NET_RAW)"),
-                    e,
-                )
-            })?;
+        let fd = sys::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+        .map_err(|e| {
+            HostError::io(
+                format!("open a packet socket for {ifname} (this needs CAP_NET_RAW)"),
+                e,
+            )
+        })?;
         let sock = PacketSocket {
             fd,
             ifname: ifname.to_string(),

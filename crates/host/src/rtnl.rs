@@ -80,8 +80,12 @@ impl Socket {
     /// Opens a socket in the calling thread's network namespace.
     pub(crate) fn open() -> Result<Socket, HostError> {
         let op = |what: &str| format!("open a NETLINK_ROUTE socket ({what})");
-        let fd = sys::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE)
-            .map_err(|e| HostError::io(op("socket"), e))?;
+        let fd = sys::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+        .map_err(|e| HostError::io(op("socket"), e))?;
         // Extended acks give the kernel's reason in words; capped acks keep errors short.
         // Both are best effort: kernels without them still answer with an errno.
         let _ = sys::setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_EXT_ACK, &1);
