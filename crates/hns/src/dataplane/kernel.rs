@@ -49,8 +49,13 @@ impl KernelView {
         let table = Arc::clone(&self.neighbors);
         let asked = Arc::clone(&self.asked);
         Resolver::new(move |ip| {
-            lock(&asked).insert(ip);
-            read(&table).get(&ip).copied()
+            let known = read(&table).get(&ip).copied();
+            // The first time an unknown address is asked for, the kernel is asked to resolve
+            // it at once rather than at the follower's next round.
+            if lock(&asked).insert(ip) && known.is_none() {
+                probe(ip);
+            }
+            known
         })
     }
 
