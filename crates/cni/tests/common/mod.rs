@@ -392,6 +392,18 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        // Namespaces hnsd made for HCN namespaces created without one (hcn-<id>) outlive it
+        // by design (a restarted hnsd adopts them); the test removes them.
+        if self.hnsd.is_some()
+            && let Ok(nss) = self.hns(self.client().list_namespaces())
+        {
+            for ns in nss.iter().filter(|n| n.linux_netns.is_empty()) {
+                let _ = Command::new("ip")
+                    .args(["netns", "del", &format!("hcn-{}", ns.id)])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
         self.stop_hnsd();
         let pods = std::mem::take(&mut *self.pods.lock().unwrap_or_else(|p| p.into_inner()));
         for p in pods {
