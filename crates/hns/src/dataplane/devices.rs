@@ -129,16 +129,6 @@ impl Devices {
         self.ports.get(&p).and_then(|t| self.by_token.get(t))
     }
 
-    /// Number of devices.
-    pub fn len(&self) -> usize {
-        self.by_token.len()
-    }
-
-    /// True when there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by_token.is_empty()
-    }
-
     /// Makes the devices `want`, keeps those already right, removes the rest.
     pub fn sync(&mut self, want: Vec<(Key, PortId, Spec)>, epoll: &Epoll) {
         let wanted: HashSet<&Key> = want.iter().map(|(k, _, _)| k).collect();
@@ -227,7 +217,6 @@ impl Devices {
                 let _ = tap.set_persist(false);
             }
         }
-        let _ = d.spec;
     }
 }
 
