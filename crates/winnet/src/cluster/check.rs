@@ -123,17 +123,33 @@ fn icmp(f: &Flow) -> (bool, String) {
     (false, "no echo reply".into())
 }
 
-/// The matrix as a table.
-pub fn table(outcomes: &[Outcome]) -> String {
-    let rows: Vec<[String; 6]> = outcomes.iter().map(row).collect();
+/// The matrix's rows (flow, from, to, expected, happened, verdict).
+pub type Row = [String; 6];
+
+/// The matrix as a table, or as a Markdown table.
+pub fn render(outcomes: &[Outcome], markdown: bool) -> String {
+    let rows: Vec<Row> = outcomes.iter().map(row).collect();
+    render_rows(&rows, markdown)
+}
+
+/// Rows of the matrix (also the simulated demo's) as a table, or as a Markdown table.
+pub fn render_rows(rows: &[Row], markdown: bool) -> String {
     let head = ["flow", "from", "to", "expected", "happened", "verdict"].map(String::from);
+    if markdown {
+        let mut out = vec![
+            format!("| {} |", head.join(" | ")),
+            "|---|---|---|---|---|---|".to_string(),
+        ];
+        out.extend(rows.iter().map(|r| format!("| {} |", r.join(" | "))));
+        return out.join("\n");
+    }
     let mut widths = [0usize; 6];
-    for r in std::iter::once(&head).chain(&rows) {
+    for r in std::iter::once(&head).chain(rows) {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |r: &[String; 6]| {
+    let line = |r: &Row| {
         r.iter()
             .zip(widths)
             .map(|(c, w)| format!("{c:<w$}"))
@@ -142,24 +158,14 @@ pub fn table(outcomes: &[Outcome]) -> String {
             .trim_end()
             .to_string()
     };
-    let mut out = vec![line(&head)];
-    out.extend(rows.iter().map(line));
-    out.join("\n")
+    std::iter::once(&head)
+        .chain(rows)
+        .map(line)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-/// The matrix as a Markdown table.
-pub fn markdown(outcomes: &[Outcome]) -> String {
-    let mut out = vec![
-        "| flow | from | to | expected | happened | verdict |".to_string(),
-        "|---|---|---|---|---|---|".to_string(),
-    ];
-    for r in outcomes.iter().map(row) {
-        out.push(format!("| {} |", r.join(" | ")));
-    }
-    out.join("\n")
-}
-
-fn row(o: &Outcome) -> [String; 6] {
+fn row(o: &Outcome) -> Row {
     let f = &o.flow;
     let to = match f.proto {
         Proto::Icmp => format!("{} icmp", f.to),

@@ -253,7 +253,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    print_rows(&cells, markdown);
+    println!("{}", super::check::render_rows(&cells, markdown));
     let bad = cells.iter().filter(|r| r[5] == "MISMATCH").count();
     eprintln!(
         "{} flows simulated ({} mode, profile {}): {bad} mismatched",
@@ -265,26 +265,4 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         bail!("some simulated flows did not behave as the profile says (see MISMATCH above)");
     }
     Ok(())
-}
-
-fn print_rows(rows: &[[String; 6]], markdown: bool) {
-    let head = ["flow", "from", "to", "expected", "happened", "verdict"].map(String::from);
-    if markdown {
-        println!("| {} |", head.join(" | "));
-        println!("|---|---|---|---|---|---|");
-        for r in rows {
-            println!("| {} |", r.join(" | "));
-        }
-        return;
-    }
-    let mut w = [0usize; 6];
-    for r in std::iter::once(&head).chain(rows) {
-        for (x, c) in w.iter_mut().zip(r) {
-            *x = (*x).max(c.chars().count());
-        }
-    }
-    for r in std::iter::once(&head).chain(rows) {
-        let line: Vec<String> = r.iter().zip(w).map(|(c, x)| format!("{c:<x$}")).collect();
-        println!("{}", line.join("  ").trim_end());
-    }
 }

@@ -118,14 +118,15 @@ impl Topology {
     pub fn load(path: &Path) -> anyhow::Result<Topology> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the topology {}", path.display()))?;
-        let t: Topology = serde_norway::from_str(&text).with_context(|| {
-            format!(
-                "{}: not a topology (see examples/cluster.yaml)",
-                path.display()
-            )
-        })?;
+        Topology::parse(&text, &path.display().to_string())
+    }
+
+    /// Reads and checks a topology's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Topology> {
+        let t: Topology = serde_norway::from_str(text)
+            .with_context(|| format!("{origin}: not a topology (see examples/cluster.yaml)"))?;
         t.validate()
-            .with_context(|| format!("{}: bad topology", path.display()))?;
+            .with_context(|| format!("{origin}: bad topology"))?;
         Ok(t)
     }
 

@@ -98,14 +98,7 @@ fn need_root(what: &str) -> anyhow::Result<()> {
 pub fn topology(a: &UpArgs) -> anyhow::Result<Topology> {
     let mut t = match &a.file {
         Some(f) => Topology::load(f)?,
-        None => {
-            let tmp =
-                std::env::temp_dir().join(format!("winnet-topology-{}.yaml", std::process::id()));
-            std::fs::write(&tmp, DEFAULT_TOPOLOGY)?;
-            let t = Topology::load(&tmp);
-            let _ = std::fs::remove_file(&tmp);
-            t?
-        }
+        None => Topology::parse(DEFAULT_TOPOLOGY, "the built-in topology")?,
     };
     if let Some(m) = a.mode {
         t.mode = m;
@@ -180,10 +173,8 @@ pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
         .collect();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&outcomes)?);
-    } else if a.markdown {
-        println!("{}", check::markdown(&outcomes));
     } else {
-        println!("{}", check::table(&outcomes));
+        println!("{}", check::render(&outcomes, a.markdown));
     }
     let bad = outcomes.iter().filter(|o| !o.matches).count();
     let expected_failures = outcomes
