@@ -127,15 +127,11 @@ impl Cluster {
             .rt
             .block_on(client.create_endpoint(&ep))
             .expect("create cbr0_ep");
-        let ns: Namespace =
-            decode(json!({"Type": "Host", "SchemaVersion": {"Major": 2, "Minor": 0}}));
-        let ns = self
-            .rt
-            .block_on(client.create_namespace(&ns))
-            .expect("host namespace");
-        self.rt
-            .block_on(client.add_namespace_endpoint(ns.id, ep.id))
-            .expect("attach cbr0_ep to the host");
+        self.attach(
+            i,
+            json!({"Type": "Host", "SchemaVersion": {"Major": 2, "Minor": 0}}),
+            ep.id,
+        );
         let node = self.node_ns(i);
         for j in (0..n).filter(|j| *j != i) {
             ok(&[
@@ -234,15 +230,21 @@ impl Cluster {
             .rt
             .block_on(client.create_endpoint(&ep))
             .expect("create the pod's endpoint");
-        let hns_ns: Namespace = decode(json!({"LinuxNetns": format!("/run/netns/{ns}")}));
-        let hns_ns = self
-            .rt
-            .block_on(client.create_namespace(&hns_ns))
-            .expect("namespace");
-        self.rt
-            .block_on(client.add_namespace_endpoint(hns_ns.id, ep.id))
-            .expect("attach the pod's endpoint");
+        self.attach(i, json!({"LinuxNetns": format!("/run/netns/{ns}")}), ep.id);
         (ns, ep.id)
+    }
+
+    /// Creates the HostComputeNamespace `doc` on node `i` and attaches `endpoint` to it.
+    fn attach(&self, i: usize, doc: serde_json::Value, endpoint: Guid) {
+        let client = self.client(i);
+        let ns: Namespace = decode(doc);
+        let ns = self
+            .rt
+            .block_on(client.create_namespace(&ns))
+            .expect("create the namespace");
+        self.rt
+            .block_on(client.add_namespace_endpoint(ns.id, endpoint))
+            .unwrap_or_else(|e| panic!("attach endpoint {endpoint}: {e}"));
     }
 
     pub fn addr(&self, ip: &str, port: u16) -> SocketAddr {

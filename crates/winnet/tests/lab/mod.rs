@@ -269,6 +269,12 @@ impl Lab {
 
     /// An HTTP server in `ns` on `port`: answers every request with `from <peer ip>`.
     pub fn http_server(&self, ns: &str, port: u16) {
+        self.tcp_server(ns, port, answer_http);
+    }
+
+    /// A TCP server in `ns` on `port`: `handle` runs on a thread of its own for each
+    /// connection (blocking), until the lab is dropped.
+    fn tcp_server(&self, ns: &str, port: u16, handle: fn(TcpStream, SocketAddr)) {
         let listener = in_ns(ns, move || TcpListener::bind(("0.0.0.0", port)));
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::clone(&self.stop);
@@ -276,7 +282,8 @@ impl Lab {
             while !stop.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((s, peer)) => {
-                        std::thread::spawn(move || answer_http(s, peer));
+                        let _ = s.set_nonblocking(false);
+                        std::thread::spawn(move || handle(s, peer));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
@@ -332,24 +339,11 @@ impl Lab {
 
     /// A TCP server in `ns` on `port` that echoes every byte back, one thread per connection.
     pub fn tcp_echo(&self, ns: &str, port: u16) {
-        let listener = in_ns(ns, move || TcpListener::bind(("0.0.0.0", port)));
-        listener.set_nonblocking(true).expect("nonblocking");
-        let stop = Arc::clone(&self.stop);
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((mut s, _)) => {
-                        let _ = s.set_nonblocking(false);
-                        std::thread::spawn(move || {
-                            let mut buf = [0u8; 4096];
-                            while let Ok(n) = s.read(&mut buf) {
-                                if n == 0 || s.write_all(&buf[..n]).is_err() {
-                                    break;
-                                }
-                            }
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        self.tcp_server(ns, port, |mut s, _| {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 || s.write_all(&buf[..n]).is_err() {
+                    break;
                 }
             }
         });
@@ -416,7 +410,6 @@ pub fn in_ns<T: Send>(ns: &str, f: impl FnOnce() -> std::io::Result<T> + Send) -
 }
 
 fn answer_http(mut s: TcpStream, peer: SocketAddr) {
-    let _ = s.set_nonblocking(false);
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut req = Vec::new();
     let mut buf = [0u8; 1024];
