@@ -63,15 +63,13 @@ fn drain(inner: &mut Inner, token: u64, frame: &mut Frame, now: Timestamp) {
     let Some(compiler) = compiler.as_mut() else {
         return;
     };
-    let Some(from) = devices.by_token(token).map(|d| d.port) else {
+    let Some(dev) = devices.by_token(token) else {
         return;
     };
+    let from = dev.port;
     let vxlan_port = compiler.switch().config().vxlan_port;
     let mtu = uplink.mtu() as usize;
     for _ in 0..BATCH {
-        let Some(dev) = devices.by_token(token) else {
-            return;
-        };
         match frame.read_with(VNET_HDR_LEN, FRAME_ROOM, |b| dev.io.recv(b)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
