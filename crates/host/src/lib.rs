@@ -16,6 +16,7 @@ pub mod offload;
 pub mod packet_socket;
 pub mod resolv;
 pub mod tap;
+pub mod vxlan;
 
 mod frame_fd;
 mod nlmsg;

@@ -92,7 +92,7 @@ pub fn check_link_name(name: &str) -> Result<(), HostError> {
 /// A `NETLINK_ROUTE` socket, bound to the network namespace of the thread that opened it.
 #[derive(Debug)]
 pub struct Netlink {
-    sock: rtnl::Socket,
+    pub(crate) sock: rtnl::Socket,
 }
 
 impl Netlink {
@@ -352,7 +352,7 @@ impl Netlink {
     // ---- exchanges ----
 
     /// Names interface `index` for a message: its name, or its number if it cannot be read.
-    fn describe(&mut self, index: u32) -> String {
+    pub(crate) fn describe(&mut self, index: u32) -> String {
         match self.get_link(index, None) {
             Ok(Some(link)) => link.name,
             _ => format!("interface #{index}"),
@@ -360,7 +360,7 @@ impl Netlink {
     }
 
     /// Sends a change and waits for its acknowledgement; `op` words the error.
-    fn change(
+    pub(crate) fn change(
         &mut self,
         req: Request,
         op: impl FnOnce(&mut Netlink) -> String,
@@ -372,7 +372,7 @@ impl Netlink {
     }
 
     /// As [`Netlink::change`], and the kernel answering `ok_errno` counts as success.
-    fn change_unless(
+    pub(crate) fn change_unless(
         &mut self,
         req: Request,
         ok_errno: i32,
@@ -388,7 +388,7 @@ impl Netlink {
 
 /// A gateway must be of its destination's family (IPv4 over an IPv6 next hop needs RTA_VIA,
 /// which this crate does not speak).
-fn check_route_families(r: &RouteEntry) -> Result<(), HostError> {
+pub(crate) fn check_route_families(r: &RouteEntry) -> Result<(), HostError> {
     match r.gateway {
         Some(gw) if gw.is_ipv4() != r.destination.addr().is_ipv4() => {
             Err(HostError::Invalid(format!(
@@ -401,7 +401,7 @@ fn check_route_families(r: &RouteEntry) -> Result<(), HostError> {
 }
 
 /// A MAC address as `aa:bb:cc:dd:ee:ff`.
-struct MacText([u8; 6]);
+pub(crate) struct MacText(pub(crate) [u8; 6]);
 
 impl fmt::Display for MacText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

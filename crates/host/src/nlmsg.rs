@@ -12,9 +12,11 @@ use crate::link::{Address, Link, Neighbor, RouteEntry};
 /// `struct nlmsghdr`: length, type, flags, sequence number, port id.
 pub(crate) const NLMSG_HDRLEN: usize = 16;
 /// `struct nlattr`: length and type.
-const NLA_HDRLEN: usize = 4;
+pub(crate) const NLA_HDRLEN: usize = 4;
 /// Attribute type bits (the top two are the nested and byte-order flags).
 const NLA_TYPE_MASK: u16 = 0x3FFF;
+/// Attribute type flag: the value is itself attributes.
+const NLA_F_NESTED: u16 = 0x8000;
 
 pub(crate) const NLMSG_ERROR: u16 = 2;
 pub(crate) const NLMSG_DONE: u16 = 3;
@@ -46,13 +48,13 @@ const NLM_F_ACK_TLVS: u16 = 0x200;
 /// Extended-ack attribute: a human-readable message.
 const NLMSGERR_ATTR_MSG: u16 = 1;
 
-const AF_INET: u8 = libc::AF_INET as u8;
-const AF_INET6: u8 = libc::AF_INET6 as u8;
+pub(crate) const AF_INET: u8 = libc::AF_INET as u8;
+pub(crate) const AF_INET6: u8 = libc::AF_INET6 as u8;
 
 const IFF_UP: u32 = libc::IFF_UP as u32;
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
+pub(crate) const IFLA_ADDRESS: u16 = 1;
+pub(crate) const IFLA_IFNAME: u16 = 3;
+pub(crate) const IFLA_MTU: u16 = 4;
 pub(crate) const IFLA_EXT_MASK: u16 = 29;
 pub(crate) const IFLA_GSO_MAX_SIZE: u16 = 41;
 /// `IFLA_EXT_MASK` value: leave the counters out of link dumps.
@@ -62,10 +64,10 @@ const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const IFA_BROADCAST: u16 = 4;
 
-const RTA_DST: u16 = 1;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_PRIORITY: u16 = 6;
+pub(crate) const RTA_DST: u16 = 1;
+pub(crate) const RTA_OIF: u16 = 4;
+pub(crate) const RTA_GATEWAY: u16 = 5;
+pub(crate) const RTA_PRIORITY: u16 = 6;
 const RTA_MULTIPATH: u16 = 9;
 const RTA_TABLE: u16 = 15;
 const RT_TABLE_MAIN: u8 = 254;
@@ -79,18 +81,18 @@ const RTM_F_CLONED: u32 = 0x200;
 /// `struct rtnexthop`: length, flags, hops, ifindex.
 const RTNH_LEN: usize = 8;
 
-const NDA_DST: u16 = 1;
-const NDA_LLADDR: u16 = 2;
+pub(crate) const NDA_DST: u16 = 1;
+pub(crate) const NDA_LLADDR: u16 = 2;
 pub(crate) const NUD_PERMANENT: u16 = 0x80;
 /// States in which a neighbour's MAC can be used: REACHABLE, STALE, DELAY, PROBE, NOARP,
 /// PERMANENT.
 const NUD_USABLE: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80;
 
 /// Sizes of the fixed headers that follow `nlmsghdr`.
-const IFINFOMSG_LEN: usize = 16;
+pub(crate) const IFINFOMSG_LEN: usize = 16;
 const IFADDRMSG_LEN: usize = 8;
-const RTMSG_LEN: usize = 12;
-const NDMSG_LEN: usize = 12;
+pub(crate) const RTMSG_LEN: usize = 12;
+pub(crate) const NDMSG_LEN: usize = 12;
 
 /// A reply, or a part of one, that does not have the shape the kernel's ABI promises.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +104,7 @@ impl std::fmt::Display for WireError {
     }
 }
 
-fn malformed(what: impl Into<String>) -> WireError {
+pub(crate) fn malformed(what: impl Into<String>) -> WireError {
     WireError(what.into())
 }
 
@@ -157,6 +159,27 @@ impl Request {
             IpAddr::V4(a) => self.attr(kind, &a.octets()),
             IpAddr::V6(a) => self.attr(kind, &a.octets()),
         }
+    }
+
+    /// Appends a nested attribute `kind` whose value is the attributes `build` appends.
+    pub(crate) fn nested(mut self, kind: u16, build: impl FnOnce(Request) -> Request) -> Request {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0; NLA_HDRLEN]);
+        let mut inner = build(self);
+        let len = (inner.buf.len() - start) as u16;
+        inner.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
+        inner.buf[start + 2..start + 4].copy_from_slice(&(kind | NLA_F_NESTED).to_ne_bytes());
+        inner
+    }
+
+    /// Sets the 32-bit word at `offset` of the fixed header (after `nlmsghdr`), e.g. the
+    /// `rtm_flags` of an `rtmsg`.
+    pub(crate) fn set_fixed_u32(mut self, offset: usize, value: u32) -> Request {
+        let at = NLMSG_HDRLEN + offset;
+        if let Some(word) = self.buf.get_mut(at..at + 4) {
+            word.copy_from_slice(&value.to_ne_bytes());
+        }
+        self
     }
 
     /// The bytes to send, with the length and sequence number filled in.
@@ -386,7 +409,7 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<Link, WireError> {
 
 // ---- addresses ----
 
-fn family_of(ip: IpAddr) -> u8 {
+pub(crate) fn family_of(ip: IpAddr) -> u8 {
     if ip.is_ipv4() { AF_INET } else { AF_INET6 }
 }
 
@@ -445,7 +468,7 @@ pub(crate) fn parse_address(payload: &[u8]) -> Result<Option<Address>, WireError
 
 // ---- routes ----
 
-fn rtmsg(family: u8, dst_len: u8, protocol: u8, scope: u8, kind: u8) -> [u8; RTMSG_LEN] {
+pub(crate) fn rtmsg(family: u8, dst_len: u8, protocol: u8, scope: u8, kind: u8) -> [u8; RTMSG_LEN] {
     let mut b = [0u8; RTMSG_LEN];
     b[0] = family;
     b[1] = dst_len;
@@ -630,11 +653,11 @@ pub(crate) fn parse_neighbor(payload: &[u8]) -> Result<Option<Neighbor>, WireErr
 
 // ---- scalars ----
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
@@ -642,18 +665,18 @@ fn i32_at(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-fn u32_of(value: &[u8]) -> Option<u32> {
+pub(crate) fn u32_of(value: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes(value.try_into().ok()?))
 }
 
 /// The text of a string attribute, up to its NUL.
-fn c_string(value: &[u8]) -> String {
+pub(crate) fn c_string(value: &[u8]) -> String {
     let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
     String::from_utf8_lossy(&value[..end]).into_owned()
 }
 
 /// An address of `family` from an attribute value, which must have the family's length.
-fn ip_of(family: u8, value: &[u8], what: &str) -> Result<IpAddr, WireError> {
+pub(crate) fn ip_of(family: u8, value: &[u8], what: &str) -> Result<IpAddr, WireError> {
     let ip = if family == AF_INET {
         <[u8; 4]>::try_from(value).ok().map(IpAddr::from)
     } else {
