@@ -20,6 +20,7 @@ impl State {
             ));
         }
         check_network(&net)?;
+        give_dr_mac(&mut net);
         Ok(put(net))
     }
 
@@ -84,6 +85,25 @@ impl State {
             .get(&name.to_ascii_lowercase())
             .and_then(|id| self.networks.get(id))
     }
+}
+
+/// HNS generates a distributed-router MAC for each Overlay network and reports it as the
+/// network's `DrMacAddress` policy (flanneld reads it into its lease as the VtepMAC); one in
+/// the Hyper-V range, from the network's ID, unless the caller gave one.
+fn give_dr_mac(net: &mut Network) {
+    let given = net
+        .policies
+        .iter()
+        .any(|p| matches!(p, NetworkPolicy::DrMacAddress(_)));
+    if net.network_type != NetworkType::Overlay || given {
+        return;
+    }
+    let b = net.id.0.as_bytes();
+    net.policies.push(NetworkPolicy::DrMacAddress(
+        hcn::policy::DrMacAddressPolicySetting {
+            address: hcn::MacAddress([0x00, 0x15, 0x5d, 0xd0, b[14], b[15]]),
+        },
+    ));
 }
 
 fn put(net: Network) -> Plan {

@@ -1,0 +1,252 @@
+//! The etcd subnet manager, with flannel's etcd v3 schema: the network config at
+//! `<prefix>/config`, and each node's lease at `<prefix>/subnets/10.244.1.0-24` holding
+//! `{"PublicIP", "BackendType", "BackendData"}` under an etcd lease with a TTL that flanneld
+//! keeps alive. A node that stops renewing loses its key when the TTL runs out.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+    WatchStream,
+};
+use ipnet::Ipv4Net;
+
+use crate::Error;
+use crate::config::NetConf;
+use crate::lease::{Lease, LeaseAttrs, parse_subnet_key, subnet_key};
+
+/// The etcd subnet manager of one node.
+pub struct EtcdManager {
+    client: Client,
+    prefix: String,
+    ttl: Duration,
+    /// Our key and the etcd lease that holds it.
+    mine: Option<(Ipv4Net, i64)>,
+    watch: Option<WatchStream>,
+}
+
+impl EtcdManager {
+    /// Connects to `endpoints`; an unreachable etcd is an error that names them.
+    pub async fn connect(
+        endpoints: &[String],
+        prefix: &str,
+        ttl: Duration,
+    ) -> Result<EtcdManager, Error> {
+        let opts = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(Duration::from_secs(5));
+        let unreachable = |e: etcd_client::Error| {
+            Error::Etcd(format!(
+                "cannot reach etcd at {}: {e}",
+                endpoints.join(",")
+            ))
+        };
+        let mut client = Client::connect(endpoints, Some(opts))
+            .await
+            .map_err(unreachable)?;
+        // connect() is lazy: ask for something so an unreachable etcd shows now.
+        client.status().await.map_err(unreachable)?;
+        Ok(EtcdManager {
+            client,
+            prefix: prefix.trim_end_matches('/').to_string(),
+            ttl,
+            mine: None,
+            watch: None,
+        })
+    }
+
+    fn subnets_prefix(&self) -> String {
+        format!("{}/subnets/", self.prefix)
+    }
+
+    /// The network config at `<prefix>/config`.
+    pub async fn network_config(&mut self) -> Result<NetConf, Error> {
+        let key = format!("{}/config", self.prefix);
+        let resp = self.client.get(key.as_str(), None).await.map_err(etcd)?;
+        let kv = resp.kvs().first().ok_or_else(|| {
+            Error::Etcd(format!(
+                "no network config at {key}; put net-conf.json there (etcdctl put {key} < net-conf.json)"
+            ))
+        })?;
+        let text = String::from_utf8_lossy(kv.value()).into_owned();
+        NetConf::parse(&text).map_err(|e| Error::Config(format!("{key}: {e}")))
+    }
+
+    /// Every lease, with the etcd lease of each key and the revision they were read at.
+    async fn all(&mut self) -> Result<(Vec<(Lease, i64)>, i64), Error> {
+        let prefix = self.subnets_prefix();
+        let resp = self
+            .client
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(etcd)?;
+        let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut out = Vec::new();
+        for kv in resp.kvs() {
+            let key = String::from_utf8_lossy(kv.key());
+            let Some(subnet) = key.strip_prefix(&prefix).and_then(parse_subnet_key) else {
+                continue;
+            };
+            match LeaseAttrs::from_etcd_json(kv.value()) {
+                Ok(attrs) => out.push((Lease { subnet, attrs }, kv.lease())),
+                Err(e) => tracing::warn!("skipping lease {key}: {e}"),
+            }
+        }
+        Ok((out, rev))
+    }
+
+    /// Leases a subnet for `attrs`: the one already leased to this public IP, else the one of
+    /// the last run (`previous`) if it is free, else the first free one after the network's
+    /// first subnet (which flannel leaves unused).
+    pub async fn acquire(
+        &mut self,
+        conf: &NetConf,
+        attrs: &LeaseAttrs,
+        previous: Option<Ipv4Net>,
+    ) -> Result<Lease, Error> {
+        let (leases, _) = self.all().await?;
+        if let Some((l, id)) = leases
+            .iter()
+            .find(|(l, _)| l.attrs.public_ip == attrs.public_ip)
+        {
+            self.mine = Some((l.subnet, *id));
+            if self.renew().await.is_ok() {
+                if l.attrs != *attrs {
+                    self.publish(attrs).await?;
+                }
+                return Ok(Lease {
+                    subnet: l.subnet,
+                    attrs: *attrs,
+                });
+            }
+        }
+        let taken = |s: Ipv4Net| leases.iter().find(|(l, _)| l.subnet == s);
+        if let Some(p) = previous
+            && let Some((l, _)) = taken(p)
+            && l.attrs.public_ip != attrs.public_ip
+        {
+            tracing::warn!(
+                "subnet {p} of the last run is leased to {}; taking another",
+                l.attrs.public_ip
+            );
+        }
+        let candidates = previous
+            .into_iter()
+            .chain(conf.network.subnets(conf.subnet_len).into_iter().flatten().skip(1));
+        for s in candidates {
+            if !conf.network.contains(&s) || taken(s).is_some() {
+                continue;
+            }
+            if self.try_create(s, attrs).await? {
+                return Ok(Lease {
+                    subnet: s,
+                    attrs: *attrs,
+                });
+            }
+        }
+        Err(Error::Etcd(format!(
+            "no free /{} subnet left in {}",
+            conf.subnet_len, conf.network
+        )))
+    }
+
+    /// Creates the key for `subnet` unless someone holds it.
+    async fn try_create(&mut self, subnet: Ipv4Net, attrs: &LeaseAttrs) -> Result<bool, Error> {
+        let key = format!("{}{}", self.subnets_prefix(), subnet_key(subnet));
+        let lease = self
+            .client
+            .lease_grant(self.ttl.as_secs().max(1) as i64, None)
+            .await
+            .map_err(etcd)?
+            .id();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.as_str(),
+                attrs.to_etcd_json(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        let ok = self.client.txn(txn).await.map_err(etcd)?.succeeded();
+        if ok {
+            self.mine = Some((subnet, lease));
+        } else {
+            let _ = self.client.lease_revoke(lease).await;
+        }
+        Ok(ok)
+    }
+
+    /// Rewrites our lease's value (the VtepMAC once the network exists).
+    pub async fn publish(&mut self, attrs: &LeaseAttrs) -> Result<(), Error> {
+        let Some((subnet, lease)) = self.mine else {
+            return Err(Error::Etcd("no lease to publish to".into()));
+        };
+        let key = format!("{}{}", self.subnets_prefix(), subnet_key(subnet));
+        self.client
+            .put(
+                key,
+                attrs.to_etcd_json(),
+                Some(PutOptions::new().with_lease(lease)),
+            )
+            .await
+            .map_err(etcd)?;
+        Ok(())
+    }
+
+    /// Keeps our lease alive for another TTL.
+    pub async fn renew(&mut self) -> Result<(), Error> {
+        let Some((subnet, lease)) = self.mine else {
+            return Ok(());
+        };
+        let (mut keeper, mut stream) = self.client.lease_keep_alive(lease).await.map_err(etcd)?;
+        keeper.keep_alive().await.map_err(etcd)?;
+        match stream.message().await.map_err(etcd)? {
+            Some(r) if r.ttl() > 0 => Ok(()),
+            _ => Err(Error::Etcd(format!(
+                "the lease of {subnet} expired; flanneld must lease a subnet again"
+            ))),
+        }
+    }
+
+    /// Every other node's lease; starts watching for changes after what it read.
+    pub async fn others(&mut self, me: Ipv4Addr) -> Result<Vec<Lease>, Error> {
+        let (all, rev) = self.all().await?;
+        let prefix = self.subnets_prefix();
+        let stream = self
+            .client
+            .watch(
+                prefix.as_str(),
+                Some(WatchOptions::new().with_prefix().with_start_revision(rev + 1)),
+            )
+            .await
+            .map_err(etcd)?;
+        self.watch = Some(stream);
+        Ok(all
+            .into_iter()
+            .map(|(l, _)| l)
+            .filter(|l| l.attrs.public_ip != me)
+            .collect())
+    }
+
+    /// Waits until a lease changes (added, changed, deleted or expired).
+    pub async fn changed(&mut self) -> Result<(), Error> {
+        let Some(w) = self.watch.as_mut() else {
+            return std::future::pending().await;
+        };
+        match w.message().await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                self.watch = None;
+                Err(Error::Etcd("the etcd watch ended".into()))
+            }
+            Err(e) => {
+                self.watch = None;
+                Err(etcd(e))
+            }
+        }
+    }
+}
+
+fn etcd(e: etcd_client::Error) -> Error {
+    Error::Etcd(e.to_string())
+}
