@@ -92,8 +92,8 @@ fn get<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 impl NetConf {
     /// Reads net-conf.json text.
     pub fn parse(text: &str) -> Result<NetConf, ConfigError> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| bad("(document)", format!("not JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| bad("(document)", format!("not JSON: {e}")))?;
         let obj = v
             .as_object()
             .ok_or_else(|| bad("(document)", "must be a JSON object"))?;
@@ -131,7 +131,12 @@ impl NetConf {
         };
         let backend = match get(obj, "Backend") {
             Some(Value::Object(b)) => parse_backend(b)?,
-            Some(_) => return Err(bad("Backend", "must be an object such as {\"Type\": \"vxlan\"}")),
+            Some(_) => {
+                return Err(bad(
+                    "Backend",
+                    "must be an object such as {\"Type\": \"vxlan\"}",
+                ));
+            }
             None => return Err(bad("Backend", "missing; write e.g. {\"Type\": \"vxlan\"}")),
         };
         Ok(NetConf {
@@ -177,7 +182,12 @@ fn parse_backend(b: &Map<String, Value>) -> Result<Backend, ConfigError> {
         Some(v) => match v.as_u64().and_then(|n| u16::try_from(n).ok()) {
             Some(0) => None,
             Some(p) => Some(p),
-            None => return Err(bad("Backend.Port", "must be a UDP port number (1 to 65535)")),
+            None => {
+                return Err(bad(
+                    "Backend.Port",
+                    "must be a UDP port number (1 to 65535)",
+                ));
+            }
         },
     };
     let mac_prefix = match get(b, "MacPrefix") {
@@ -240,9 +250,7 @@ fn check_name(s: &str) -> Result<String, ConfigError> {
 
 fn is_mac_prefix(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 5
-        && b[2] == b'-'
-        && [0, 1, 3, 4].iter().all(|i| b[*i].is_ascii_hexdigit())
+    b.len() == 5 && b[2] == b'-' && [0, 1, 3, 4].iter().all(|i| b[*i].is_ascii_hexdigit())
 }
 
 #[cfg(test)]
@@ -274,9 +282,15 @@ mod tests {
         for (text, field) in [
             ("[]", "(document)"),
             (r#"{"Backend": {"Type": "vxlan"}}"#, "Network"),
-            (r#"{"Network": "10.244.0.0", "Backend": {"Type": "vxlan"}}"#, "Network"),
+            (
+                r#"{"Network": "10.244.0.0", "Backend": {"Type": "vxlan"}}"#,
+                "Network",
+            ),
             (r#"{"Network": "10.244.0.0/16"}"#, "Backend"),
-            (r#"{"Network": "10.244.0.0/16", "Backend": {"Type": "udp"}}"#, "Backend.Type"),
+            (
+                r#"{"Network": "10.244.0.0/16", "Backend": {"Type": "udp"}}"#,
+                "Backend.Type",
+            ),
             (
                 r#"{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "VNI": "x"}}"#,
                 "Backend.VNI",

@@ -90,15 +90,24 @@ impl Daemon {
         let mut manager = retry("reach the subnet manager", || connect(&opts.source)).await?;
         let conf = match (&mut manager, &opts.source) {
             (Manager::Etcd(m), _) => m.network_config().await?,
-            (Manager::Kube(_), SubnetSource::Kube { net_config_path, .. }) => {
+            (
+                Manager::Kube(_),
+                SubnetSource::Kube {
+                    net_config_path, ..
+                },
+            ) => {
                 let text = std::fs::read_to_string(net_config_path).map_err(|e| {
-                    Error::Config(format!("--net-config-path {}: {e}", net_config_path.display()))
+                    Error::Config(format!(
+                        "--net-config-path {}: {e}",
+                        net_config_path.display()
+                    ))
                 })?;
-                NetConf::parse(&text).map_err(|e| {
-                    Error::Config(format!("{}: {e}", net_config_path.display()))
-                })?
+                NetConf::parse(&text)
+                    .map_err(|e| Error::Config(format!("{}: {e}", net_config_path.display())))?
             }
-            (Manager::Kube(_), _) => return Err(Error::Config("kube manager without a net-conf".into())),
+            (Manager::Kube(_), _) => {
+                return Err(Error::Config("kube manager without a net-conf".into()));
+            }
         };
         let mut backend = match &opts.os {
             Os::Windows { hns_socket } => {
@@ -191,6 +200,7 @@ impl Daemon {
         let mut renew = tokio::time::interval((ttl / 3).max(Duration::from_secs(1)));
         let mut resync = tokio::time::interval(RESYNC);
         self.sync().await?;
+        tracing::info!("routes to the other nodes' subnets in place");
         loop {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),

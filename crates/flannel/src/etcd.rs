@@ -37,10 +37,7 @@ impl EtcdManager {
             .with_connect_timeout(Duration::from_secs(3))
             .with_timeout(Duration::from_secs(5));
         let unreachable = |e: etcd_client::Error| {
-            Error::Etcd(format!(
-                "cannot reach etcd at {}: {e}",
-                endpoints.join(",")
-            ))
+            Error::Etcd(format!("cannot reach etcd at {}: {e}", endpoints.join(",")))
         };
         let mut client = Client::connect(endpoints, Some(opts))
             .await
@@ -131,9 +128,13 @@ impl EtcdManager {
                 l.attrs.public_ip
             );
         }
-        let candidates = previous
-            .into_iter()
-            .chain(conf.network.subnets(conf.subnet_len).into_iter().flatten().skip(1));
+        let candidates = previous.into_iter().chain(
+            conf.network
+                .subnets(conf.subnet_len)
+                .into_iter()
+                .flatten()
+                .skip(1),
+        );
         for s in candidates {
             if !conf.network.contains(&s) || taken(s).is_some() {
                 continue;
@@ -216,7 +217,11 @@ impl EtcdManager {
             .client
             .watch(
                 prefix.as_str(),
-                Some(WatchOptions::new().with_prefix().with_start_revision(rev + 1)),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(rev + 1),
+                ),
             )
             .await
             .map_err(etcd)?;

@@ -57,7 +57,12 @@ impl KubeManager {
             .get_opt(&self.name)
             .await
             .map_err(|e| Error::Kube(format!("get Node {}: {e}", self.name)))?
-            .ok_or_else(|| Error::Kube(format!("Node {} does not exist; set NODE_NAME or --node-name to this node's name", self.name)))?;
+            .ok_or_else(|| {
+                Error::Kube(format!(
+                    "Node {} does not exist; set NODE_NAME or --node-name to this node's name",
+                    self.name
+                ))
+            })?;
         let subnet = pod_cidr(&node).ok_or_else(|| {
             Error::NoPodCidr(format!(
                 "Node {} has no IPv4 spec.podCIDR yet; the controller manager assigns one with --allocate-node-cidrs",
@@ -69,9 +74,11 @@ impl KubeManager {
             .list(&Default::default())
             .await
             .map_err(|e| Error::Kube(format!("list Nodes: {e}")))?;
-        if let Some(other) = all.items.iter().find(|n| {
-            n.metadata.name.as_deref() != Some(&self.name) && pod_cidr(n) == Some(subnet)
-        }) {
+        if let Some(other) = all
+            .items
+            .iter()
+            .find(|n| n.metadata.name.as_deref() != Some(&self.name) && pod_cidr(n) == Some(subnet))
+        {
             return Err(Error::Kube(format!(
                 "podCIDR {subnet} of Node {} is also Node {}'s; give each Node its own",
                 self.name,

@@ -159,7 +159,10 @@ impl LeaseAttrs {
             None => "null".to_string(),
         };
         BTreeMap::from([
-            (annotation::BACKEND_TYPE.into(), self.backend_type.as_str().into()),
+            (
+                annotation::BACKEND_TYPE.into(),
+                self.backend_type.as_str().into(),
+            ),
             (annotation::BACKEND_DATA.into(), data),
             (annotation::PUBLIC_IP.into(), self.public_ip.to_string()),
             (annotation::KUBE_SUBNET_MANAGER.into(), "true".into()),
@@ -175,9 +178,9 @@ impl LeaseAttrs {
                 .parse()
                 .map_err(|_| format!("public-ip {public_ip:?} is not an IPv4 address"))?;
             let data = match a.get(annotation::BACKEND_DATA) {
-                Some(d) => Some(
-                    serde_json::from_str(d).map_err(|e| format!("backend-data {d:?}: {e}"))?,
-                ),
+                Some(d) => {
+                    Some(serde_json::from_str(d).map_err(|e| format!("backend-data {d:?}: {e}"))?)
+                }
                 None => None,
             };
             Self::from_parts(backend_type, ip, data)
@@ -218,7 +221,10 @@ mod tests {
     #[test]
     fn annotations_round_trip() {
         let a = attrs().to_annotations();
-        assert_eq!(a[annotation::BACKEND_DATA], r#"{"VNI":4096,"VtepMAC":"00:15:5d:d0:01:02"}"#);
+        assert_eq!(
+            a[annotation::BACKEND_DATA],
+            r#"{"VNI":4096,"VtepMAC":"00:15:5d:d0:01:02"}"#
+        );
         assert_eq!(LeaseAttrs::from_annotations(&a), Some(Ok(attrs())));
         assert_eq!(LeaseAttrs::from_annotations(&BTreeMap::new()), None);
     }

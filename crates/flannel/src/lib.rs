@@ -17,7 +17,7 @@ pub mod windows;
 use std::net::Ipv4Addr;
 
 pub use config::{BackendType, NetConf};
-pub use daemon::{Daemon, Options, SubnetSource, Os};
+pub use daemon::{Daemon, Options, Os, SubnetSource};
 pub use lease::{Lease, LeaseAttrs};
 
 /// This node as flanneld sees it: the interface it talks to other nodes through.

@@ -78,9 +78,9 @@ impl LinuxBackend {
             return Ok(None);
         }
         let mut nl = Netlink::open()?;
-        let underlay = nl
-            .link(&self.node.iface)?
-            .ok_or_else(|| Error::Node(format!("--iface {}: no such interface", self.node.iface)))?;
+        let underlay = nl.link(&self.node.iface)?.ok_or_else(|| {
+            Error::Node(format!("--iface {}: no such interface", self.node.iface))
+        })?;
         let spec = VxlanSpec {
             name: self.device.clone(),
             vni: self.vni,
@@ -106,7 +106,10 @@ impl LinuxBackend {
                 }
                 nl.add_vxlan(&spec)?;
                 nl.vxlan(&self.device)?.ok_or_else(|| {
-                    Error::Node(format!("VXLAN device {} vanished after creation", self.device))
+                    Error::Node(format!(
+                        "VXLAN device {} vanished after creation",
+                        self.device
+                    ))
                 })?
             }
         };
@@ -190,7 +193,10 @@ impl LinuxBackend {
             }
         }
         for (ip, mac) in &want_neigh {
-            if !have_neigh.iter().any(|n| n.ip == *ip && n.mac == Some(*mac)) {
+            if !have_neigh
+                .iter()
+                .any(|n| n.ip == *ip && n.mac == Some(*mac))
+            {
                 nl.add_neighbor(index, *ip, *mac)?;
             }
         }
@@ -227,17 +233,21 @@ pub(crate) fn sync_routes(
         })
         .collect();
     for r in &have {
-        let wanted = want
-            .iter()
-            .any(|w| w.destination == r.destination && w.gateway == r.gateway && w.oif.is_none_or(|o| Some(o) == r.oif));
+        let wanted = want.iter().any(|w| {
+            w.destination == r.destination
+                && w.gateway == r.gateway
+                && w.oif.is_none_or(|o| Some(o) == r.oif)
+        });
         if !wanted {
             nl.del_route(r)?;
         }
     }
     for w in want {
-        let present = have
-            .iter()
-            .any(|r| r.destination == w.destination && r.gateway == w.gateway && w.oif.is_none_or(|o| Some(o) == r.oif));
+        let present = have.iter().any(|r| {
+            r.destination == w.destination
+                && r.gateway == w.gateway
+                && w.oif.is_none_or(|o| Some(o) == r.oif)
+        });
         if present {
             continue;
         }

@@ -82,6 +82,11 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(text, env.render());
         assert_eq!(SubnetEnv::previous_subnet(&text), Some(env.subnet));
-        assert_eq!(std::fs::read_dir(path.parent().expect("dir")).expect("ls").count(), 1);
+        assert_eq!(
+            std::fs::read_dir(path.parent().expect("dir"))
+                .expect("ls")
+                .count(),
+            1
+        );
     }
 }

@@ -219,7 +219,10 @@ impl WindowsBackend {
                 )));
             }
             if said.elapsed() > Duration::from_secs(5) {
-                tracing::info!("waiting for hnsd to make the management vNIC {vnic} holding {}", self.node.public_ip);
+                tracing::info!(
+                    "waiting for hnsd to make the management vNIC {vnic} holding {}",
+                    self.node.public_ip
+                );
                 said = Instant::now();
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -366,7 +369,9 @@ impl WindowsBackend {
                 .await?;
         }
         if !new.is_empty() {
-            self.hns.network_policy(net.id, RequestType::Add, new).await?;
+            self.hns
+                .network_policy(net.id, RequestType::Add, new)
+                .await?;
         }
         Ok(())
     }
@@ -427,20 +432,34 @@ mod tests {
             r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":1}}"#,
         ))
         .expect_err("vni");
-        assert!(e.to_string().contains("VNI [1] must be greater than or equal to 4096 on Windows"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("VNI [1] must be greater than or equal to 4096 on Windows"),
+            "{e}"
+        );
         let e = check(&conf(
             r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","Port":8472}}"#,
         ))
         .expect_err("port");
-        assert!(e.to_string().contains("Port [8472] is not supported on Windows"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("Port [8472] is not supported on Windows"),
+            "{e}"
+        );
         for flag in ["GBP", "DirectRouting"] {
             let e = check(&conf(&format!(
                 r#"{{"Network":"10.244.0.0/16","Backend":{{"Type":"vxlan","{flag}":true}}}}"#
             )))
             .expect_err(flag);
-            assert!(e.to_string().contains(&format!("{flag} is not supported on Windows")), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("{flag} is not supported on Windows")),
+                "{e}"
+            );
         }
-        check(&conf(r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":4096,"Port":4789}}"#))
-            .expect("flannel's Windows settings");
+        check(&conf(
+            r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":4096,"Port":4789}}"#,
+        ))
+        .expect("flannel's Windows settings");
     }
 }

@@ -140,7 +140,11 @@ impl Netlink {
     pub fn del_fdb(&mut self, index: u32, mac: [u8; 6], dst: IpAddr) -> Result<(), HostError> {
         let req = fdb_request(nlmsg::RTM_DELNEIGH, nlmsg::NLM_F_ACK, index, mac, Some(dst));
         self.change_unless(req, libc::ENOENT, |nl| {
-            format!("delete FDB entry {} on {}", MacText(mac), nl.describe(index))
+            format!(
+                "delete FDB entry {} on {}",
+                MacText(mac),
+                nl.describe(index)
+            )
         })
     }
 
@@ -155,7 +159,10 @@ impl Netlink {
         )
         .set_fixed_u32(RTM_FLAGS_AT, RTNH_F_ONLINK);
         self.change(req, |_| {
-            format!("add route {} via {:?} onlink", route.destination, route.gateway)
+            format!(
+                "add route {} via {:?} onlink",
+                route.destination, route.gateway
+            )
         })
     }
 }
@@ -175,13 +182,14 @@ fn vxlan_request(spec: &VxlanSpec) -> Request {
         req = nlmsg::link_mtu_attr(req, mtu);
     }
     req.nested(IFLA_LINKINFO, |r| {
-        r.attr_str(IFLA_INFO_KIND, "vxlan").nested(IFLA_INFO_DATA, |d| {
-            d.attr_u32(IFLA_VXLAN_ID, spec.vni)
-                .attr_u32(IFLA_VXLAN_LINK, spec.underlay)
-                .attr(IFLA_VXLAN_LOCAL, &spec.local.octets())
-                .attr(IFLA_VXLAN_LEARNING, &[0])
-                .attr(IFLA_VXLAN_PORT, &spec.port.to_be_bytes())
-        })
+        r.attr_str(IFLA_INFO_KIND, "vxlan")
+            .nested(IFLA_INFO_DATA, |d| {
+                d.attr_u32(IFLA_VXLAN_ID, spec.vni)
+                    .attr_u32(IFLA_VXLAN_LINK, spec.underlay)
+                    .attr(IFLA_VXLAN_LOCAL, &spec.local.octets())
+                    .attr(IFLA_VXLAN_LEARNING, &[0])
+                    .attr(IFLA_VXLAN_PORT, &spec.port.to_be_bytes())
+            })
     })
 }
 

@@ -19,6 +19,8 @@ enum Command {
     Hnsd(commands::hnsd::Args),
     /// Talk to hnsd: list, get, create, modify, delete and dump HNS objects.
     Hns(commands::hns::Args),
+    /// flannel's daemon: a subnet lease, the node's pod network (host-gw or vxlan), subnet.env.
+    Flanneld(commands::flanneld::Args),
     /// kube-proxy for a Windows node: Services to HNS load balancers (winkernel).
     Proxy(commands::proxy::Args),
     /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
@@ -51,6 +53,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Hnsd(args) => commands::hnsd::run(args),
         Command::Hns(args) => commands::hns::run(args),
+        Command::Flanneld(args) => commands::flanneld::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
         Command::Trace(args) => commands::trace::run(args),
