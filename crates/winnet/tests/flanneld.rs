@@ -483,3 +483,224 @@ fn windows_net_conf_refusals_are_flannels() {
         "{err}"
     );
 }
+
+impl Lab {
+    /// Starts hnsd with its data plane in node `node`'s namespace; its socket.
+    fn hnsd(&mut self, node: usize) -> PathBuf {
+        let dir = self.dir.path().join(format!("hnsd{node}"));
+        let sock = dir.join("hns.sock");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (state, sock_text) = (dir.join("state"), sock.to_string_lossy().into_owned());
+        let state_text = state.to_string_lossy().into_owned();
+        let log = dir.join("hnsd.log");
+        let p = Proc::spawn(
+            &self.nodes[node],
+            &[
+                WINNET,
+                "hnsd",
+                "--dataplane",
+                "--nic",
+                "eth0",
+                "--state-dir",
+                &state_text,
+                "--socket",
+                &sock_text,
+            ],
+            log,
+        );
+        self.procs.push(p);
+        wait_for("hnsd's socket", 30, || sock.exists());
+        sock
+    }
+}
+
+/// `winnet hns ARGS -o json` against `sock`.
+fn hns_json(sock: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(WINNET)
+        .arg("hns")
+        .args(args)
+        .args(["-o", "json", "--hns-socket"])
+        .arg(sock)
+        .output()
+        .expect("winnet hns");
+    assert!(
+        out.status.success(),
+        "winnet hns {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One object prints as itself, several as an array or one document each.
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("json");
+    if args[0] != "list" {
+        return docs.into_iter().next().expect("a document");
+    }
+    serde_json::Value::Array(
+        docs.into_iter()
+            .flat_map(|d| match d {
+                serde_json::Value::Array(a) => a,
+                other => vec![other],
+            })
+            .collect(),
+    )
+}
+
+fn network(sock: &std::path::Path, name: &str) -> Option<serde_json::Value> {
+    let all = hns_json(sock, &["list", "networks"]);
+    all.as_array()?.iter().find(|n| n["Name"] == name).cloned()
+}
+
+fn policies_of<'a>(net: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
+    net["Policies"]
+        .as_array()
+        .map(|p| p.iter().filter(|p| p["Type"] == kind).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_windows_vxlan_node_gets_its_overlay_network_and_a_remote_subnet_route_per_lease() {
+    let mut lab = Lab::new("wvx");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":4096,"Port":4789}}"#,
+    );
+    let (w, l) = (lab.node(0), lab.node(1));
+    let sock = lab.hnsd(w);
+    let sock_text = sock.to_string_lossy().into_owned();
+    let pw = lab.flanneld(w, &["--hns-socket", &sock_text]);
+    let pl = lab.flanneld(l, &["--subnet-lease-ttl", "4"]);
+    lab.wait_ready(pw);
+    lab.wait_ready(pl);
+    let (sw, sl) = (lab.lease_of(w), lab.lease_of(l));
+    let env = std::fs::read_to_string(lab.subnet_file(w)).expect("env");
+    assert!(
+        env.contains("FLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n"),
+        "{env}"
+    );
+    let net = network(&sock, "flannel.4096").expect("the Overlay network flannel.4096");
+    assert_eq!(net["Type"], "Overlay");
+    let subnet = &net["Ipams"][0]["Subnets"][0];
+    assert_eq!(subnet["IpAddressPrefix"], sw.to_string());
+    assert_eq!(subnet["Policies"][0]["Settings"]["IsolationId"], 4096);
+    assert_eq!(policies_of(&net, "HostRoute").len(), 1);
+    assert_eq!(
+        policies_of(&net, "NetAdapterName")[0]["Settings"]["NetworkAdapterName"],
+        "eth0"
+    );
+    let dr_mac = policies_of(&net, "DrMacAddress")[0]["Settings"]["Address"]
+        .as_str()
+        .expect("DR MAC")
+        .to_ascii_lowercase()
+        .replace('-', ":");
+    // The Windows lease carries the DR MAC as its VtepMAC; the Linux node programs it.
+    wait_for(
+        "the Linux node's FDB entry for the Windows DR MAC",
+        30,
+        || {
+            lab.nodes[l]
+                .exec(&["bridge", "fdb", "show", "dev", "flannel.4096"])
+                .contains(&dr_mac)
+        },
+    );
+    let linux_mac = lab.nodes[l]
+        .exec(&["cat", "/sys/class/net/flannel.4096/address"])
+        .trim()
+        .to_string();
+    let rsr = || {
+        network(&sock, "flannel.4096")
+            .map(|n| {
+                policies_of(&n, "RemoteSubnetRoute")
+                    .into_iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    wait_for("the RemoteSubnetRoute for the Linux node", 30, || {
+        rsr().len() == 1
+    });
+    let r = &rsr()[0]["Settings"];
+    assert_eq!(r["DestinationPrefix"], sl.to_string());
+    assert_eq!(r["ProviderAddress"], lab.node_ip(1).to_string());
+    assert_eq!(r["IsolationId"], 4096);
+    assert_eq!(
+        r["DistributedRouterMacAddress"]
+            .as_str()
+            .map(|m| m.to_ascii_lowercase().replace('-', ":")),
+        Some(linux_mac)
+    );
+
+    // Restart is a no-op on HNS and the kernel.
+    let dump = || hns_json(&sock, &["dump"]);
+    let routes = |lab: &Lab| lab.nodes[w].ip(&["route", "show"]);
+    let (before, before_routes) = (dump(), routes(&lab));
+    lab.procs[pw].kill9();
+    let pw2 = lab.flanneld(w, &["--hns-socket", &sock_text]);
+    lab.wait_ready(pw2);
+    wait_for("the first sync", 30, || {
+        lab.procs[pw2]
+            .log()
+            .contains("routes to the other nodes' subnets in place")
+    });
+    assert_eq!(dump(), before, "restart changed HNS");
+    assert_eq!(
+        routes(&lab),
+        before_routes,
+        "restart changed the kernel's routes"
+    );
+
+    // The Linux node leaves; its RemoteSubnetRoute goes.
+    lab.procs[pl].kill9();
+    wait_for("the RemoteSubnetRoute to go with the lease", 40, || {
+        rsr().is_empty()
+    });
+}
+
+#[test]
+fn a_windows_host_gw_node_gets_cbr0_its_bridge_endpoint_and_routes() {
+    let mut lab = Lab::new("whg");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let (w, l) = (lab.node(0), lab.node(1));
+    let sock = lab.hnsd(w);
+    let sock_text = sock.to_string_lossy().into_owned();
+    let pw = lab.flanneld(w, &["--hns-socket", &sock_text]);
+    let pl = lab.flanneld(l, &[]);
+    lab.wait_ready(pw);
+    lab.wait_ready(pl);
+    let (sw, sl) = (lab.lease_of(w), lab.lease_of(l));
+    let net = network(&sock, "cbr0").expect("the L2Bridge network cbr0");
+    assert_eq!(net["Type"], "L2Bridge");
+    let eps = hns_json(&sock, &["list", "endpoints"]);
+    let ep = eps
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["Name"] == "cbr0_ep"))
+        .expect("cbr0_ep");
+    let o = sw.network().octets();
+    assert_eq!(
+        ep["IpConfigurations"][0]["IpAddress"],
+        format!("{}.{}.{}.2", o[0], o[1], o[2])
+    );
+    let ns = hns_json(&sock, &["list", "namespaces"]);
+    let host = ns
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["Type"] == "Host"))
+        .expect("the host namespace");
+    assert!(
+        host.to_string().contains(ep["ID"].as_str().expect("id")),
+        "cbr0_ep not attached to the host: {host}"
+    );
+    wait_for("the Windows node's route to the Linux subnet", 30, || {
+        lab.nodes[w]
+            .ip(&["route", "show", &sl.to_string()])
+            .contains(&format!("via {}", lab.node_ip(1)))
+    });
+    wait_for("the Linux node's route to the Windows subnet", 30, || {
+        lab.nodes[l]
+            .ip(&["route", "show", &sw.to_string()])
+            .contains(&format!("via {}", lab.node_ip(0)))
+    });
+}
