@@ -63,8 +63,8 @@ pub struct Options {
 }
 
 enum Manager {
-    Kube(KubeManager),
-    Etcd(EtcdManager),
+    Kube(Box<KubeManager>),
+    Etcd(Box<EtcdManager>),
 }
 
 enum Backend {
@@ -260,16 +260,16 @@ async fn connect(source: &SubnetSource) -> Result<Manager, Error> {
             endpoints,
             prefix,
             ttl,
-        } => Ok(Manager::Etcd(
+        } => Ok(Manager::Etcd(Box::new(
             EtcdManager::connect(endpoints, prefix, *ttl).await?,
-        )),
+        ))),
         SubnetSource::Kube {
             kubeconfig,
             node_name,
             ..
-        } => Ok(Manager::Kube(
+        } => Ok(Manager::Kube(Box::new(
             KubeManager::connect(kubeconfig.as_deref(), node_name).await?,
-        )),
+        ))),
     }
 }
 
