@@ -75,7 +75,16 @@ async fn reference_examples_come_back_as_posted() {
         "Flags":8,"Health":{"Extra":{}},"SchemaVersion":{"Major":2,"Minor":0}});
     let net = post(&h, Kind::Network, &overlay).await.unwrap();
     let net_id = net["ID"].as_str().unwrap().to_string();
-    assert_eq!(without(net.clone(), &["ID"]), overlay);
+    // HNS generates the Overlay network's DR MAC and reports it as a policy.
+    assert_eq!(without(net.clone(), &["ID", "Policies"]), overlay);
+    assert_eq!(net["Policies"].as_array().map(Vec::len), Some(1));
+    assert_eq!(net["Policies"][0]["Type"], "DrMacAddress");
+    assert!(
+        net["Policies"][0]["Settings"]["Address"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("00-15-5D-D0-")),
+        "{net}"
+    );
     let got = h
         .client()
         .call(Method::GET, &format!("/networks/{net_id}"), None)
@@ -88,9 +97,9 @@ async fn reference_examples_come_back_as_posted() {
         "Settings":{"DestinationPrefix":"192.168.2.0/24","IsolationId":5000,"ProviderAddress":"1.1.1.1",
         "DistributedRouterMacAddress":"00-12-34-56-78-9a"}}]}});
     let net = patch(&h, Kind::Network, &net_id, &rsr).await.unwrap();
-    assert_eq!(net["Policies"][0]["Settings"]["ProviderAddress"], "1.1.1.1");
+    assert_eq!(net["Policies"][1]["Settings"]["ProviderAddress"], "1.1.1.1");
     assert_eq!(
-        net["Policies"][0]["Settings"]["DistributedRouterMacAddress"],
+        net["Policies"][1]["Settings"]["DistributedRouterMacAddress"],
         "00-12-34-56-78-9A"
     );
 
