@@ -29,10 +29,10 @@ pub struct Args {
     subnet_file: PathBuf,
     /// Masquerade traffic from pods leaving the cluster network (Linux: nftables rules;
     /// Windows: only FLANNEL_IPMASQ, which the CNI plugin turns into OutBoundNAT).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, default_value = "false")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     ip_masq: bool,
     /// Lease subnets from the Kubernetes API (the Node's podCIDR) instead of etcd.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, default_value = "false")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     kube_subnet_mgr: bool,
     /// kubeconfig for --kube-subnet-mgr; else in-cluster or ~/.kube/config.
     #[arg(long)]
