@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod engines;
+
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
