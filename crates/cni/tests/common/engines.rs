@@ -133,13 +133,16 @@ impl Node {
         }
     }
 
-    /// `CNI_PATH` as one directory (containerd takes one): our plugins and Debian's host-local.
+    /// `CNI_PATH` as one directory (containerd takes one): our plugins, and Debian's
+    /// host-local (our IPAM) and loopback (which containerd's CRI runs for every pod's `lo`).
     pub fn single_plugin_dir(&self) -> PathBuf {
         let dir = self.plugin_dir();
-        let link = dir.join("host-local");
-        if !link.exists() {
-            std::os::unix::fs::symlink(Path::new(DEBIAN_CNI).join("host-local"), &link)
-                .expect("link host-local into the plugin dir");
+        for plugin in ["host-local", "loopback"] {
+            let link = dir.join(plugin);
+            if !link.exists() {
+                std::os::unix::fs::symlink(Path::new(DEBIAN_CNI).join(plugin), &link)
+                    .expect("link Debian's plugin into the plugin dir");
+            }
         }
         dir
     }

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod cri;
 pub mod engines;
 
 use std::future::Future;
