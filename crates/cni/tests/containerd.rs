@@ -355,7 +355,8 @@ fn a_cri_pod_sandbox_is_made_and_removed_with_win_bridge() {
     c.node
         .hns(c.cri().stop_pod_sandbox(&id))
         .expect("StopPodSandbox");
-    c.node.assert_no_pods_left(NET, &[ns.linux_netns.clone()]);
+    c.node
+        .assert_no_pods_left(NET, std::slice::from_ref(&ns.linux_netns));
     c.node
         .hns(c.cri().remove_pod_sandbox(&id))
         .expect("RemovePodSandbox");
