@@ -157,7 +157,26 @@ impl Podman {
 
 impl Drop for Podman {
     fn drop(&mut self) {
+        let ids = self.run(&["ps", "-aq"]);
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            let key = self.run(&["inspect", "--format", "{{.NetworkSettings.SandboxKey}}", id]);
+            let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
+            if !key.is_empty() && !self.netns.contains(&key) {
+                self.netns.push(key);
+            }
+        }
         let _ = self.run(&["rm", "-af", "-t", "0"]);
+        // Whatever a failed test or a broken DEL left of the containers' namespaces.
+        for ns in &self.netns {
+            let name = ns.rsplit('/').next().unwrap_or_default();
+            if name.is_empty() {
+                continue;
+            }
+            if Path::new(ns).exists() {
+                let _ = Command::new("ip").args(["netns", "del", name]).status();
+            }
+            let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(name));
+        }
     }
 }
 
