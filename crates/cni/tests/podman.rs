@@ -257,15 +257,14 @@ fn restart_stop_and_rm_leave_no_hns_object_reservation_namespace_or_file() {
     p.assert_nothing_left();
 }
 
-#[test]
-fn ten_containers_started_and_removed_in_parallel_leave_nothing() {
-    let mut p = Podman::start();
-    let names: Vec<String> = (0..10).map(|i| format!("par{i}")).collect();
-    let runs: Vec<Output> = std::thread::scope(|s| {
+/// Runs `podman <args of name>` for every name at once; each must succeed.
+fn in_parallel(p: &Podman, names: &[String], args: impl Fn(&str) -> Vec<String>) {
+    let outs: Vec<Output> = std::thread::scope(|s| {
         let handles: Vec<_> = names
             .iter()
             .map(|n| {
-                let mut cmd = p.command(&["run", "-d", "--name", n, IMAGE, "sleep", "100000"]);
+                let a = args(n);
+                let mut cmd = p.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
                 s.spawn(move || cmd.output().expect("run podman"))
             })
             .collect();
@@ -274,13 +273,25 @@ fn ten_containers_started_and_removed_in_parallel_leave_nothing() {
             .map(|h| h.join().expect("thread"))
             .collect()
     });
-    for (n, out) in names.iter().zip(&runs) {
+    for (n, out) in names.iter().zip(&outs) {
         assert!(
             out.status.success(),
-            "podman run {n}: {}",
+            "podman {:?}: {}",
+            args(n),
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn ten_containers_started_and_removed_in_parallel_leave_nothing() {
+    let mut p = Podman::start();
+    let names: Vec<String> = (0..10).map(|i| format!("par{i}")).collect();
+    in_parallel(&p, &names, |n| {
+        ["run", "-d", "--name", n, IMAGE, "sleep", "100000"]
+            .map(String::from)
+            .to_vec()
+    });
     let mut ips: Vec<String> = names.iter().map(|n| p.note_netns(n)).collect();
     for (n, ip) in names.iter().zip(&ips) {
         assert_eq!(*ip, p.hns_ip(n), "{n}");
@@ -290,25 +301,8 @@ fn ten_containers_started_and_removed_in_parallel_leave_nothing() {
     assert_eq!(ips.len(), 10, "ten distinct addresses: {ips:?}");
     assert_eq!(p.node.allocations(NET).len(), 10);
 
-    let removed: Vec<Output> = std::thread::scope(|s| {
-        let handles: Vec<_> = names
-            .iter()
-            .map(|n| {
-                let mut cmd = p.command(&["rm", "-f", "-t", "0", n]);
-                s.spawn(move || cmd.output().expect("run podman"))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
+    in_parallel(&p, &names, |n| {
+        ["rm", "-f", "-t", "0", n].map(String::from).to_vec()
     });
-    for (n, out) in names.iter().zip(&removed) {
-        assert!(
-            out.status.success(),
-            "podman rm {n}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     p.assert_nothing_left();
 }
