@@ -134,6 +134,49 @@ pub(crate) fn endpoint_mac(ep: &Endpoint) -> String {
     ep.mac_address.map(|m| m.to_string()).unwrap_or_default()
 }
 
+/// The MAC of `ep` as Linux writes it (`00:15:5d:..`), for the pod's interface.
+fn linux_mac(ep: &Endpoint) -> String {
+    ep.mac_address
+        .map(|m| {
+            let b = m.0;
+            format!(
+                "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                b[0], b[1], b[2], b[3], b[4], b[5]
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The ADD result of `d` for `ep`. A pod in a Linux namespace (CNI_NETNS a path, or
+/// `container:<id>` of a pod that has one) also gets its interface (CNI_IFNAME, which hnsd
+/// makes in that namespace) reported with the namespace as sandbox, so Linux runtimes
+/// (podman, containerd) know which interface holds the address.
+async fn add_result<D: Driver>(
+    d: &D,
+    req: &Request<'_>,
+    client: &Client,
+    netns: &NetNs,
+    net: &Network,
+    ep: &Endpoint,
+) -> Result<CniResult, CniError> {
+    let result = d.result(req.args, net, ep);
+    let sandbox = match netns {
+        NetNs::Path(p) => p.to_string_lossy().into_owned(),
+        NetNs::Container(_) if !ep.host_compute_namespace.is_nil() => {
+            client
+                .get_namespace_by_id(ep.host_compute_namespace)
+                .await
+                .hns("read the pod's namespace")?
+                .linux_netns
+        }
+        _ => String::new(),
+    };
+    if sandbox.is_empty() {
+        return Ok(result);
+    }
+    Ok(result.with_pod_interface(&req.args.ifname, &linux_mac(ep), &sandbox))
+}
+
 /// The HCN namespace of a netns path (our `LinuxNetns` extension), if one exists.
 async fn namespace_of_path(client: &Client, path: &str) -> Result<Option<Namespace>, CniError> {
     let filter = serde_json::json!({ "LinuxNetns": path });
@@ -343,7 +386,7 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
             .get_endpoint_by_id(ep.id)
             .await
             .hns("read the pod's endpoint")?;
-        return Ok(d.result(req.args, &net, &ep));
+        return add_result(d, req, &client, &netns, &net, &ep).await;
     }
     if let NetNs::Container(s) = &netns {
         return Err(CniError::new(
@@ -394,8 +437,12 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     };
     let ip = allocated.as_ref().and_then(CniResult::primary_ip);
     let ns = target.map(|(ns, _)| ns);
-    match create(d, req, &client, &net, ns.as_ref(), &name, ip, &mut made).await {
-        Ok(ep) => Ok(d.result(req.args, &net, &ep)),
+    let created = match create(d, req, &client, &net, ns.as_ref(), &name, ip, &mut made).await {
+        Ok(ep) => add_result(d, req, &client, &netns, &net, &ep).await,
+        Err(e) => Err(e),
+    };
+    match created {
+        Ok(result) => Ok(result),
         Err(e) => {
             undo(&client, &made).await;
             if let Some(ipam) = &ipam {

@@ -323,6 +323,30 @@ impl CniResult {
         Ok(r)
     }
 
+    /// The result with the pod's own interface in it: on Linux the pod's vNIC is a real
+    /// interface `name` in the namespace `sandbox` (what `bridge` reports as `eth0`), so it is
+    /// listed with its MAC and sandbox, and the addresses no interface claims are linked to it.
+    /// The entries Windows runtimes read (the endpoint's interface first) stay as they are.
+    pub fn with_pod_interface(mut self, name: &str, mac: &str, sandbox: &str) -> CniResult {
+        let index = match self.interfaces.iter().position(|i| i.name == name) {
+            Some(i) => i,
+            None => {
+                self.interfaces.push(Interface {
+                    name: name.to_string(),
+                    ..Interface::default()
+                });
+                self.interfaces.len() - 1
+            }
+        };
+        let pod = &mut self.interfaces[index];
+        pod.mac = mac.to_string();
+        pod.sandbox = sandbox.to_string();
+        for ip in self.ips.iter_mut().filter(|ip| ip.interface.is_none()) {
+            ip.interface = Some(index);
+        }
+        self
+    }
+
     /// The first address, preferring IPv4 (what win-bridge and win-overlay use).
     pub fn primary_ip(&self) -> Option<&IpConfig> {
         self.ips
@@ -453,6 +477,36 @@ mod tests {
             r.primary_ip().unwrap().gateway,
             Some("10.244.1.1".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn the_pod_interface_is_added_after_the_endpoint_and_holds_the_addresses() {
+        let r = sample().with_pod_interface("eth0", "00:15:5d:01:02:03", "/run/netns/p1");
+        let j = r.to_json(v("1.0.0"));
+        assert_eq!(
+            j["interfaces"][0],
+            json!({"name": "abc_cbr0", "mac": "00-15-5D-01-02-03"})
+        );
+        assert_eq!(
+            j["interfaces"][1],
+            json!({"name": "eth0", "mac": "00:15:5d:01:02:03", "sandbox": "/run/netns/p1"})
+        );
+        assert_eq!(j["ips"][0]["interface"], 1);
+        // 0.2.0 has no interfaces: the shape Windows' dockershim read is unchanged.
+        assert_eq!(r.to_json(v("0.2.0")), sample().to_json(v("0.2.0")));
+        let back = CniResult::parse(&j).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn an_interface_already_named_like_the_pod_one_gets_its_sandbox() {
+        let mut r = sample();
+        r.interfaces[0].name = "eth0".into();
+        r.ips[0].interface = Some(0);
+        let r = r.with_pod_interface("eth0", "00:15:5d:01:02:03", "/run/netns/p1");
+        assert_eq!(r.interfaces.len(), 1);
+        assert_eq!(r.interfaces[0].sandbox, "/run/netns/p1");
+        assert_eq!(r.ips[0].interface, Some(0));
     }
 
     #[test]

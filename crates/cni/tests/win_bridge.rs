@@ -29,6 +29,11 @@ fn add_creates_endpoint_namespace_and_attachment() {
     // win-bridge's gateway is .2 of the pod's subnet, whatever host-local says (.1).
     assert_eq!(r["ips"][0]["gateway"], "10.244.1.2");
     assert_eq!(r["interfaces"][0]["name"], "pod1_cbr0");
+    // On Linux the pod has a real interface: named CNI_IFNAME, in CNI_NETNS, holding the
+    // address (what podman and containerd look the pod's IP up by).
+    assert_eq!(r["interfaces"][1]["name"], "eth0");
+    assert_eq!(r["interfaces"][1]["sandbox"], ns.as_str());
+    assert_eq!(r["ips"][0]["interface"], 1);
     assert_eq!(
         r["dns"],
         json!({"nameservers": ["10.96.0.10"], "search": ["svc.cluster.local"]})
@@ -43,6 +48,8 @@ fn add_creates_endpoint_namespace_and_attachment() {
         r["interfaces"][0]["mac"],
         ep.mac_address.unwrap().to_string()
     );
+    let linux_mac = ep.mac_address.unwrap().to_string().replace('-', ":");
+    assert_eq!(r["interfaces"][1]["mac"], linux_mac.to_lowercase());
     // Config policies plus ipMasqNetwork's OutBoundNAT exception, appended separately.
     let types: Vec<&str> = ep.policies.iter().map(|p| p.type_name()).collect();
     assert_eq!(types, ["OutBoundNAT", "SDNRoute", "OutBoundNAT"]);
@@ -482,6 +489,9 @@ fn an_hcn_namespace_guid_and_none_work_too() {
         .clone();
     let ns = node.hns(node.client().get_namespace_by_id(ns.id)).unwrap();
     assert_eq!(ns.endpoint_ids().count(), 1);
+    // A Windows namespace reference keeps the upstream result: the endpoint, no sandbox.
+    assert_eq!(r["interfaces"].as_array().map(Vec::len), Some(1), "{r}");
+    assert!(r["ips"][0].get("interface").is_none(), "{r}");
     node.check("win-bridge", "pod1", &id, &conf, &r).ok();
     node.verb("win-bridge", "DEL", "pod1", &id, &conf).ok();
     // The runtime's namespace stays; it is the runtime's to delete.
@@ -533,4 +543,32 @@ fn runtime_port_mappings_and_dns_reach_the_endpoint() {
         (8080, 80, 6)
     );
     assert_eq!(ep.dns.search, ["ns1.svc.cluster.local"]);
+}
+
+#[test]
+fn the_pods_resolv_conf_goes_with_the_last_endpoint_of_its_namespace() {
+    let (node, conf) = node_with_network();
+    node.l2bridge("net2", "10.245.1.0/24", "10.245.1.1");
+    let conf2 = win_bridge_conf(&node, "1.1.0", "net2", "10.245.1.0/24", "10.245.1.10");
+    let ns = node.netns("pod1");
+    let name = ns.rsplit('/').next().unwrap().to_string();
+    let dir = std::path::Path::new("/etc/netns").join(&name);
+    let eth1 = |verb| {
+        [
+            ("CNI_COMMAND", verb),
+            ("CNI_CONTAINERID", "pod1"),
+            ("CNI_NETNS", ns.as_str()),
+            ("CNI_IFNAME", "eth1"),
+        ]
+    };
+    node.verb("win-bridge", "ADD", "pod1", &ns, &conf).ok();
+    node.call("win-bridge", &eth1("ADD"), &conf2).ok();
+    let text = std::fs::read_to_string(dir.join("resolv.conf")).expect("hnsd wrote resolv.conf");
+    assert!(text.contains("nameserver 10.96.0.10"), "{text}");
+
+    // Two endpoints in one namespace share the file: it stays while one is left.
+    node.call("win-bridge", &eth1("DEL"), &conf2).ok();
+    assert!(dir.join("resolv.conf").is_file(), "{}", node.hnsd_log());
+    node.verb("win-bridge", "DEL", "pod1", &ns, &conf).ok();
+    assert!(!dir.exists(), "{} is left behind", dir.display());
 }

@@ -7,6 +7,9 @@
 
 #![allow(dead_code)]
 
+pub mod cri;
+pub mod engines;
+
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};

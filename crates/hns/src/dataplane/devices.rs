@@ -217,7 +217,35 @@ impl Devices {
                 let _ = tap.set_persist(false);
             }
         }
+        let remaining = self.by_token.values().map(|d| &d.spec);
+        if let Some(name) = dns_file_left_unused(&d.spec, remaining)
+            && let Err(e) = host::resolv::remove(&name)
+        {
+            tracing::warn!(device = ?key, "cannot remove /etc/netns/{name}/resolv.conf: {e}");
+        }
     }
+}
+
+/// The named namespace whose `/etc/netns/<name>/resolv.conf` nobody needs once the vNIC
+/// `gone` is removed: hnsd wrote it for `gone`, and no `remaining` vNIC in that namespace
+/// has DNS. Two endpoints of one namespace share the file, so it goes with the last one.
+fn dns_file_left_unused<'a>(
+    gone: &Spec,
+    mut remaining: impl Iterator<Item = &'a Spec>,
+) -> Option<String> {
+    let Spec::Tap(TapSpec {
+        netns: Some(netns),
+        dns: Some(_),
+        ..
+    }) = gone
+    else {
+        return None;
+    };
+    let name = netns.strip_prefix(Netns::RUN_DIR).ok()?.to_str()?;
+    let shared = remaining.any(
+        |s| matches!(s, Spec::Tap(TapSpec { netns: Some(n), dns: Some(_), .. }) if n == netns),
+    );
+    (!shared).then(|| name.to_string())
 }
 
 /// The devices the switch's ports should have now.
@@ -502,6 +530,54 @@ fn make_tap(s: &TapSpec) -> Result<Tap, HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod_tap(netns: &str, dns: bool) -> Spec {
+        Spec::Tap(TapSpec {
+            netns: Some(PathBuf::from(netns)),
+            name: "eth0".into(),
+            mac: [0, 0x15, 0x5d, 0, 0, 1],
+            addresses: Vec::new(),
+            mtu: 1500,
+            routes: Vec::new(),
+            dns: dns.then(|| (vec!["10.96.0.10".parse().unwrap()], Vec::new())),
+            configure: true,
+        })
+    }
+
+    #[test]
+    fn the_dns_file_goes_with_the_last_vnic_of_its_namespace() {
+        let a = pod_tap("/run/netns/pod-a", true);
+        let a2 = pod_tap("/run/netns/pod-a", true);
+        let b = pod_tap("/run/netns/pod-b", true);
+        assert_eq!(
+            dns_file_left_unused(&a, [&b].into_iter()),
+            Some("pod-a".to_string())
+        );
+        assert_eq!(dns_file_left_unused(&a, [&a2, &b].into_iter()), None);
+        // A vNIC in the namespace without DNS does not need the file.
+        let a_plain = pod_tap("/run/netns/pod-a", false);
+        assert_eq!(
+            dns_file_left_unused(&a, [&a_plain].into_iter()),
+            Some("pod-a".to_string())
+        );
+    }
+
+    #[test]
+    fn no_dns_file_is_removed_that_hnsd_did_not_write() {
+        let none = std::iter::empty();
+        // No DNS: a resolv.conf there is someone else's.
+        assert_eq!(
+            dns_file_left_unused(&pod_tap("/run/netns/pod-a", false), none),
+            None
+        );
+        // A namespace by a path outside /run/netns has no /etc/netns entry.
+        assert_eq!(
+            dns_file_left_unused(&pod_tap("/proc/42/ns/net", true), std::iter::empty()),
+            None
+        );
+        let uplink = Spec::Uplink { nic: "eth0".into() };
+        assert_eq!(dns_file_left_unused(&uplink, std::iter::empty()), None);
+    }
 
     #[test]
     fn host_vnic_names_fit_linux() {
