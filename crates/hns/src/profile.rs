@@ -117,15 +117,21 @@ pub enum Limitation {
     /// ExternalTrafficPolicy Local keeps the client address only with DSR: without DSR the load
     /// balancer translates the source, as kube-proxy falls back to when DSR is unavailable.
     LocalTrafficWithoutDsr,
+    /// On an Overlay (VXLAN) network the node reaches only its own pods: a packet from the
+    /// host to a pod on another node is not encapsulated (flannel's Windows vxlan backend
+    /// documents host -> remote pod as unsupported; the `HostRoute` policy covers local pods
+    /// only). Pods reach remote pods, and the node reaches Services through the source VIP.
+    RemotePodFromNodeOnOverlay,
 }
 
 impl Limitation {
-    pub const ALL: [Limitation; 5] = [
+    pub const ALL: [Limitation; 6] = [
         Limitation::IcmpThroughOutboundNat,
         Limitation::NodePortFromNode,
         Limitation::ClusterIpFromNode,
         Limitation::Ipv6OnOverlay,
         Limitation::LocalTrafficWithoutDsr,
+        Limitation::RemotePodFromNodeOnOverlay,
     ];
 
     /// A stable name (used as the rule owner's id in traces).
@@ -136,6 +142,7 @@ impl Limitation {
             Limitation::ClusterIpFromNode => "ClusterIpFromNode",
             Limitation::Ipv6OnOverlay => "Ipv6OnOverlay",
             Limitation::LocalTrafficWithoutDsr => "LocalTrafficWithoutDsr",
+            Limitation::RemotePodFromNodeOnOverlay => "RemotePodFromNodeOnOverlay",
         }
     }
 
@@ -161,6 +168,9 @@ impl Limitation {
             }
             Limitation::LocalTrafficWithoutDsr => format!(
                 "source translated: without DSR the client address is not preserved on {profile} (ExternalTrafficPolicy Local needs DSR)"
+            ),
+            Limitation::RemotePodFromNodeOnOverlay => format!(
+                "not encapsulated: on an Overlay network the node reaches only its own pods on {profile} (pods on other nodes are reached from pods)"
             ),
         }
     }

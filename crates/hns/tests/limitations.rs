@@ -276,3 +276,31 @@ fn external_traffic_policy_local_keeps_the_client_only_with_dsr_on_ws2022() {
     let ex = u.c.tcp_syn(Who::External, addr::node(0), 30090);
     delivered(&ex, b, client, u.ip(b), 8080);
 }
+
+#[test]
+fn the_node_reaches_only_its_own_pods_over_vxlan_on_ws_builds_and_every_pod_unrestricted() {
+    for profile in [Profile::Ws2022, Profile::Ws2025] {
+        let mut t = topo(Backend::Vxlan, profile);
+        let (b, d) = (t.b, t.d);
+        let ex = t.c.tcp_syn(Who::Node(0), t.ip(d), 8080);
+        refused(&ex, Limitation::RemotePodFromNodeOnOverlay, profile);
+        assert!(ex.request.is_none(), "nothing leaves the node:\n{ex}");
+        // Its own pods, and a Service whose backend is on the other node (the load balancer
+        // translates the host's packets to the source VIP before they are encapsulated).
+        assert!(t.c.tcp_syn(Who::Node(0), t.ip(b), 8080).ok());
+        let svc = t.c.tcp_syn(Who::Node(0), ip(WEB_REMOTE), 80);
+        assert_eq!(svc.receiver(), Some(d), "{svc}");
+        // Pods reach the remote pod.
+        let a = t.a;
+        assert!(t.c.tcp_syn(a, t.ip(d), 8080).ok());
+    }
+    // host-gw routes the node's packets like any other: no limitation there.
+    let mut h = topo(Backend::HostGw, Profile::Ws2022);
+    let d = h.d;
+    assert!(h.c.tcp_syn(Who::Node(0), h.ip(d), 8080).ok());
+
+    let mut u = topo(Backend::Vxlan, Profile::Unrestricted);
+    let d = u.d;
+    let ex = u.c.tcp_syn(Who::Node(0), u.ip(d), 8080);
+    assert_eq!(ex.receiver(), Some(d), "{ex}");
+}

@@ -133,6 +133,12 @@ pub fn compile(c: &mut Compiler, state: &State, net: &Network) -> Compiled {
         rules.extend(encaps.iter().cloned());
         out.place(Target::Uplink, ROUTE, origin.clone(), encaps.clone());
         out.place(Target::HostPorts, ROUTE, origin.clone(), encaps);
+        if c.facts
+            .profile
+            .imposes(Limitation::RemotePodFromNodeOnOverlay)
+        {
+            refuse_remote_pods_from_host(c, net, &mut out);
+        }
         if c.facts.profile.imposes(Limitation::Ipv6OnOverlay) {
             let any_v6 = Conditions::any().dst_net(IpNet::V6(Default::default()));
             out.place(
@@ -150,6 +156,35 @@ pub fn compile(c: &mut Compiler, state: &State, net: &Network) -> Compiled {
     }
     out.place(Target::Pods(net.id), ROUTE, origin, rules);
     out
+}
+
+/// The host's own packets to the remote subnets of an Overlay network meet the limitation in
+/// the ACL layer, before the load balancer: a Service VIP the host reaches (translated to the
+/// source VIP, then encapsulated) is still carried.
+fn refuse_remote_pods_from_host(c: &Compiler, net: &Network, out: &mut Compiled) {
+    let refused: Vec<Rule> = net
+        .policies
+        .iter()
+        .filter_map(|p| match p {
+            NetworkPolicy::RemoteSubnetRoute(r) => Some(limitation::refuse(
+                0,
+                Conditions::any()
+                    .direction(vfp::Direction::Out)
+                    .dst_net(r.destination_prefix),
+            )),
+            _ => None,
+        })
+        .collect();
+    if refused.is_empty() {
+        return;
+    }
+    let origin = limitation::origin(
+        Limitation::RemotePodFromNodeOnOverlay,
+        c.facts.profile,
+        "Network",
+        &net.id.to_string(),
+    );
+    out.place(Target::HostPorts, ACL, origin, refused);
 }
 
 /// The addresses the switch answers for on behalf of the network: its gateways.

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use hns::{Limitation, Profile};
 use serde::Serialize;
 
-use super::topology::{EXTERNAL_IP, HTTP_PORT, OUTSIDE_IP, Os, UDP_PORT};
+use super::topology::{HTTP_PORT, Mode, OUTSIDE_IP, Os, UDP_PORT, cluster_ip};
 use super::{NS_PREFIX, State};
 
 /// The transport of a flow.
@@ -142,7 +142,7 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         );
     }
     if let Some(s) = &svc {
-        let cluster_ip = ip(Ipv4Addr::new(10, 96, 0, 10));
+        let cluster_ip = ip(cluster_ip(0).unwrap_or(Ipv4Addr::UNSPECIFIED));
         let client = p1b.unwrap_or(p1);
         out.push(flow(
             "pod -> ClusterIP",
@@ -232,13 +232,32 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         .unless(profile, Limitation::IcmpThroughOutboundNat),
     );
     out.push(flow(
-        "node -> pod",
+        "node -> pod on this node",
         &w1.name,
         &w1.netns,
         ip(p1.ip),
         HTTP_PORT,
         Proto::Tcp,
     ));
+    if let Some(w2) = wins.get(1)
+        && let Some(p2) = w2.pods.first()
+    {
+        let mode = state.topology.as_ref().map(|t| t.mode);
+        let f = flow(
+            "node -> pod on another node",
+            &w1.name,
+            &w1.netns,
+            ip(p2.ip),
+            HTTP_PORT,
+            Proto::Tcp,
+        );
+        // Over VXLAN (overlay); host-gw routes the node's packets like any other.
+        out.push(if mode == Some(Mode::Overlay) {
+            f.unless(profile, Limitation::RemotePodFromNodeOnOverlay)
+        } else {
+            f
+        });
+    }
     out.push(
         flow(
             "pod -> node",
@@ -250,6 +269,5 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         )
         .seen_as(ip(p1.ip)),
     );
-    let _ = EXTERNAL_IP;
     out
 }

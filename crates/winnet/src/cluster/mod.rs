@@ -7,6 +7,8 @@
 pub mod build;
 pub mod check;
 pub mod flows;
+pub mod leases;
+pub mod procs;
 pub mod servers;
 pub mod sim_demo;
 pub mod teardown;
@@ -32,7 +34,12 @@ pub struct NodeState {
     pub netns: String,
     pub ip: std::net::Ipv4Addr,
     pub mac: String,
-    pub subnet: ipnet::Ipv4Net,
+    /// The pod subnet flanneld leased the node (its subnet.env's `FLANNEL_SUBNET`), once it has.
+    #[serde(default)]
+    pub subnet: Option<ipnet::Ipv4Net>,
+    /// kube-proxy's source VIP on an Overlay Windows node, reserved with host-local.
+    #[serde(default)]
+    pub source_vip: Option<std::net::Ipv4Addr>,
     pub pods: Vec<PodState>,
 }
 
@@ -49,7 +56,12 @@ pub struct PodState {
 pub struct State {
     pub topology: Option<Topology>,
     pub namespaces: Vec<String>,
-    pub pids: Vec<u32>,
+    /// Every process the cluster started (etcd, hnsd, flanneld, kube-proxy, servers).
+    #[serde(default)]
+    pub procs: Vec<procs::Proc>,
+    /// flannel's etcd (client URL), once started.
+    #[serde(default)]
+    pub etcd: Option<String>,
     pub nodes: Vec<NodeState>,
     pub ready: bool,
 }

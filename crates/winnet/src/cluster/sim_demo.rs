@@ -206,12 +206,23 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
     let to = ip(&c, p1)?;
     let e = c.tcp_syn(Who::Node(0), to, 8080);
     add(
-        "node -> pod",
+        "node -> pod on this node",
         &wins[0].name,
         format!("{to}:8080 tcp"),
         None,
         Some(show(&e)),
     );
+    if let Some((_, p2)) = pods.get(1).and_then(|v| v.first()).cloned() {
+        let to = ip(&c, p2)?;
+        let e = c.tcp_syn(Who::Node(0), to, 8080);
+        add(
+            "node -> pod on another node",
+            &wins[0].name,
+            format!("{to}:8080 tcp"),
+            (t.mode == Mode::Overlay).then_some(Limitation::RemotePodFromNodeOnOverlay),
+            Some(show(&e)),
+        );
+    }
     let e = c.tcp_syn(p1, node_ip(0), 10250);
     add(
         "pod -> node",

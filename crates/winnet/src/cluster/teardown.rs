@@ -1,26 +1,21 @@
-//! `winnet cluster down`: every process the cluster started is stopped and every namespace it
-//! made removed (with the pods' TAPs and the veth ends inside them), then its directory.
+//! `winnet cluster down`: every process the cluster started is stopped (etcd, hnsd, flanneld,
+//! kube-proxy, the servers) and every namespace it made removed (with the pods' TAPs and the
+//! veth ends inside them), then its directory (with etcd's data, the nodes' subnet.env and
+//! host-local's reservations).
 
 use std::path::Path;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
-use super::{NS_PREFIX, State, sh};
+use super::{NS_PREFIX, State, procs, sh};
 
 /// Removes the cluster in `dir`; Ok (and nothing done) when there is none.
 pub fn down(dir: &Path) -> anyhow::Result<bool> {
     let Some(state) = State::load(dir)? else {
         return Ok(false);
     };
-    for pid in &state.pids {
-        if let Ok(p) = i32::try_from(*pid) {
-            let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
-        }
-    }
-    // Give the kernel a moment to reap sockets before the namespaces go.
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let mut failed = Vec::new();
+    let mut failed: Vec<String> = procs::stop(&state.procs)
+        .into_iter()
+        .map(|p| format!("{p} did not exit"))
+        .collect();
     for ns in state.namespaces.iter().rev() {
         if !ns.starts_with(NS_PREFIX) {
             continue;
@@ -41,7 +36,7 @@ pub fn down(dir: &Path) -> anyhow::Result<bool> {
     })?;
     if !failed.is_empty() {
         anyhow::bail!(
-            "some namespaces could not be removed: {}",
+            "some of the cluster could not be removed: {}",
             failed.join("; ")
         );
     }

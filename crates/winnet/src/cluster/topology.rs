@@ -6,7 +6,6 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use hns::Profile;
-use ipnet::Ipv4Net;
 use serde::Deserialize;
 
 /// flannel's network mode.
@@ -15,7 +14,7 @@ use serde::Deserialize;
 pub enum Mode {
     /// flannel host-gw: L2Bridge `cbr0`, routes to other nodes' pod subnets via their address.
     L2bridge,
-    /// flannel vxlan: Overlay `vxlan0`, VNI 4096 on UDP 4789.
+    /// flannel vxlan: Overlay `flannel.4096`, VNI 4096 on UDP 4789.
     Overlay,
 }
 
@@ -102,6 +101,8 @@ mod profile_name {
 pub const FABRIC: &str = "192.168.77.0/24";
 /// The external host's address on the fabric (the nodes' default gateway).
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+/// The fabric's own address, where flannel's etcd listens.
+pub const ETCD_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
 /// An address of the external host outside every OutBoundNAT exception: pods reach it SNATed.
 pub const OUTSIDE_IP: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
 /// The cluster's pod CIDR.
@@ -153,6 +154,9 @@ impl Topology {
                 }
             }
         }
+        if self.services.len() > MAX_SERVICES {
+            bail!("services: at most {MAX_SERVICES} Services");
+        }
         for s in &self.services {
             check_name("services[].name", &s.name)?;
             if let Some(np) = s.node_port
@@ -181,45 +185,30 @@ fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Node `i`'s address on the fabric: Windows nodes from .11, Linux nodes from .21.
-pub fn node_ip(index: usize, os: Os, nth_of_os: usize) -> Ipv4Addr {
-    let _ = index;
-    let base = match os {
+/// The cluster DNS's Service address (`kube-dns`), as kubeadm reserves it: the tenth of the
+/// Service CIDR.
+pub const DNS_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+/// The most Services a topology may have (their ClusterIPs follow from 10.96.1.0).
+pub const MAX_SERVICES: usize = 1000;
+
+/// The ClusterIP of the topology's Service number `k`: 10.96.1.1 + k, clear of the DNS's
+/// 10.96.0.10; None past [`MAX_SERVICES`].
+pub fn cluster_ip(k: usize) -> Option<Ipv4Addr> {
+    if k >= MAX_SERVICES {
+        return None;
+    }
+    let base = u32::from(Ipv4Addr::new(10, 96, 1, 1));
+    Some(Ipv4Addr::from(base + u32::try_from(k).ok()?))
+}
+
+/// A node's address on the fabric: Windows nodes from .11, Linux nodes from .21, in the order
+/// the file gives them (`nth_of_os`; at most 9 nodes, so these never meet).
+pub fn node_ip(os: Os, nth_of_os: usize) -> Ipv4Addr {
+    let base: u8 = match os {
         Os::Windows => 11,
         Os::Linux => 21,
     };
-    Ipv4Addr::new(192, 168, 77, base + nth_of_os as u8)
-}
-
-/// Node `i`'s pod subnet: 10.244.(i+1).0/24.
-pub fn pod_subnet(index: usize) -> Ipv4Net {
-    Ipv4Net::new(Ipv4Addr::new(10, 244, index as u8 + 1, 0), 24).unwrap_or_default()
-}
-
-/// Host number `n` of node `i`'s pod subnet.
-pub fn pod_host(index: usize, n: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 244, index as u8 + 1, n)
-}
-
-/// Node `i`'s distributed-router (VTEP) MAC.
-pub fn dr_mac(index: usize) -> [u8; 6] {
-    [0x00, 0x15, 0x5d, 0xdd, 0x00, index as u8 + 1]
-}
-
-/// A MAC as HNS writes it (`00-15-5D-..`).
-pub fn hns_mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
-/// A MAC as Linux writes it (`00:15:5d:..`).
-pub fn linux_mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    Ipv4Addr::new(192, 168, 77, base.saturating_add(nth_of_os.min(9) as u8))
 }
 
 #[cfg(test)]
@@ -233,6 +222,30 @@ mod tests {
         assert_eq!(t.mode, Mode::L2bridge);
         assert_eq!(t.nodes.len(), 3);
         assert_eq!(t.services[0].node_port, Some(30080));
+    }
+
+    #[test]
+    fn every_service_gets_its_own_cluster_ip_in_the_service_cidr() {
+        let cidr: ipnet::Ipv4Net = SERVICE_CIDR.parse().expect("cidr");
+        let ips: std::collections::BTreeSet<Ipv4Addr> =
+            (0..MAX_SERVICES).filter_map(cluster_ip).collect();
+        assert_eq!(ips.len(), MAX_SERVICES, "no two Services share an address");
+        assert!(ips.iter().all(|ip| cidr.contains(ip)));
+        assert!(!ips.contains(&DNS_SERVICE_IP), "kube-dns keeps 10.96.0.10");
+        assert_eq!(
+            cluster_ip(300),
+            Some(Ipv4Addr::new(10, 96, 2, 45)),
+            "past 255 (once an overflow)"
+        );
+        assert_eq!(cluster_ip(MAX_SERVICES), None);
+        let many: String = (0..=MAX_SERVICES)
+            .map(|k| format!("  - {{name: s{k}, selector: web, port: 80, targetPort: 80}}\n"))
+            .collect();
+        let text = format!(
+            "mode: overlay\nprofile: ws2022\nnodes: [{{name: a, os: windows}}]\nservices:\n{many}"
+        );
+        let e = format!("{:#}", Topology::parse(&text, "t").unwrap_err());
+        assert!(e.contains("at most 1000 Services"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,8 @@ enum Verb {
     Up(UpArgs),
     /// Run every flow of the matrix with real traffic; exit 0 only when every cell matches.
     Check(CheckArgs),
-    /// Show the nodes, pods and their addresses.
+    /// Show the nodes with their flannel leases (subnet, public IP, backend, VtepMAC), the pods
+    /// and their addresses.
     Status,
     /// Remove everything the cluster made.
     Down,
@@ -69,6 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Verb::Status => {
+            need_root("cluster status")?;
             let state = State::load(dir)?.context("no cluster is up")?;
             status(&state);
             Ok(())
@@ -199,15 +201,32 @@ fn status(s: &State) {
             if s.ready { "" } else { " (not ready)" }
         );
     }
+    // The leases as flannel's etcd holds them (what every node's flanneld follows).
+    let leases = match &s.etcd {
+        Some(url) => match cluster::leases::read(url) {
+            Ok(l) => l,
+            Err(e) => {
+                println!("flannel's etcd at {url}: {e:#}");
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
     for n in &s.nodes {
         println!(
-            "{:<10} {:<8} {:<15} pods {}  ({})",
+            "{:<10} {:<8} {:<15} ({})",
             n.name,
             format!("{:?}", n.os).to_lowercase(),
             n.ip,
-            n.subnet,
             n.netns
         );
+        match leases.iter().find(|l| l.attrs.public_ip == n.ip) {
+            Some(l) => println!("  {}", cluster::leases::describe(l)),
+            None => println!("  no lease in etcd"),
+        }
+        if let Some(vip) = n.source_vip {
+            println!("  kube-proxy source VIP {vip}");
+        }
         for p in &n.pods {
             println!("  {:<12} {:<15} ({})", p.name, p.ip, p.netns);
         }

@@ -1,0 +1,225 @@
+//! flannel in the cluster: etcd on the fabric with the net-conf an admin writes, and on every
+//! node `winnet flanneld` as the node starts it (a Windows node with its hnsd's socket and
+//! its NIC as `--iface`, as start.ps1 does; a Linux node with its NIC), then its lease read
+//! back from subnet.env. On an Overlay Windows node the source VIP is reserved with host-local
+//! for kube-proxy, as start.ps1's `GetSourceVip` does.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use ipnet::{IpNet, Ipv4Net};
+use serde_json::json;
+
+use super::super::leases::{self, PREFIX};
+use super::super::topology::{ETCD_IP, Mode, Os};
+use super::{Builder, DEBIAN_CNI};
+
+/// How long a node's flanneld may take to lease and build its network.
+const LEASE_WAIT: Duration = Duration::from_secs(60);
+/// How long the nodes may take to route to each other's subnets.
+const ROUTES_WAIT: Duration = Duration::from_secs(30);
+
+impl Builder {
+    /// etcd on the fabric, and flannel's net-conf in `<prefix>/config`.
+    pub(super) fn etcd(&mut self) -> anyhow::Result<()> {
+        let data = self.dir.join("etcd");
+        let args = leases::etcd_args(&data, ETCD_IP);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let fabric = format!("{}fabric", super::NS_PREFIX);
+        self.spawn("etcd", &fabric, &refs, "etcd")?;
+        let url = format!("http://{ETCD_IP}:2379");
+        leases::wait_healthy(&url, &self.dir.join("etcd.log"))?;
+        self.state.etcd = Some(url.clone());
+        self.state.save(&self.dir)?;
+        let conf = leases::net_conf(self.t.mode);
+        leases::etcdctl(&url, &["put", &format!("{PREFIX}/config"), &conf])?;
+        Ok(())
+    }
+
+    pub(super) fn subnet_file(&self, i: usize) -> PathBuf {
+        self.node_dir(i).join("subnet.env")
+    }
+
+    /// Starts node `i`'s flanneld, waits for its subnet.env and records the lease.
+    pub(super) fn flanneld(&mut self, i: usize) -> anyhow::Result<()> {
+        std::fs::create_dir_all(self.node_dir(i))?;
+        let n = self.state.nodes[i].clone();
+        let url = self.state.etcd.clone().context("etcd is not up")?;
+        let sf = self.subnet_file(i).to_string_lossy().into_owned();
+        let sock = self.socket(i).to_string_lossy().into_owned();
+        let w = self.winnet.clone();
+        let mut args = vec![
+            w.as_str(),
+            "flanneld",
+            "--iface",
+            "eth0",
+            "--subnet-file",
+            &sf,
+            "--etcd-endpoints",
+            &url,
+            "--ip-masq",
+        ];
+        if n.os == Os::Windows {
+            args.extend(["--hns-socket", &sock]);
+        }
+        let log = format!("{}-flanneld", n.name);
+        self.spawn(&format!("{} flanneld", n.name), &n.netns, &args, &log)?;
+        let subnet = self.wait_lease(i, &log)?;
+        self.state.nodes[i].subnet = Some(subnet);
+        if n.os == Os::Windows && self.t.mode == Mode::Overlay {
+            self.state.nodes[i].source_vip = Some(self.source_vip(i, subnet)?);
+        }
+        self.state.save(&self.dir)
+    }
+
+    /// Waits for node `i`'s subnet.env and reads its subnet as the flannel CNI plugin does.
+    fn wait_lease(&self, i: usize, log: &str) -> anyhow::Result<Ipv4Net> {
+        let path = self.subnet_file(i);
+        let log = self.dir.join(format!("{log}.log"));
+        let deadline = Instant::now() + LEASE_WAIT;
+        let proc_ = self.state.procs.last().cloned();
+        loop {
+            if path.exists() {
+                let env =
+                    cni::subnet_env::SubnetEnv::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+                return match env.subnet {
+                    Some(IpNet::V4(s)) => Ok(s),
+                    _ => bail!("{} has no IPv4 FLANNEL_SUBNET", path.display()),
+                };
+            }
+            if proc_.as_ref().is_some_and(|p| !p.alive()) {
+                bail!(
+                    "flanneld exited before leasing a subnet; see {}",
+                    log.display()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "flanneld wrote no {} in {} s; see {}",
+                    path.display(),
+                    LEASE_WAIT.as_secs(),
+                    log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Reserves kube-proxy's source VIP in `subnet` with Debian's host-local, as start.ps1's
+    /// `GetSourceVip` runs it (CNI 0.2.0, the pods' host-local store on the node).
+    fn source_vip(&self, i: usize, subnet: Ipv4Net) -> anyhow::Result<Ipv4Addr> {
+        let conf = json!({
+            "cniVersion": "0.2.0",
+            "name": leases::network_name(Mode::Overlay),
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": subnet.to_string()}]],
+                "dataDir": self.ipam_dir(i).to_string_lossy(),
+            },
+        });
+        let mut child = Command::new(Path::new(DEBIAN_CNI).join("host-local"))
+            .env_clear()
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", "dummy")
+            .env("CNI_NETNS", "dummy")
+            .env("CNI_IFNAME", "dummy")
+            .env("CNI_PATH", DEBIAN_CNI)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("cannot run host-local (Debian's containernetworking-plugins)")?;
+        std::io::Write::write_all(
+            &mut child.stdin.take().context("host-local stdin")?,
+            conf.to_string().as_bytes(),
+        )?;
+        let out = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!("host-local could not reserve the source VIP: {text}");
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("host-local said {text}"))?;
+        v["ip4"]["ip"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .with_context(|| format!("host-local's result has no ip4.ip: {text}"))
+    }
+
+    /// host-local's store on node `i` (the pods' and the source VIP's).
+    pub(super) fn ipam_dir(&self, i: usize) -> PathBuf {
+        self.node_dir(i).join("ipam")
+    }
+
+    /// Waits until every node routes to every other node's subnet: a kernel route on Linux
+    /// nodes and on host-gw Windows nodes, a `RemoteSubnetRoute` on Overlay networks.
+    pub(super) fn wait_routes(&self) -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let deadline = Instant::now() + ROUTES_WAIT;
+        for (i, n) in self.state.nodes.iter().enumerate() {
+            let others: Vec<Ipv4Net> = self
+                .state
+                .nodes
+                .iter()
+                .filter(|o| o.name != n.name)
+                .filter_map(|o| o.subnet)
+                .collect();
+            loop {
+                let missing = match (n.os, self.t.mode) {
+                    (Os::Windows, Mode::Overlay) => rt.block_on(self.missing_rsrs(i, &others))?,
+                    _ => missing_routes(&n.netns, &others)?,
+                };
+                if missing.is_empty() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "{} has no route to {} after {} s; see {}",
+                        n.name,
+                        missing.join(", "),
+                        ROUTES_WAIT.as_secs(),
+                        self.dir.join(format!("{}-flanneld.log", n.name)).display()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// The subnets of `others` that node `i`'s Overlay network has no RemoteSubnetRoute to.
+    async fn missing_rsrs(&self, i: usize, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>> {
+        let client = hns::Client::new(self.socket(i));
+        let name = leases::network_name(Mode::Overlay);
+        let net = client.get_network_by_name(&name).await?;
+        let have: Vec<IpNet> = net
+            .iter()
+            .flat_map(|n| n.policies.iter())
+            .filter_map(|p| match p {
+                hcn::NetworkPolicy::RemoteSubnetRoute(r) => Some(r.destination_prefix),
+                _ => None,
+            })
+            .collect();
+        Ok(others
+            .iter()
+            .filter(|s| !have.contains(&IpNet::V4(**s)))
+            .map(|s| s.to_string())
+            .collect())
+    }
+}
+
+/// The subnets of `others` that namespace `netns` has no route to.
+fn missing_routes(netns: &str, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>> {
+    let routes = host::netns::Netns::named(netns).run(|| host::link::Netlink::open()?.routes())?;
+    Ok(others
+        .iter()
+        .filter(|s| !routes.iter().any(|r| r.destination == IpNet::V4(**s)))
+        .map(|s| s.to_string())
+        .collect())
+}

@@ -1,0 +1,314 @@
+//! `winnet cluster up`: what a cloud and a kubelet would make — the fabric (a Linux bridge in
+//! its own namespace), the external host, node namespaces plugged into the fabric, the pods'
+//! namespaces and the Kubernetes objects — and every node's components started as the node
+//! would start them: flannel's etcd on the fabric ([`flannel`]), on Windows nodes hnsd, then
+//! `winnet flanneld` (which makes the HNS network), the pods added by the CNI plugins as a
+//! runtime calls them ([`pods`]) and `winnet proxy` on the manifests ([`services`]); on Linux
+//! nodes `winnet flanneld` (routes, VXLAN device) and Debian's `bridge` + `host-local` plugins.
+
+mod flannel;
+mod pods;
+mod services;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::topology::{
+    self, ETCD_IP, EXTERNAL_IP, HTTP_PORT, Mode, OUTSIDE_IP, Os, Topology, UDP_PORT,
+};
+use super::{NS_PREFIX, NodeState, State, procs, sh};
+
+/// Debian's CNI plugins.
+pub const DEBIAN_CNI: &str = "/usr/lib/cni";
+
+/// Builds the cluster; `progress` is told what is happening.
+pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::Result<State> {
+    if State::load(dir)?.is_some() {
+        bail!(
+            "a cluster is already up ({}); run `winnet cluster down` first",
+            dir.display()
+        );
+    }
+    let winnet = std::env::current_exe().context("cannot find the winnet binary")?;
+    let mut b = Builder {
+        dir: dir.to_path_buf(),
+        state: State {
+            topology: Some(t.clone()),
+            ..State::default()
+        },
+        t: t.clone(),
+        winnet: winnet.to_string_lossy().into_owned(),
+    };
+    b.state.save(dir)?;
+    let plugins = dir.join("cni-bin");
+    sh(&[&b.winnet, "install-cni", &plugins.to_string_lossy()])?;
+    progress("fabric, external host and flannel's etcd");
+    b.fabric()?;
+    b.external()?;
+    b.etcd()?;
+    let mut win = 0;
+    let mut lin = 0;
+    for n in &t.nodes {
+        let ip = match n.os {
+            Os::Windows => {
+                win += 1;
+                topology::node_ip(Os::Windows, win - 1)
+            }
+            Os::Linux => {
+                lin += 1;
+                topology::node_ip(Os::Linux, lin - 1)
+            }
+        };
+        progress(&format!("node {} ({:?}, {ip})", n.name, n.os));
+        b.node(&n.name, n.os, ip)?;
+    }
+    for i in 0..t.nodes.len() {
+        progress(&format!("flanneld on {} ({})", t.nodes[i].name, t.mode));
+        b.flanneld(i)?;
+    }
+    progress("waiting for every node's routes to the others' subnets");
+    b.wait_routes()?;
+    for i in 0..t.nodes.len() {
+        for pod in t.nodes[i].pods.clone() {
+            progress(&format!("pod {pod} on {}", t.nodes[i].name));
+            b.pod(i, &pod, &plugins)?;
+        }
+    }
+    progress("Services (manifests) and kube-proxy");
+    b.services()?;
+    for i in 0..t.nodes.len() {
+        if t.nodes[i].os == Os::Windows {
+            b.proxy(i)?;
+        }
+    }
+    b.wait_programmed(progress)?;
+    b.state.ready = true;
+    b.state.save(dir)?;
+    Ok(b.state)
+}
+
+/// The cluster being built, and its record.
+struct Builder {
+    dir: PathBuf,
+    state: State,
+    t: Topology,
+    /// This `winnet` binary: every component is one of its subcommands.
+    winnet: String,
+}
+
+impl Builder {
+    fn ns(&mut self, name: &str) -> anyhow::Result<String> {
+        let full = format!("{NS_PREFIX}{name}");
+        let _ = sh(&["ip", "netns", "del", &full]);
+        sh(&["ip", "netns", "add", &full])?;
+        self.state.namespaces.push(full.clone());
+        self.state.save(&self.dir)?;
+        sh(&["ip", "-n", &full, "link", "set", "lo", "up"])?;
+        Ok(full)
+    }
+
+    /// Starts `args` in `netns` as `name`, logging to `<log>.log`, and records it.
+    fn spawn(&mut self, name: &str, netns: &str, args: &[&str], log: &str) -> anyhow::Result<()> {
+        let p = procs::spawn(name, netns, args, &self.dir.join(format!("{log}.log")))?;
+        self.state.procs.push(p);
+        self.state.save(&self.dir)
+    }
+
+    /// Starts `winnet serve` in `netns`.
+    fn serve(&mut self, name: &str, netns: &str, udp: bool) -> anyhow::Result<()> {
+        let tcp = HTTP_PORT.to_string();
+        let udp_port = UDP_PORT.to_string();
+        let mut args = vec![self.winnet.as_str(), "serve", "--tcp", &tcp];
+        if udp {
+            args.extend(["--udp", &udp_port]);
+        }
+        let w = args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let refs: Vec<&str> = w.iter().map(String::as_str).collect();
+        self.spawn(
+            &format!("{name} serve"),
+            netns,
+            &refs,
+            &format!("{name}-serve"),
+        )
+    }
+
+    /// The fabric: a bridge, holding the address etcd listens on.
+    fn fabric(&mut self) -> anyhow::Result<()> {
+        let f = self.ns("fabric")?;
+        sh(&["ip", "-n", &f, "link", "add", "br0", "type", "bridge"])?;
+        sh(&[
+            "ip",
+            "-n",
+            &f,
+            "addr",
+            "add",
+            &format!("{ETCD_IP}/24"),
+            "dev",
+            "br0",
+        ])?;
+        sh(&["ip", "-n", &f, "link", "set", "br0", "up"])?;
+        Ok(())
+    }
+
+    /// Plugs `netns` into the fabric as `eth0` with `ip`; the fabric end is `port`.
+    fn plug(&mut self, netns: &str, port: &str, ip: Ipv4Addr) -> anyhow::Result<String> {
+        let f = format!("{NS_PREFIX}fabric");
+        sh(&[
+            "ip", "-n", &f, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns",
+            netns,
+        ])?;
+        sh(&["ip", "-n", &f, "link", "set", port, "master", "br0", "up"])?;
+        sh(&[
+            "ip",
+            "-n",
+            netns,
+            "addr",
+            "add",
+            &format!("{ip}/24"),
+            "dev",
+            "eth0",
+        ])?;
+        sh(&["ip", "-n", netns, "link", "set", "eth0", "up"])?;
+        let out = sh(&["ip", "-n", netns, "-j", "link", "show", "eth0"])?;
+        let v: Value = serde_json::from_str(&out).context("ip -j link show eth0")?;
+        v[0]["address"]
+            .as_str()
+            .map(String::from)
+            .with_context(|| format!("eth0 of {netns} has no MAC: {out}"))
+    }
+
+    fn external(&mut self) -> anyhow::Result<()> {
+        let e = self.ns("external")?;
+        self.plug(&e, "external", EXTERNAL_IP)?;
+        sh(&[
+            "ip",
+            "-n",
+            &e,
+            "addr",
+            "add",
+            &format!("{OUTSIDE_IP}/32"),
+            "dev",
+            "lo",
+        ])?;
+        self.serve("external", &e, true)
+    }
+
+    fn node(&mut self, name: &str, os: Os, ip: Ipv4Addr) -> anyhow::Result<()> {
+        let ns = self.ns(name)?;
+        let mac = self.plug(&ns, name, ip)?;
+        sh(&[
+            "ip",
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "default",
+            "via",
+            &EXTERNAL_IP.to_string(),
+        ])?;
+        // A node routes between its pods and the fabric.
+        host::netns::Netns::named(&ns)
+            .run(|| host::link::set_sysctl("net.ipv4.ip_forward", "1"))?;
+        if os == Os::Linux && self.t.mode == Mode::Overlay {
+            // The kernel's VXLAN hands large segments to the NIC; the Windows nodes' AF_PACKET
+            // uplinks take only plain frames, as a physical NIC would deliver them.
+            sh(&[
+                "ip", "netns", "exec", &ns, "ethtool", "-K", "eth0", "tso", "off", "gso", "off",
+            ])?;
+        }
+        self.serve(name, &ns, false)?;
+        self.state.nodes.push(NodeState {
+            name: name.to_string(),
+            os,
+            netns: ns,
+            ip,
+            mac,
+            subnet: None,
+            source_vip: None,
+            pods: Vec::new(),
+        });
+        self.state.save(&self.dir)?;
+        if os == Os::Windows {
+            let i = self.state.nodes.len() - 1;
+            self.hnsd(i)?;
+        }
+        Ok(())
+    }
+
+    fn node_dir(&self, i: usize) -> PathBuf {
+        self.dir.join(&self.state.nodes[i].name)
+    }
+
+    fn socket(&self, i: usize) -> PathBuf {
+        self.node_dir(i).join("hns.sock")
+    }
+
+    /// hnsd of Windows node `i`, with its data plane on the node's NIC.
+    fn hnsd(&mut self, i: usize) -> anyhow::Result<()> {
+        let dir = self.node_dir(i);
+        std::fs::create_dir_all(&dir)?;
+        let ns = self.state.nodes[i].netns.clone();
+        let name = self.state.nodes[i].name.clone();
+        let sock = self.socket(i);
+        let (state_dir, sock_s) = (
+            dir.join("state").to_string_lossy().into_owned(),
+            sock.to_string_lossy().into_owned(),
+        );
+        let profile = self.t.profile_name();
+        let w = self.winnet.clone();
+        let args = [
+            w.as_str(),
+            "hnsd",
+            "--node-netns",
+            &ns,
+            "--nic",
+            "eth0",
+            "--node-name",
+            &name,
+            "--profile",
+            &profile,
+            "--state-dir",
+            &state_dir,
+            "--socket",
+            &sock_s,
+        ];
+        // hnsd enters the node's namespace itself (--node-netns); started from ours.
+        self.spawn_here(&format!("{name} hnsd"), &args, &dir.join("hnsd.log"))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            if Instant::now() > deadline {
+                bail!(
+                    "hnsd of {name} did not start: see {}",
+                    dir.join("hnsd.log").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Starts `args` in this namespace (for programs that enter theirs themselves).
+    fn spawn_here(&mut self, name: &str, args: &[&str], log: &Path) -> anyhow::Result<()> {
+        let logf =
+            std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
+        let child = Command::new(args[0])
+            .args(&args[1..])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        let pid = child.id();
+        std::mem::forget(child);
+        let p = procs::Proc::started(name, pid)
+            .with_context(|| format!("{name} exited at once; see {}", log.display()))?;
+        self.state.procs.push(p);
+        self.state.save(&self.dir)
+    }
+}

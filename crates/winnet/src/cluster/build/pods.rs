@@ -1,0 +1,178 @@
+//! Pods: a namespace per pod, added to the node's network by the CNI plugin a runtime would
+//! call (win-bridge / win-overlay through the node's hnsd on Windows nodes; Debian's `bridge`
+//! on the Linux node), with host-local on the subnet flanneld leased the node — read from the
+//! node's subnet.env as the flannel CNI plugin reads it — and a server in each pod.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use flannel::windows::host_of;
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+use super::super::PodState;
+use super::super::leases;
+use super::super::topology::{CLUSTER_CIDR, DNS_SERVICE_IP, FABRIC, Mode, Os, SERVICE_CIDR};
+use super::{Builder, DEBIAN_CNI};
+
+/// The first host number host-local hands pods (below it: the gateway, flannel's bridge
+/// endpoint at .2 on host-gw, kube-proxy's source VIP on overlay).
+const FIRST_POD: u32 = 10;
+
+impl Builder {
+    pub(super) fn pod(&mut self, i: usize, name: &str, plugins: &Path) -> anyhow::Result<()> {
+        let node = self.state.nodes[i].name.clone();
+        let ns = self.ns(&format!("{node}-{name}"))?;
+        let conf = self.cni_conf(i)?;
+        let (plugin, run_in): (PathBuf, Option<String>) = match self.state.nodes[i].os {
+            Os::Windows => (
+                plugins.join(match self.t.mode {
+                    Mode::L2bridge => "win-bridge",
+                    Mode::Overlay => "win-overlay",
+                }),
+                None,
+            ),
+            // Debian's bridge plugin makes its bridge in the namespace it runs in: the node's.
+            Os::Linux => (
+                Path::new(DEBIAN_CNI).join("bridge"),
+                Some(self.state.nodes[i].netns.clone()),
+            ),
+        };
+        let call = CniAdd {
+            plugin: &plugin,
+            run_in: run_in.as_deref(),
+            container: name,
+            netns: &ns,
+            socket: &self.socket(i),
+            node_dir: &self.node_dir(i),
+            plugins,
+        };
+        let result = call.run(&conf)?;
+        let ip = result["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .and_then(|a| a.parse::<Ipv4Addr>().ok())
+            .with_context(|| format!("the CNI result of {name} has no address: {result}"))?;
+        self.state.nodes[i].pods.push(PodState {
+            name: name.to_string(),
+            netns: ns.clone(),
+            ip,
+        });
+        self.state.save(&self.dir)?;
+        self.serve(&format!("{node}-{name}"), &ns, true)
+    }
+
+    /// The node's CNI config, on the lease in its subnet.env.
+    fn cni_conf(&self, i: usize) -> anyhow::Result<Value> {
+        let n = &self.state.nodes[i];
+        let env = cni::subnet_env::SubnetEnv::load(&self.subnet_file(i))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Some(IpNet::V4(subnet)) = env.subnet else {
+            bail!("{}: no IPv4 FLANNEL_SUBNET", self.subnet_file(i).display());
+        };
+        let ipam = json!({
+            "type": "host-local",
+            "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, FIRST_POD).to_string()}]],
+            "dataDir": self.ipam_dir(i).to_string_lossy(),
+        });
+        let dns =
+            json!({"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]});
+        let name = leases::network_name(self.t.mode);
+        Ok(match (n.os, self.t.mode) {
+            (Os::Windows, Mode::L2bridge) => json!({
+                "cniVersion": "1.0.0", "name": name, "type": "win-bridge", "apiVersion": 2,
+                "ipMasqNetwork": CLUSTER_CIDR, "dns": dns,
+                "policies": [
+                    {"name": "EndpointPolicy", "value": {"Type": "OutBoundNAT", "Settings": {"Exceptions": [CLUSTER_CIDR, SERVICE_CIDR, FABRIC]}}},
+                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}}},
+                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", n.ip), "NeedEncap": true}}}
+                ],
+                "ipam": ipam,
+            }),
+            (Os::Windows, Mode::Overlay) => json!({
+                "cniVersion": "1.0.0", "name": name, "type": "win-overlay", "apiVersion": 2,
+                "dns": dns,
+                "policies": [
+                    {"name": "EndpointPolicy", "value": {"Type": "OutBoundNAT", "Settings": {"Exceptions": [CLUSTER_CIDR, SERVICE_CIDR]}}},
+                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}}},
+                    {"name": "EndpointPolicy", "value": {"Type": "ProviderAddress", "Settings": {"ProviderAddress": n.ip.to_string()}}}
+                ],
+                "ipam": ipam,
+            }),
+            (Os::Linux, _) => json!({
+                "cniVersion": "1.0.0", "name": "cbr0", "type": "bridge", "bridge": "cni0",
+                "isGateway": true, "ipMasq": false, "mtu": env.mtu,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, FIRST_POD).to_string()}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": self.ipam_dir(i).to_string_lossy(),
+                },
+            }),
+        })
+    }
+}
+
+/// A CNI ADD as a runtime makes it.
+struct CniAdd<'a> {
+    plugin: &'a Path,
+    /// The namespace to run the plugin in (Debian's bridge makes its bridge where it runs).
+    run_in: Option<&'a str>,
+    container: &'a str,
+    netns: &'a str,
+    socket: &'a Path,
+    node_dir: &'a Path,
+    plugins: &'a Path,
+}
+
+impl CniAdd<'_> {
+    /// Runs the plugin with `conf`; its result.
+    fn run(&self, conf: &Value) -> anyhow::Result<Value> {
+        let mut cmd = match self.run_in {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(self.plugin);
+                c
+            }
+            None => Command::new(self.plugin),
+        };
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", self.container)
+            .env("CNI_NETNS", format!("/run/netns/{}", self.netns))
+            .env("CNI_IFNAME", "eth0")
+            .env(
+                "CNI_PATH",
+                format!("{}:{DEBIAN_CNI}", self.plugins.display()),
+            )
+            .env("HNS_SOCKET", self.socket)
+            .env("WINNET_CNI_STATE_DIR", self.node_dir.join("cni-state"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run {}", self.plugin.display()))?;
+        child
+            .stdin
+            .take()
+            .context("plugin stdin")?
+            .write_all(conf.to_string().as_bytes())?;
+        let out = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "CNI ADD of {} with {} failed: {text} {}",
+                self.container,
+                self.plugin.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        serde_json::from_str(&text)
+            .with_context(|| format!("CNI result of {}: {text}", self.container))
+    }
+}

@@ -1,0 +1,166 @@
+//! The Kubernetes objects as manifests (`kubectl get -o yaml` shapes: Services and their
+//! EndpointSlices), the external load balancer's route, and `winnet proxy` on each Windows
+//! node as kube-proxy is started there (overlay: `--source-vip` from host-local).
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use super::super::leases;
+use super::super::topology::{CLUSTER_CIDR, Mode, Os, cluster_ip};
+use super::super::{NS_PREFIX, sh};
+use super::Builder;
+
+impl Builder {
+    /// Writes the Services and their EndpointSlices as `kubectl get -o yaml` would print them.
+    pub(super) fn services(&mut self) -> anyhow::Result<()> {
+        let dir = self.dir.join("manifests");
+        std::fs::create_dir_all(&dir)?;
+        for (k, s) in self.t.services.iter().enumerate() {
+            let ip = cluster_ip(k)
+                .with_context(|| format!("services[{}]: no ClusterIP left", s.name))?;
+            let mut spec = json!({
+                "type": if s.load_balancer_ip.is_some() { "LoadBalancer" } else if s.node_port.is_some() { "NodePort" } else { "ClusterIP" },
+                "clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()],
+                "ports": [{"name": "http", "protocol": "TCP", "port": s.port, "targetPort": s.target_port}],
+                "selector": {"app": s.selector},
+            });
+            if let Some(np) = s.node_port {
+                spec["ports"][0]["nodePort"] = json!(np);
+            }
+            let mut svc = json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": s.name, "namespace": "default"},
+                "spec": spec,
+            });
+            if let Some(lb) = s.load_balancer_ip {
+                svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": lb.to_string()}]}});
+                self.route_load_balancer(lb)?;
+            }
+            let endpoints: Vec<Value> = self
+                .state
+                .nodes
+                .iter()
+                .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
+                .filter(|(_, p)| p.name.starts_with(&s.selector))
+                .map(|(n, p)| {
+                    json!({
+                        "addresses": [p.ip.to_string()],
+                        "conditions": {"ready": true, "serving": true, "terminating": false},
+                        "nodeName": n.name,
+                        "targetRef": {"kind": "Pod", "name": p.name, "namespace": "default"},
+                    })
+                })
+                .collect();
+            let slice = json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": format!("{}-1", s.name), "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": s.name}},
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [{"name": "http", "protocol": "TCP", "port": s.target_port}],
+            });
+            std::fs::write(
+                dir.join(format!("{}.json", s.name)),
+                serde_json::to_vec_pretty(&json!({
+                    "apiVersion": "v1", "kind": "List", "items": [svc, slice]
+                }))?,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The external load balancer hands its address to the first Windows node.
+    fn route_load_balancer(&self, lb: Ipv4Addr) -> anyhow::Result<()> {
+        if let Some(first) = self.state.nodes.iter().find(|n| n.os == Os::Windows) {
+            let ext = format!("{NS_PREFIX}external");
+            sh(&[
+                "ip",
+                "-n",
+                &ext,
+                "route",
+                "replace",
+                &format!("{lb}/32"),
+                "via",
+                &first.ip.to_string(),
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// kube-proxy on Windows node `i`.
+    pub(super) fn proxy(&mut self, i: usize) -> anyhow::Result<()> {
+        let n = self.state.nodes[i].clone();
+        let sock = self.socket(i).to_string_lossy().into_owned();
+        let manifests = self.dir.join("manifests").to_string_lossy().into_owned();
+        let mut args: Vec<String> = vec![
+            self.winnet.clone(),
+            "proxy".into(),
+            "--network-name".into(),
+            leases::network_name(self.t.mode),
+            "--hostname-override".into(),
+            n.name.clone(),
+            "--bind-address".into(),
+            n.ip.to_string(),
+            "--manifests".into(),
+            manifests,
+            "--hns-socket".into(),
+            sock,
+            "--cluster-cidr".into(),
+            CLUSTER_CIDR.into(),
+        ];
+        if self.t.mode == Mode::Overlay {
+            let vip = n
+                .source_vip
+                .with_context(|| format!("{}: no source VIP reserved", n.name))?;
+            args.extend([
+                "--source-vip".into(),
+                vip.to_string(),
+                "--feature-gates".into(),
+                "WinOverlay=true".into(),
+            ]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.spawn(
+            &format!("{} proxy", n.name),
+            &n.netns,
+            &refs,
+            &format!("{}-proxy", n.name),
+        )
+    }
+
+    /// Waits until every Windows node's hnsd holds a load balancer per Service frontend.
+    pub(super) fn wait_programmed(&self, progress: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
+        if self.t.services.is_empty() {
+            return Ok(());
+        }
+        progress("waiting for kube-proxy to program the load balancers");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for (i, n) in self.state.nodes.iter().enumerate() {
+            if n.os != Os::Windows {
+                continue;
+            }
+            let client = hns::Client::new(self.socket(i));
+            loop {
+                let count = rt.block_on(client.list_load_balancers())?.len();
+                if count >= self.t.services.len() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "kube-proxy on {} programmed {count} load balancers in 30 s; see {}",
+                        n.name,
+                        self.dir.join(format!("{}-proxy.log", n.name)).display()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+}
