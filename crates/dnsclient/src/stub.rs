@@ -1,0 +1,303 @@
+//! The DNS Client service of one pod's compartment: a stub resolver on 127.0.0.53:53 (UDP and
+//! TCP) inside the pod's network namespace. The pod's resolv.conf names it with no search
+//! line, so glibc sends it exactly the name the application asked for (reference §C.3); the
+//! stub applies its [`Rules`] and forwards to the endpoint's DNS servers from the pod's
+//! namespace. A single label answered under a suffix comes back as `CNAME label. -> fqdn`
+//! and the records, as the Windows DNS Client and CoreDNS's autopath show it.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::CNAME;
+use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use host::HostError;
+use host::netns::Netns;
+use socket2::{Domain, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinHandle;
+
+use crate::name::AskedName;
+use crate::resolve;
+use crate::rules::Rules;
+use crate::sockets::PodSockets;
+use crate::upstream::{Schedule, Upstream};
+use crate::walk::{End, Outcome, Walk};
+
+/// Where the stub listens in the pod (systemd-resolved's stub address).
+pub const ADDRESS: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 53), 53);
+/// The largest UDP answer to a client that offers no EDNS (RFC 1035).
+const PLAIN_UDP: usize = 512;
+/// A TCP client idle this long is closed.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+/// The TTL of the synthesized CNAME when the answer carries none.
+const CNAME_TTL: u32 = 5;
+
+/// What a stub is started with.
+#[derive(Clone, Debug)]
+pub struct StubConfig {
+    /// The pod's network namespace.
+    pub netns: Netns,
+    pub rules: Rules,
+    /// The endpoint's DNS servers (port 53).
+    pub servers: Vec<SocketAddr>,
+    pub schedule: Schedule,
+}
+
+/// Why a stub could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StubError {
+    #[error("DNS client stub: {0}")]
+    Host(#[from] HostError),
+    #[error("DNS client stub: bind {what} {ADDRESS} in {netns}: {source}")]
+    Bind {
+        what: &'static str,
+        netns: String,
+        source: std::io::Error,
+    },
+}
+
+/// What the serving tasks share.
+struct Resolver {
+    rules: Rules,
+    upstream: Upstream,
+}
+
+/// A running stub; dropping it stops it and closes its sockets.
+pub struct Stub {
+    config: StubConfig,
+    resolver: Arc<Resolver>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Stub {
+    /// Binds 127.0.0.53:53 (UDP and TCP, SO_REUSEADDR) in the pod's namespace, with `lo` up
+    /// there, and serves on `runtime`.
+    pub async fn start(config: StubConfig) -> Result<Stub, StubError> {
+        let netns = config.netns.clone();
+        let sockets = Arc::new(tokio::task::block_in_place(|| PodSockets::open(&netns))?);
+        let bind_err = |what, source| StubError::Bind {
+            what,
+            netns: netns.path().display().to_string(),
+            source,
+        };
+        let addr = SocketAddr::V4(ADDRESS);
+        let udp = sockets
+            .socket(Domain::IPV4, Type::DGRAM, Some(addr))
+            .await
+            .and_then(|s| UdpSocket::from_std(s.into()))
+            .map_err(|e| bind_err("UDP", e))?;
+        let tcp = sockets
+            .socket(Domain::IPV4, Type::STREAM, Some(addr))
+            .await
+            .and_then(|s| {
+                s.listen(128)?;
+                TcpListener::from_std(s.into())
+            })
+            .map_err(|e| bind_err("TCP", e))?;
+        let resolver = Arc::new(Resolver {
+            rules: config.rules.clone(),
+            upstream: Upstream::new(config.servers.clone(), config.schedule.clone(), sockets),
+        });
+        let tasks = vec![
+            tokio::spawn(serve_udp(Arc::new(udp), Arc::clone(&resolver))),
+            tokio::spawn(serve_tcp(tcp, Arc::clone(&resolver))),
+        ];
+        Ok(Stub {
+            config,
+            resolver,
+            tasks,
+        })
+    }
+
+    /// What it was started with (a changed config means a new stub).
+    pub fn config(&self) -> &StubConfig {
+        &self.config
+    }
+
+    /// Walks `asked` `qtype` as a query from the pod would, and returns the walk.
+    pub async fn explain(&self, asked: &AskedName, qtype: RecordType) -> Walk {
+        let r = &self.resolver;
+        resolve::walk(&r.rules, asked, qtype, &r.upstream).await.0
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn serve_udp(socket: Arc<UdpSocket>, resolver: Arc<Resolver>) {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+            continue;
+        };
+        let query = buf[..n].to_vec();
+        let (socket, resolver) = (Arc::clone(&socket), Arc::clone(&resolver));
+        tokio::spawn(async move {
+            if let Some(reply) = answer(&resolver, &query, Transport::Udp).await {
+                let _ = socket.send_to(&reply, from).await;
+            }
+        });
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, resolver: Arc<Resolver>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(serve_connection(stream, Arc::clone(&resolver)));
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, resolver: Arc<Resolver>) {
+    loop {
+        let mut len = [0u8; 2];
+        let read = tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut len)).await;
+        if !matches!(read, Ok(Ok(_))) {
+            return;
+        }
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if stream.read_exact(&mut query).await.is_err() {
+            return;
+        }
+        let Some(reply) = answer(&resolver, &query, Transport::Tcp).await else {
+            return;
+        };
+        let Ok(len) = u16::try_from(reply.len()) else {
+            return;
+        };
+        if stream.write_all(&len.to_be_bytes()).await.is_err()
+            || stream.write_all(&reply).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// How the query came (UDP answers are truncated to what the client can take).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// The reply to one query, or `None` when it is not a query worth answering.
+async fn answer(resolver: &Resolver, bytes: &[u8], transport: Transport) -> Option<Vec<u8>> {
+    let request = match Message::from_vec(bytes) {
+        Ok(m) => m,
+        Err(_) => return formerr(bytes),
+    };
+    if request.metadata.message_type != MessageType::Query {
+        return None;
+    }
+    let reply = match check(&request) {
+        Err(rcode) => error_reply(&request, rcode),
+        Ok((asked, qtype)) => {
+            let (walk, last) =
+                resolve::walk(&resolver.rules, &asked, qtype, &resolver.upstream).await;
+            reply(&request, &asked, &walk, last)
+        }
+    };
+    encode(&request, reply, transport)
+}
+
+/// The asked name and type, or the rcode that refuses the query.
+fn check(request: &Message) -> Result<(AskedName, RecordType), ResponseCode> {
+    if request.metadata.op_code != OpCode::Query {
+        return Err(ResponseCode::NotImp);
+    }
+    let [q] = request.queries.as_slice() else {
+        return Err(ResponseCode::FormErr);
+    };
+    if q.query_class() != DNSClass::IN {
+        return Err(ResponseCode::NotImp);
+    }
+    if matches!(q.query_type(), RecordType::AXFR | RecordType::IXFR) {
+        return Err(ResponseCode::Refused);
+    }
+    let asked = AskedName::from_wire(q.name()).map_err(|_| ResponseCode::Refused)?;
+    Ok((asked, q.query_type()))
+}
+
+/// A FORMERR for bytes that do not decode, when at least their ID can be read.
+fn formerr(bytes: &[u8]) -> Option<Vec<u8>> {
+    let id = u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]);
+    if bytes.get(2).is_some_and(|b| b & 0x80 != 0) {
+        return None; // a response: never answer those
+    }
+    Message::error_msg(id, OpCode::Query, ResponseCode::FormErr)
+        .to_vec()
+        .ok()
+}
+
+fn error_reply(request: &Message, rcode: ResponseCode) -> Message {
+    let mut m = Message::error_msg(request.metadata.id, request.metadata.op_code, rcode);
+    m.queries = request.queries.clone();
+    m
+}
+
+/// The answer to the application: the final upstream answer, behind a CNAME from the asked
+/// name when a suffix was appended.
+fn reply(request: &Message, asked: &AskedName, walk: &Walk, last: Option<Message>) -> Message {
+    let mut m = Message::response(request.metadata.id, OpCode::Query);
+    m.metadata.recursion_desired = request.metadata.recursion_desired;
+    m.metadata.recursion_available = true;
+    m.queries = request.queries.clone();
+    let final_name = walk.steps.last().map(|s| s.name.as_str());
+    let renamed = final_name.is_some_and(|n| !n.eq_ignore_ascii_case(&asked.fqdn()));
+    match (&walk.result, last) {
+        (Outcome::Answer { .. }, Some(up)) => {
+            if renamed
+                && let Some(target) = up.queries.first().map(|q| q.name().clone())
+            {
+                let ttl = up.answers.iter().map(|r| r.ttl).min().unwrap_or(CNAME_TTL);
+                let cname = Record::from_rdata(asked.to_wire(), ttl, RData::CNAME(CNAME(target)));
+                m.add_answer(cname);
+            }
+            m.add_answers(up.answers);
+        }
+        (Outcome::NoData, last) | (Outcome::NxDomain, last) => {
+            m.metadata.response_code = if walk.result == Outcome::NxDomain {
+                ResponseCode::NXDomain
+            } else {
+                ResponseCode::NoError
+            };
+            // The negative-caching SOA belongs to the asked name only when it was queried as is.
+            if let Some(up) = last.filter(|_| !renamed) {
+                m.add_authorities(up.authorities);
+            }
+        }
+        (Outcome::Rcode { .. }, Some(up)) if walk.end != End::Answered => {
+            m.metadata.response_code = up.metadata.response_code;
+        }
+        _ => m.metadata.response_code = ResponseCode::ServFail,
+    }
+    m
+}
+
+/// The reply's bytes, truncated (TC, no records) when it is too big for the client's UDP.
+fn encode(request: &Message, mut reply: Message, transport: Transport) -> Option<Vec<u8>> {
+    let limit = match (&request.edns, transport) {
+        (_, Transport::Tcp) => usize::from(u16::MAX),
+        (Some(e), Transport::Udp) => usize::from(e.max_payload()).max(PLAIN_UDP),
+        (None, Transport::Udp) => PLAIN_UDP,
+    };
+    if let Some(e) = &request.edns {
+        let mut edns = Edns::new();
+        edns.set_max_payload(e.max_payload().max(PLAIN_UDP as u16));
+        reply.set_edns(edns);
+    }
+    let bytes = reply.to_vec().ok()?;
+    if bytes.len() <= limit {
+        return Some(bytes);
+    }
+    reply.truncate().to_vec().ok()
+}
