@@ -25,7 +25,9 @@ pub enum NameError {
     Empty,
     #[error("the name {0:?} is the root alone; give a host name such as web")]
     Root(String),
-    #[error("the name {name:?} has an empty label (two dots in a row, or a leading dot); remove the extra dot")]
+    #[error(
+        "the name {name:?} has an empty label (two dots in a row, or a leading dot); remove the extra dot"
+    )]
     EmptyLabel { name: String },
     #[error("label {label:?} of {name:?} is {len} bytes; a DNS label has at most 63")]
     LongLabel {
@@ -35,7 +37,9 @@ pub enum NameError {
     },
     #[error("the name {name:?} is {len} bytes on the wire; a DNS name has at most 255")]
     LongName { name: String, len: usize },
-    #[error("the name {name:?} holds {ch:?}; use letters, digits, '-', '_' and dots (no spaces, escapes or control characters)")]
+    #[error(
+        "the name {name:?} holds {ch:?}; use letters, digits, '-', '_' and dots (no spaces, escapes or control characters)"
+    )]
     BadChar { name: String, ch: char },
 }
 
@@ -48,10 +52,7 @@ impl AskedName {
         if text == "." {
             return Err(NameError::Root(text.into()));
         }
-        if let Some(ch) = text
-            .chars()
-            .find(|c| !c.is_ascii_graphic() || *c == '\\')
-        {
+        if let Some(ch) = text.chars().find(|c| !c.is_ascii_graphic() || *c == '\\') {
             return Err(NameError::BadChar {
                 name: text.into(),
                 ch,
@@ -182,7 +183,10 @@ mod tests {
         assert!(!n.is_single_label() && n.rooted() && n.dots() == 0);
         assert_eq!(n.to_string(), "web.");
         let s = AskedName::parse("default.svc.cluster.local").expect("suffix");
-        let full = AskedName::parse("web").expect("web").with_suffix(&s).expect("fits");
+        let full = AskedName::parse("web")
+            .expect("web")
+            .with_suffix(&s)
+            .expect("fits");
         assert_eq!(full.fqdn(), "web.default.svc.cluster.local.");
         assert_eq!(full.to_wire().to_ascii(), "web.default.svc.cluster.local.");
     }

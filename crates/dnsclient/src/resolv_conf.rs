@@ -105,7 +105,11 @@ mod tests {
         let s: Vec<String> = c.search.iter().map(ToString::to_string).collect();
         assert_eq!(
             s,
-            ["default.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+            [
+                "default.svc.cluster.local",
+                "svc.cluster.local",
+                "cluster.local"
+            ]
         );
         assert_eq!((c.ndots, c.attempts), (5, 2));
     }
@@ -126,7 +130,11 @@ mod tests {
         let c = ResolvConf::parse("nameserver 127.0.0.53\n", "node.example.test");
         assert_eq!(c.search.len(), 1);
         assert_eq!(c.search[0].to_string(), "example.test");
-        assert!(ResolvConf::parse("nameserver 127.0.0.53\n", "pod").search.is_empty());
+        assert!(
+            ResolvConf::parse("nameserver 127.0.0.53\n", "pod")
+                .search
+                .is_empty()
+        );
     }
 
     #[test]

@@ -50,7 +50,10 @@ impl Rules {
             }
             Rules::Glibc { search, ndots } => {
                 let list: Vec<String> = search.iter().map(ToString::to_string).collect();
-                format!("glibc res_search: search [{}], ndots:{ndots}", list.join(" "))
+                format!(
+                    "glibc res_search: search [{}], ndots:{ndots}",
+                    list.join(" ")
+                )
             }
         }
     }

@@ -13,15 +13,16 @@ use host::link::Netlink;
 use host::netns::Netns;
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// What the namespace's thread is asked to do.
-enum Request {
-    /// A new socket of this shape, bound to `bind` when given.
-    Socket {
-        domain: Domain,
-        ty: Type,
-        bind: Option<SocketAddr>,
-        reply: tokio::sync::oneshot::Sender<io::Result<Socket>>,
-    },
+/// Where the namespace's thread sends a socket it made.
+type Reply = Box<dyn FnOnce(io::Result<Socket>) + Send>;
+
+/// A request to the namespace's thread: a new socket of this shape, bound to `bind` when
+/// given.
+struct Request {
+    domain: Domain,
+    ty: Type,
+    bind: Option<SocketAddr>,
+    reply: Reply,
 }
 
 /// The socket maker of one pod's network namespace.
@@ -76,19 +77,41 @@ impl PodSockets {
         ty: Type,
         bind: Option<SocketAddr>,
     ) -> io::Result<Socket> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let gone = || io::Error::other("the pod's namespace thread has stopped");
+        let (tx, answer) = tokio::sync::oneshot::channel();
+        self.ask(domain, ty, bind, Box::new(move |s| drop(tx.send(s))))?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// As [`PodSockets::socket`], blocking the calling thread (briefly) until it is made.
+    pub fn socket_blocking(
+        &self,
+        domain: Domain,
+        ty: Type,
+        bind: Option<SocketAddr>,
+    ) -> io::Result<Socket> {
+        let (tx, answer) = mpsc::channel();
+        self.ask(domain, ty, bind, Box::new(move |s| drop(tx.send(s))))?;
+        answer.recv().map_err(|_| gone())?
+    }
+
+    fn ask(
+        &self,
+        domain: Domain,
+        ty: Type,
+        bind: Option<SocketAddr>,
+        reply: Reply,
+    ) -> io::Result<()> {
+        let request = Request {
+            domain,
+            ty,
+            bind,
+            reply,
+        };
         self.requests
             .as_ref()
             .ok_or_else(gone)?
-            .send(Request::Socket {
-                domain,
-                ty,
-                bind,
-                reply,
-            })
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+            .send(request)
+            .map_err(|_| gone())
     }
 }
 
@@ -104,15 +127,13 @@ impl Drop for PodSockets {
 
 /// The namespace thread's loop.
 fn serve(inbox: mpsc::Receiver<Request>) {
-    while let Ok(Request::Socket {
-        domain,
-        ty,
-        bind,
-        reply,
-    }) = inbox.recv()
-    {
-        let _ = reply.send(make(domain, ty, bind));
+    while let Ok(r) = inbox.recv() {
+        (r.reply)(make(r.domain, r.ty, r.bind));
     }
+}
+
+fn gone() -> io::Error {
+    io::Error::other("the pod's namespace thread has stopped")
 }
 
 fn make(domain: Domain, ty: Type, bind: Option<SocketAddr>) -> io::Result<Socket> {

@@ -17,6 +17,7 @@ use host::netns::Netns;
 use socket2::{Domain, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
 use crate::name::AskedName;
@@ -74,24 +75,23 @@ pub struct Stub {
 
 impl Stub {
     /// Binds 127.0.0.53:53 (UDP and TCP, SO_REUSEADDR) in the pod's namespace, with `lo` up
-    /// there, and serves on `runtime`.
-    pub async fn start(config: StubConfig) -> Result<Stub, StubError> {
+    /// there, and serves on `runtime`. Blocks the calling thread briefly (not an async task).
+    pub fn start(config: StubConfig, runtime: &Handle) -> Result<Stub, StubError> {
         let netns = config.netns.clone();
-        let sockets = Arc::new(tokio::task::block_in_place(|| PodSockets::open(&netns))?);
+        let sockets = Arc::new(PodSockets::open(&netns)?);
         let bind_err = |what, source| StubError::Bind {
             what,
             netns: netns.path().display().to_string(),
             source,
         };
         let addr = SocketAddr::V4(ADDRESS);
+        let _entered = runtime.enter();
         let udp = sockets
-            .socket(Domain::IPV4, Type::DGRAM, Some(addr))
-            .await
+            .socket_blocking(Domain::IPV4, Type::DGRAM, Some(addr))
             .and_then(|s| UdpSocket::from_std(s.into()))
             .map_err(|e| bind_err("UDP", e))?;
         let tcp = sockets
-            .socket(Domain::IPV4, Type::STREAM, Some(addr))
-            .await
+            .socket_blocking(Domain::IPV4, Type::STREAM, Some(addr))
             .and_then(|s| {
                 s.listen(128)?;
                 TcpListener::from_std(s.into())
@@ -102,8 +102,8 @@ impl Stub {
             upstream: Upstream::new(config.servers.clone(), config.schedule.clone(), sockets),
         });
         let tasks = vec![
-            tokio::spawn(serve_udp(Arc::new(udp), Arc::clone(&resolver))),
-            tokio::spawn(serve_tcp(tcp, Arc::clone(&resolver))),
+            runtime.spawn(serve_udp(Arc::new(udp), Arc::clone(&resolver))),
+            runtime.spawn(serve_tcp(tcp, Arc::clone(&resolver))),
         ];
         Ok(Stub {
             config,
@@ -255,9 +255,7 @@ fn reply(request: &Message, asked: &AskedName, walk: &Walk, last: Option<Message
     let renamed = final_name.is_some_and(|n| !n.eq_ignore_ascii_case(&asked.fqdn()));
     match (&walk.result, last) {
         (Outcome::Answer { .. }, Some(up)) => {
-            if renamed
-                && let Some(target) = up.queries.first().map(|q| q.name().clone())
-            {
+            if renamed && let Some(target) = up.queries.first().map(|q| q.name().clone()) {
                 let ttl = up.answers.iter().map(|r| r.ttl).min().unwrap_or(CNAME_TTL);
                 let cname = Record::from_rdata(asked.to_wire(), ttl, RData::CNAME(CNAME(target)));
                 m.add_answer(cname);

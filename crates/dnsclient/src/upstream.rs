@@ -64,7 +64,12 @@ impl Schedule {
 
     /// Every wait scaled to `1/divisor` (tests that need a timeout to happen quickly).
     pub fn scaled_down(&self, divisor: u32) -> Schedule {
-        Schedule(self.0.iter().map(|(t, d)| (*t, *d / divisor.max(1))).collect())
+        Schedule(
+            self.0
+                .iter()
+                .map(|(t, d)| (*t, *d / divisor.max(1)))
+                .collect(),
+        )
     }
 }
 
@@ -169,9 +174,15 @@ impl Upstream {
     async fn udp_socket(&self) -> std::io::Result<UdpSocket> {
         let v6 = self.servers.first().is_some_and(SocketAddr::is_ipv6);
         let (domain, any): (Domain, SocketAddr) = if v6 {
-            (Domain::IPV6, "[::]:0".parse().map_err(std::io::Error::other)?)
+            (
+                Domain::IPV6,
+                "[::]:0".parse().map_err(std::io::Error::other)?,
+            )
         } else {
-            (Domain::IPV4, "0.0.0.0:0".parse().map_err(std::io::Error::other)?)
+            (
+                Domain::IPV4,
+                "0.0.0.0:0".parse().map_err(std::io::Error::other)?,
+            )
         };
         let s = self.sockets.socket(domain, Type::DGRAM, Some(any)).await?;
         UdpSocket::from_std(s.into())

@@ -92,7 +92,9 @@ impl End {
             End::NoSuffix => {
                 "a single label without a DNS suffix is not sent to DNS (LLMNR/NetBIOS not emulated)"
             }
-            End::TimeoutEndsWalk => "a timeout ends the Windows DNS Client's walk; no further suffix",
+            End::TimeoutEndsWalk => {
+                "a timeout ends the Windows DNS Client's walk; no further suffix"
+            }
             End::ServerFailure => "a server failure ends the Windows DNS Client's walk",
             End::SearchExhausted => "the search list and the name as it is were all tried",
             End::ConnectionRefused => "the server refused the connection; glibc stops",
