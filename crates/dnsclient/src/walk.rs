@@ -175,7 +175,7 @@ impl fmt::Display for End {
 
 impl fmt::Display for Walk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} {} by {}", self.name, self.qtype, self.resolver)?;
+        writeln!(f, "{} ({}), by {}", self.name, self.qtype, self.resolver)?;
         for (i, s) in self.steps.iter().enumerate() {
             writeln!(f, "  {}. {} {}  ({})", i + 1, s.name, self.qtype, s.reason)?;
             let server = s.server.as_deref().unwrap_or("no server");

@@ -238,7 +238,7 @@ fn a_single_label_without_a_suffix_is_not_sent_by_windows() {
 fn a_walk_renders_and_round_trips_through_json() {
     let w = walk(&windows(), "web-0.web");
     let text = w.to_string();
-    assert!(text.contains("web-0.web. A"), "{text}");
+    assert!(text.contains("web-0.web (A)"), "{text}");
     assert!(text.contains("name with a dot: queried as it is"), "{text}");
     assert!(text.contains("NXDOMAIN"), "{text}");
     assert!(text.contains("Windows appends no suffix"), "{text}");

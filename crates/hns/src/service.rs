@@ -95,21 +95,9 @@ impl Service {
     /// What the DNS client of `req`'s pod does with its name. The endpoint must exist (else
     /// not found); without a data plane the error is [`NO_DATAPLANE`].
     pub async fn resolve(&self, req: &ResolveRequest) -> Result<dnsclient::Walk, HnsError> {
-        let id = match self.read(|s| TraceSource::resolve(s, &req.endpoint))? {
-            TraceSource::Endpoint(id) => id,
-            TraceSource::Address(ip) => {
-                let found = self.read(|s| {
-                    s.endpoints()
-                        .find(|e| e.ips().any(|a| a == ip))
-                        .map(|e| e.id)
-                });
-                found.ok_or_else(|| {
-                    HnsError::new(
-                        HResult::HCN_E_ENDPOINT_NOT_FOUND,
-                        format!("Endpoint: no endpoint has the address {ip}; give the pod's endpoint name or ID"),
-                    )
-                })?
-            }
+        let id = match self.read(|s| endpoint_in_netns(s, &req.endpoint)) {
+            Some(found) => found?,
+            None => self.endpoint_of(req)?,
         };
         let resolver = self
             .resolver
@@ -123,6 +111,28 @@ impl Service {
                 )
             })?;
         resolver(id, req.name.clone(), req.qtype).await
+    }
+
+    /// The endpoint a resolve request names by name, ID or address.
+    fn endpoint_of(&self, req: &ResolveRequest) -> Result<hcn::Guid, HnsError> {
+        Ok(
+            match self.read(|s| TraceSource::resolve(s, &req.endpoint))? {
+                TraceSource::Endpoint(id) => id,
+                TraceSource::Address(ip) => {
+                    let found = self.read(|s| {
+                        s.endpoints()
+                            .find(|e| e.ips().any(|a| a == ip))
+                            .map(|e| e.id)
+                    });
+                    found.ok_or_else(|| {
+                    HnsError::new(
+                        HResult::HCN_E_ENDPOINT_NOT_FOUND,
+                        format!("Endpoint: no endpoint has the address {ip}; give the pod's endpoint name or ID"),
+                    )
+                })?
+                }
+            },
+        )
     }
 
     /// Subscribes `f` to committed changes. It is first called with every object as a `Put`
@@ -272,4 +282,23 @@ fn undo_of(state: &State, c: &Change) -> Change {
         Some(old) => Change::Put(old),
         None => Change::Delete(kind, id),
     }
+}
+
+/// The pod endpoint in the network namespace at `path` when `path` is one (starts with `/`):
+/// the endpoint of the HostComputeNamespace whose namespace that is.
+fn endpoint_in_netns(state: &State, path: &str) -> Option<Result<hcn::Guid, HnsError>> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let found = state.endpoints().find(|e| {
+        state.namespace(e.host_compute_namespace).is_some_and(|ns| {
+            crate::dataplane::devices::netns_path(ns) == std::path::Path::new(path)
+        })
+    });
+    Some(found.map(|e| e.id).ok_or_else(|| {
+        HnsError::new(
+            HResult::HCN_E_ENDPOINT_NOT_FOUND,
+            format!("Endpoint: no endpoint of this hnsd is in the network namespace {path}"),
+        )
+    }))
 }
