@@ -189,24 +189,43 @@ enum Transport {
     Tcp,
 }
 
-/// The reply to one query, or `None` when it is not a query worth answering.
-async fn answer(resolver: &Resolver, bytes: &[u8], transport: Transport) -> Option<Vec<u8>> {
+/// What to do with the bytes of one datagram or TCP message.
+enum Triage {
+    /// Not a query (a response, or too short to carry an ID): no reply.
+    Ignore,
+    /// Answered at once, without a walk (FORMERR, NOTIMP, REFUSED).
+    Reply(Message),
+    /// A query to walk.
+    Walk(Message, AskedName, RecordType),
+}
+
+/// Reads a query and decides what it gets; never fails, whatever the bytes.
+fn triage(bytes: &[u8]) -> Triage {
     let request = match Message::from_vec(bytes) {
         Ok(m) => m,
-        Err(_) => return formerr(bytes),
+        Err(_) => return formerr(bytes).map_or(Triage::Ignore, Triage::Reply),
     };
     if request.metadata.message_type != MessageType::Query {
-        return None;
+        return Triage::Ignore;
     }
-    let reply = match check(&request) {
-        Err(rcode) => error_reply(&request, rcode),
-        Ok((asked, qtype)) => {
+    match check(&request) {
+        Err(rcode) => Triage::Reply(error_reply(&request, rcode)),
+        Ok((asked, qtype)) => Triage::Walk(request, asked, qtype),
+    }
+}
+
+/// The reply to one query, or `None` when it is not a query worth answering.
+async fn answer(resolver: &Resolver, bytes: &[u8], transport: Transport) -> Option<Vec<u8>> {
+    match triage(bytes) {
+        Triage::Ignore => None,
+        Triage::Reply(m) => m.to_vec().ok(),
+        Triage::Walk(request, asked, qtype) => {
             let (walk, last) =
                 resolve::walk(&resolver.rules, &asked, qtype, &resolver.upstream).await;
-            reply(&request, &asked, &walk, last)
+            let reply = reply(&request, &asked, &walk, last);
+            encode(&request, reply, transport)
         }
-    };
-    encode(&request, reply, transport)
+    }
 }
 
 /// The asked name and type, or the rcode that refuses the query.
@@ -227,15 +246,16 @@ fn check(request: &Message) -> Result<(AskedName, RecordType), ResponseCode> {
     Ok((asked, q.query_type()))
 }
 
-/// A FORMERR for bytes that do not decode, when at least their ID can be read.
-fn formerr(bytes: &[u8]) -> Option<Vec<u8>> {
-    let id = u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]);
-    if bytes.get(2).is_some_and(|b| b & 0x80 != 0) {
+/// A FORMERR for bytes that do not decode, when they carry an ID and are not a response.
+fn formerr(bytes: &[u8]) -> Option<Message> {
+    let [hi, lo, flags, ..] = bytes else {
+        return None;
+    };
+    if flags & 0x80 != 0 {
         return None; // a response: never answer those
     }
-    Message::error_msg(id, OpCode::Query, ResponseCode::FormErr)
-        .to_vec()
-        .ok()
+    let id = u16::from_be_bytes([*hi, *lo]);
+    Some(Message::error_msg(id, OpCode::Query, ResponseCode::FormErr))
 }
 
 fn error_reply(request: &Message, rcode: ResponseCode) -> Message {
@@ -298,4 +318,83 @@ fn encode(request: &Message, mut reply: Message, transport: Transport) -> Option
         return Some(bytes);
     }
     reply.truncate().to_vec().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Query;
+    use hickory_proto::rr::Name;
+    use proptest::prelude::*;
+
+    fn query(name: &str, qtype: RecordType) -> Message {
+        let mut m = Message::query();
+        m.add_query(Query::query(Name::from_ascii(name).expect("name"), qtype));
+        m
+    }
+
+    fn rcode(t: Triage) -> Option<ResponseCode> {
+        match t {
+            Triage::Reply(m) => Some(m.metadata.response_code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn queries_are_walked_and_the_rest_refused_as_a_server_refuses_them() {
+        let bytes = query("web.", RecordType::A).to_vec().expect("bytes");
+        assert!(
+            matches!(triage(&bytes), Triage::Walk(_, ref n, RecordType::A) if n.to_string() == "web")
+        );
+        let mut two = query("a.", RecordType::A);
+        two.add_query(Query::query(
+            Name::from_ascii("b.").expect("name"),
+            RecordType::A,
+        ));
+        assert_eq!(
+            rcode(triage(&two.to_vec().expect("bytes"))),
+            Some(ResponseCode::FormErr)
+        );
+        let axfr = query("cluster.local.", RecordType::AXFR)
+            .to_vec()
+            .expect("bytes");
+        assert_eq!(rcode(triage(&axfr)), Some(ResponseCode::Refused));
+        let root = query(".", RecordType::NS).to_vec().expect("bytes");
+        assert_eq!(rcode(triage(&root)), Some(ResponseCode::Refused));
+        let mut update = query("a.", RecordType::A);
+        update.metadata.op_code = OpCode::Update;
+        assert_eq!(
+            rcode(triage(&update.to_vec().expect("bytes"))),
+            Some(ResponseCode::NotImp)
+        );
+        assert_eq!(
+            rcode(triage(&[0x12, 0x34, 0x01, 0x00, 0xff])),
+            Some(ResponseCode::FormErr)
+        );
+        assert!(matches!(triage(&[0x12]), Triage::Ignore));
+        let response = Message::response(7, OpCode::Query).to_vec().expect("bytes");
+        assert!(matches!(triage(&response), Triage::Ignore));
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_triaged_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let t = triage(&bytes);
+            if let Triage::Reply(m) = t {
+                prop_assert_eq!(m.metadata.message_type, MessageType::Response);
+                prop_assert!(m.to_vec().is_ok());
+            }
+        }
+
+        #[test]
+        fn a_mangled_query_never_panics(cut in 0usize..40, flip in any::<(usize, u8)>()) {
+            let mut bytes = query("web.default.svc.cluster.local.", RecordType::AAAA)
+                .to_vec()
+                .expect("bytes");
+            let i = flip.0 % bytes.len();
+            bytes[i] ^= flip.1;
+            bytes.truncate(bytes.len().saturating_sub(cut));
+            let _ = triage(&bytes);
+        }
+    }
 }

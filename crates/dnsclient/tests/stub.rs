@@ -193,3 +193,88 @@ fn a_server_in_the_pod_can_still_bind_the_udp_wildcard_beside_the_stub() {
     );
     drop(stub);
 }
+
+#[test]
+fn a_timeout_ends_the_walk_and_the_application_gets_servfail_in_bounded_time() {
+    let pod = Pod::new("timeout");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // Nothing listens there: every send goes unanswered. The Windows schedule, 20x faster.
+    let schedule = Schedule::windows().scaled_down(20);
+    let stub = Stub::start(
+        StubConfig {
+            netns: pod.netns.clone(),
+            rules: Rules::Windows {
+                suffixes: vec![
+                    AskedName::parse("default.svc.cluster.local").expect("suffix"),
+                    AskedName::parse("svc.cluster.local").expect("suffix"),
+                ],
+                // Two suffixes honoured: a timeout must still end the walk at the first.
+                honoured: 2,
+                profile: "ws2022".into(),
+            },
+            servers: vec!["127.0.0.3:53".parse().expect("addr")],
+            schedule: schedule.clone(),
+        },
+        rt.handle(),
+    )
+    .expect("start the stub");
+    let walk = rt.block_on(stub.explain(&AskedName::parse("web").expect("name"), RecordType::A));
+    assert_eq!(walk.end, End::TimeoutEndsWalk, "{walk}");
+    assert_eq!(walk.steps.len(), 1, "{walk}");
+    assert_eq!(
+        walk.steps[0].sent as usize,
+        schedule.0.len(),
+        "sent at every step"
+    );
+    let out = pod.exec(&["dig", "+time=3", "+tries=1", "@127.0.0.53", "web", "A"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status: SERVFAIL"), "{text}");
+}
+
+#[test]
+fn garbage_gets_formerr_and_the_stub_keeps_serving() {
+    let pod = Pod::new("garbage");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let _stub = Stub::start(
+        StubConfig {
+            netns: pod.netns.clone(),
+            rules: windows_rules(),
+            servers: vec!["127.0.0.3:53".parse().expect("addr")],
+            schedule: Schedule::windows().scaled_down(50),
+        },
+        rt.handle(),
+    )
+    .expect("start the stub");
+    let replies = pod
+        .netns
+        .run(|| {
+            let io = |e| host::HostError::io("udp", e);
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+                .map_err(io)?;
+            let mut got = Vec::new();
+            for garbage in [
+                &[0xab, 0xcd, 0x01, 0x00, 0x00, 0x05][..],
+                &[0xab, 0xce, 0x00],
+            ] {
+                s.send_to(garbage, "127.0.0.53:53").map_err(io)?;
+                let mut buf = [0u8; 512];
+                let n = s.recv(&mut buf).map_err(io)?;
+                got.push(buf[..n].to_vec());
+            }
+            Ok(got)
+        })
+        .expect("send garbage from the pod");
+    for r in &replies {
+        let m = hickory_proto::op::Message::from_vec(r).expect("a DNS reply");
+        assert_eq!(
+            m.metadata.response_code,
+            hickory_proto::op::ResponseCode::FormErr
+        );
+    }
+    assert_eq!(
+        replies[0][..2],
+        [0xab, 0xcd],
+        "the reply carries the query's ID"
+    );
+}
