@@ -122,7 +122,10 @@ fn a_ws2022_pod_resolves_by_the_windows_dns_client_rules_and_resolve_explains_th
     let s = setup("dcw", "ws2022");
     let conf = std::fs::read_to_string(format!("/etc/netns/{}/resolv.conf", s.client))
         .expect("hnsd wrote the pod's resolv.conf");
-    assert_eq!(conf, "nameserver 127.0.0.53\n", "the stub, no search line");
+    assert_eq!(
+        conf, "nameserver 127.0.0.53\noptions timeout:11 attempts:1\n",
+        "the stub, no search line"
+    );
 
     assert!(s.resolves("web"), "web: {}", s.context());
     assert_eq!(s.getent("web.default"), None, "{}", s.context());

@@ -1,7 +1,8 @@
 //! The DNS client of each pod compartment. What a pod endpoint's `Dns` (Domain, Search,
 //! ServerList, Options) becomes depends on the profile ([`Limitation::WindowsDnsClient`]):
 //!
-//! - Windows DNS Client: the pod's resolv.conf is `nameserver 127.0.0.53` with no search line,
+//! - Windows DNS Client: the pod's resolv.conf is `nameserver 127.0.0.53` with no search line
+//!   (and a timeout that lets the stub finish its retries),
 //!   and a stub there (one per compartment, run by hnsd, started and stopped with the
 //!   endpoints) applies the Windows rules and forwards to the servers from the pod's namespace;
 //! - `unrestricted`: resolv.conf carries the servers, every search entry and the options
@@ -31,6 +32,9 @@ use crate::trace::NO_DATAPLANE;
 
 /// The options a Linux pod's resolv.conf carries (kubelet `ClusterFirst`).
 const KUBELET_OPTIONS: &str = "ndots:5";
+/// The options in front of a stub: glibc waits out the stub's whole Windows retry schedule
+/// (10 s) once, instead of resending at 5 s and starting a second walk.
+const STUB_OPTIONS: [&str; 2] = ["timeout:11", "attempts:1"];
 
 /// What `/etc/netns/<name>/resolv.conf` of a pod says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,7 +104,7 @@ pub fn pod_dns(profile: Profile, ep: &Endpoint, netns: &Path) -> Option<PodDns> 
     let file = ResolvFile {
         servers: vec![IpAddr::V4(*stub::ADDRESS.ip())],
         search: Vec::new(),
-        options: Vec::new(),
+        options: STUB_OPTIONS.iter().map(|o| o.to_string()).collect(),
     };
     Some(PodDns {
         file,
@@ -309,7 +313,8 @@ mod tests {
                 dns.file.servers,
                 ["127.0.0.53".parse::<IpAddr>().expect("ip")]
             );
-            assert!(dns.file.search.is_empty() && dns.file.options.is_empty());
+            assert!(dns.file.search.is_empty(), "no search line");
+            assert_eq!(dns.file.options, STUB_OPTIONS);
             let stub = dns.stub.expect("a stub");
             assert_eq!(
                 stub.servers,
