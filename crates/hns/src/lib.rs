@@ -8,6 +8,7 @@ pub mod client;
 pub mod compiler;
 pub mod dataplane;
 pub mod profile;
+pub mod request;
 pub mod resolve;
 pub mod server;
 pub mod service;

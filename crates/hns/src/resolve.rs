@@ -9,9 +9,11 @@ use std::sync::Arc;
 
 use dnsclient::{AskedName, Walk};
 use hcn::Guid;
-use hcn::error::{HResult, HnsError};
+use hcn::error::HnsError;
 use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
+
+use crate::request::invalid;
 
 /// The record types a walk can be asked for.
 const TYPES: [RecordType; 6] = [
@@ -68,40 +70,12 @@ impl ResolveRequest {
     /// Reads `{"Endpoint": ..., "Name": ..., "Type": ...}` (keys in any case, `Type` A when
     /// absent).
     pub fn from_json(body: &[u8]) -> Result<ResolveRequest, HnsError> {
-        let doc: Value = serde_json::from_slice(body).map_err(|e| {
-            HnsError::new(
-                HResult::HCN_E_INVALID_JSON,
-                format!("the resolve request is not JSON ({e}); send {{\"Endpoint\": ..., \"Name\": ..., \"Type\": ...}}"),
-            )
-        })?;
-        let Value::Object(fields) = doc else {
-            return Err(HnsError::new(
-                HResult::HCN_E_INVALID_JSON,
-                "the resolve request must be a JSON object with Endpoint, Name and Type",
-            ));
-        };
-        let (mut endpoint, mut name, mut qtype) = (None, None, None);
-        for (key, value) in &fields {
-            let slot = match key.to_ascii_lowercase().as_str() {
-                "endpoint" => &mut endpoint,
-                "name" => &mut name,
-                "type" => &mut qtype,
-                _ => {
-                    return Err(invalid(
-                        key,
-                        "is not a field of a resolve request; the fields are Endpoint, Name and Type",
-                    ));
-                }
-            };
-            let Value::String(s) = value else {
-                return Err(invalid(key, &format!("must be a string, not {value}")));
-            };
-            *slot = Some(s.as_str());
-        }
+        let [endpoint, name, qtype] =
+            crate::request::string_fields(body, "resolve request", ["Endpoint", "Name", "Type"])?;
         let endpoint = endpoint
             .ok_or_else(|| invalid("Endpoint", "is missing; give the pod's endpoint name or ID"))?;
         let name = name.ok_or_else(|| invalid("Name", "is missing; give the name to resolve"))?;
-        ResolveRequest::new(endpoint, name, qtype.unwrap_or("A"))
+        ResolveRequest::new(&endpoint, &name, qtype.as_deref().unwrap_or("A"))
     }
 
     /// The body of `POST /resolve` for this request.
@@ -112,10 +86,6 @@ impl ResolveRequest {
             "Type": self.qtype.to_string(),
         })
     }
-}
-
-fn invalid(field: &str, message: &str) -> HnsError {
-    HnsError::new(HResult::E_INVALIDARG, format!("{field}: {message}"))
 }
 
 #[cfg(test)]
