@@ -3,7 +3,7 @@
 //! asked again over TCP.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
@@ -20,6 +20,9 @@ use crate::walk::Outcome;
 const PAYLOAD: u16 = 1232;
 /// How long a TCP retry of a truncated answer may take.
 const TCP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle UDP sockets kept for the next queries (making one is a round trip to the pod's
+/// namespace thread). A late answer left on a reused socket is skipped by ID and question.
+const POOL: usize = 64;
 
 /// Who gets a (re)send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +94,7 @@ pub struct Upstream {
     pub servers: Vec<SocketAddr>,
     pub schedule: Schedule,
     sockets: Arc<PodSockets>,
+    idle: Arc<Mutex<Vec<UdpSocket>>>,
 }
 
 impl Upstream {
@@ -100,6 +104,7 @@ impl Upstream {
             servers,
             schedule,
             sockets,
+            idle: Arc::default(),
         }
     }
 
@@ -133,10 +138,27 @@ impl Upstream {
             };
             return ex;
         };
+        let ex = self.exchange(&socket, &request, &bytes, qtype, ex).await;
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL {
+            idle.push(socket);
+        }
+        ex
+    }
+
+    /// Sends on the schedule until an answer comes.
+    async fn exchange(
+        &self,
+        socket: &UdpSocket,
+        request: &Message,
+        bytes: &[u8],
+        qtype: RecordType,
+        mut ex: Exchange,
+    ) -> Exchange {
         for (targets, wait) in &self.schedule.0 {
             for server in self.targets(*targets) {
                 ex.server = Some(server);
-                match socket.send_to(&bytes, server).await {
+                match socket.send_to(bytes, server).await {
                     Ok(_) => ex.sent += 1,
                     Err(e) => {
                         ex.outcome = Outcome::Unreachable {
@@ -145,10 +167,10 @@ impl Upstream {
                     }
                 }
             }
-            if let Some((from, response)) = self.receive(&socket, &request, *wait).await {
+            if let Some((from, response)) = self.receive(socket, request, *wait).await {
                 ex.server = Some(from);
                 let response = if response.metadata.truncation {
-                    self.over_tcp(from, &bytes).await.unwrap_or(response)
+                    self.over_tcp(from, bytes).await.unwrap_or(response)
                 } else {
                     response
                 };
@@ -172,6 +194,10 @@ impl Upstream {
     }
 
     async fn udp_socket(&self) -> std::io::Result<UdpSocket> {
+        let reused = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if let Some(s) = reused {
+            return Ok(s);
+        }
         let v6 = self.servers.first().is_some_and(SocketAddr::is_ipv6);
         let (domain, any): (Domain, SocketAddr) = if v6 {
             (
