@@ -115,24 +115,30 @@ impl Service {
 
     /// The endpoint a resolve request names by name, ID or address.
     fn endpoint_of(&self, req: &ResolveRequest) -> Result<hcn::Guid, HnsError> {
-        Ok(
-            match self.read(|s| TraceSource::resolve(s, &req.endpoint))? {
-                TraceSource::Endpoint(id) => id,
-                TraceSource::Address(ip) => {
-                    let found = self.read(|s| {
-                        s.endpoints()
-                            .find(|e| e.ips().any(|a| a == ip))
-                            .map(|e| e.id)
-                    });
-                    found.ok_or_else(|| {
+        let found = self.read(|s| TraceSource::resolve(s, &req.endpoint));
+        // The lookup is the trace's; its errors name the trace's field.
+        let found = found.map_err(|mut e| {
+            if let Some(rest) = e.detail.strip_prefix("From:") {
+                e.detail = format!("Endpoint:{rest}");
+            }
+            e
+        })?;
+        Ok(match found {
+            TraceSource::Endpoint(id) => id,
+            TraceSource::Address(ip) => {
+                let found = self.read(|s| {
+                    s.endpoints()
+                        .find(|e| e.ips().any(|a| a == ip))
+                        .map(|e| e.id)
+                });
+                found.ok_or_else(|| {
                     HnsError::new(
                         HResult::HCN_E_ENDPOINT_NOT_FOUND,
                         format!("Endpoint: no endpoint has the address {ip}; give the pod's endpoint name or ID"),
                     )
                 })?
-                }
-            },
-        )
+            }
+        })
     }
 
     /// Subscribes `f` to committed changes. It is first called with every object as a `Put`

@@ -164,6 +164,22 @@ fn a_ws2022_pod_resolves_by_the_windows_dns_client_rules_and_resolve_explains_th
 
     let (walk, _) = s.resolve("web.default");
     assert_eq!(walk.end, End::MultiLabelQueriedOnce);
+
+    // A namespace this hnsd has no endpoint in is named in the error.
+    let out = Command::new(env!("CARGO_BIN_EXE_winnet"))
+        .args(["resolve", "--netns", "wnt-dns-nothere", "--hns-socket"])
+        .arg(&s.c.lab.hnsds[0].socket)
+        .arg("web")
+        .output()
+        .expect("run winnet resolve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "no endpoint of this hnsd is in the network namespace /run/netns/wnt-dns-nothere"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
