@@ -45,7 +45,11 @@ struct Setup {
 }
 
 fn setup(tag: &str, profile: &str) -> Setup {
-    let mut c = Cluster::new(tag, 1, Mode::L2Bridge, profile);
+    setup_in(tag, Mode::L2Bridge, profile)
+}
+
+fn setup_in(tag: &str, mode: Mode, profile: &str) -> Setup {
+    let mut c = Cluster::new(tag, 1, mode, profile);
     let (dns_ns, _) = c.pod_with_id(0, "dns", 53);
     let dns_ip = pod_ip(0, 53);
     let zone = cluster_zone(WEB_IP);
@@ -180,6 +184,15 @@ fn a_ws2022_pod_resolves_by_the_windows_dns_client_rules_and_resolve_explains_th
         ),
         "{err}"
     );
+}
+
+#[test]
+fn on_overlay_the_queries_cross_the_switch_the_same_way() {
+    let s = setup_in("dco", Mode::Overlay, "ws2022");
+    assert!(s.resolves("web"), "{}", s.context());
+    assert_eq!(s.getent("web-0.web"), None, "{}", s.context());
+    let (walk, text) = s.resolve("web");
+    assert_eq!(walk.end, End::Answered, "{text}");
 }
 
 #[test]
