@@ -20,6 +20,9 @@ use crate::walk::Outcome;
 const PAYLOAD: u16 = 1232;
 /// How long a TCP retry of a truncated answer may take.
 const TCP_TIMEOUT: Duration = Duration::from_secs(5);
+/// The receive buffer: room for any answer to our EDNS payload; a server that ignores it and
+/// sends more is read truncated, fails to decode and is waited past.
+const RECEIVE: usize = 4096;
 /// Idle UDP sockets kept for the next queries (making one is a round trip to the pod's
 /// namespace thread). A late answer left on a reused socket is skipped by ID and question.
 const POOL: usize = 64;
@@ -222,7 +225,7 @@ impl Upstream {
         wait: Duration,
     ) -> Option<(SocketAddr, Message)> {
         let deadline = Instant::now() + wait;
-        let mut buf = vec![0u8; 65_535];
+        let mut buf = vec![0u8; RECEIVE];
         loop {
             let (n, from) = timeout_at(deadline, socket.recv_from(&mut buf))
                 .await
