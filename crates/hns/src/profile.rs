@@ -69,6 +69,14 @@ impl Profile {
         }
     }
 
+    /// How many DNS suffixes the pods' resolver appends to a single label, when it is the
+    /// Windows DNS Client ([`Limitation::WindowsDnsClient`]); `None` when pods resolve as
+    /// Linux pods do (glibc with kubelet's search list and ndots). Pods honour only the first
+    /// entry of the list (containernetworking/plugins#229, kubernetes#78565).
+    pub fn windows_dns_suffixes(self) -> Option<usize> {
+        self.imposes(Limitation::WindowsDnsClient).then_some(1)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Ws2019 => "ws2019",
@@ -117,15 +125,21 @@ pub enum Limitation {
     /// ExternalTrafficPolicy Local keeps the client address only with DSR: without DSR the load
     /// balancer translates the source, as kube-proxy falls back to when DSR is unavailable.
     LocalTrafficWithoutDsr,
+    /// The pod's resolver is the Windows DNS Client (reference windows-dns.md §A.2): a name
+    /// with a dot is queried as it is, once, and never gets a suffix; a single label gets the
+    /// first DNS suffix only; a timeout ends the walk. So `web.default` and `web-0.web` do not
+    /// resolve where a Linux pod's glibc resolves them (Kubernetes Windows networking docs).
+    WindowsDnsClient,
 }
 
 impl Limitation {
-    pub const ALL: [Limitation; 5] = [
+    pub const ALL: [Limitation; 6] = [
         Limitation::IcmpThroughOutboundNat,
         Limitation::NodePortFromNode,
         Limitation::ClusterIpFromNode,
         Limitation::Ipv6OnOverlay,
         Limitation::LocalTrafficWithoutDsr,
+        Limitation::WindowsDnsClient,
     ];
 
     /// A stable name (used as the rule owner's id in traces).
@@ -136,6 +150,7 @@ impl Limitation {
             Limitation::ClusterIpFromNode => "ClusterIpFromNode",
             Limitation::Ipv6OnOverlay => "Ipv6OnOverlay",
             Limitation::LocalTrafficWithoutDsr => "LocalTrafficWithoutDsr",
+            Limitation::WindowsDnsClient => "WindowsDnsClient",
         }
     }
 
@@ -161,6 +176,9 @@ impl Limitation {
             }
             Limitation::LocalTrafficWithoutDsr => format!(
                 "source translated: without DSR the client address is not preserved on {profile} (ExternalTrafficPolicy Local needs DSR)"
+            ),
+            Limitation::WindowsDnsClient => format!(
+                "not resolved: the Windows DNS Client on {profile} queries a name with a dot as it is and appends no suffix (a single label gets the first suffix only)"
             ),
         }
     }
