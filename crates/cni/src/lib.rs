@@ -12,6 +12,7 @@
 
 pub mod attachment;
 pub mod config;
+pub mod dns;
 pub mod error;
 pub mod invoke;
 pub mod ipam;

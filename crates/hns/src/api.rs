@@ -15,6 +15,7 @@ use hcn::query::Filter;
 use hcn::{Guid, decode};
 use serde_json::Value;
 
+use crate::resolve::ResolveRequest;
 use crate::service::Service;
 use crate::state::{Kind, Object, WriteOp};
 use crate::trace::{NO_DATAPLANE, TraceRequest};
@@ -27,6 +28,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/globals/version", get(version))
         .route("/globals/features", get(features))
         .route("/trace", post(trace))
+        .route("/resolve", post(resolve))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -169,6 +171,12 @@ async fn delete(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> Api
 }
 
 /// `POST /trace`: the first packet of a connection through this node's switch, explained.
+async fn resolve(AxState(svc): Svc, body: Bytes) -> ApiResult {
+    let req = ResolveRequest::from_json(&body)?;
+    let walk = svc.resolve(&req).await?;
+    Ok(axum::Json(walk).into_response())
+}
+
 async fn trace(AxState(svc): Svc, body: Bytes) -> ApiResult {
     let req = TraceRequest::from_json(&body)?;
     let answer = tokio::task::spawn_blocking(move || svc.trace(&req))

@@ -405,6 +405,12 @@ impl Client {
         self.call(Method::POST, "/trace", Self::json(&req.to_json())?)
             .await
     }
+
+    /// What the DNS client of a pod does with a name (`POST /resolve`), step by step.
+    pub async fn resolve(&self, req: &crate::resolve::ResolveRequest) -> Result<dnsclient::Walk> {
+        self.typed(Method::POST, "/resolve", Self::json(&req.to_json())?)
+            .await
+    }
 }
 
 fn policy_request<P: Serialize>(

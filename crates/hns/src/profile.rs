@@ -69,6 +69,14 @@ impl Profile {
         }
     }
 
+    /// How many DNS suffixes the pods' resolver appends to a single label, when it is the
+    /// Windows DNS Client ([`Limitation::WindowsDnsClient`]); `None` when pods resolve as
+    /// Linux pods do (glibc with kubelet's search list and ndots). Pods honour only the first
+    /// entry of the list (containernetworking/plugins#229, kubernetes#78565).
+    pub fn windows_dns_suffixes(self) -> Option<usize> {
+        self.imposes(Limitation::WindowsDnsClient).then_some(1)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Ws2019 => "ws2019",
@@ -122,16 +130,22 @@ pub enum Limitation {
     /// documents host -> remote pod as unsupported; the `HostRoute` policy covers local pods
     /// only). Pods reach remote pods, and the node reaches Services through the source VIP.
     RemotePodFromNodeOnOverlay,
+    /// The pod's resolver is the Windows DNS Client (reference windows-dns.md §A.2): a name
+    /// with a dot is queried as it is, once, and never gets a suffix; a single label gets the
+    /// first DNS suffix only; a timeout ends the walk. So `web.default` and `web-0.web` do not
+    /// resolve where a Linux pod's glibc resolves them (Kubernetes Windows networking docs).
+    WindowsDnsClient,
 }
 
 impl Limitation {
-    pub const ALL: [Limitation; 6] = [
+    pub const ALL: [Limitation; 7] = [
         Limitation::IcmpThroughOutboundNat,
         Limitation::NodePortFromNode,
         Limitation::ClusterIpFromNode,
         Limitation::Ipv6OnOverlay,
         Limitation::LocalTrafficWithoutDsr,
         Limitation::RemotePodFromNodeOnOverlay,
+        Limitation::WindowsDnsClient,
     ];
 
     /// A stable name (used as the rule owner's id in traces).
@@ -143,6 +157,7 @@ impl Limitation {
             Limitation::Ipv6OnOverlay => "Ipv6OnOverlay",
             Limitation::LocalTrafficWithoutDsr => "LocalTrafficWithoutDsr",
             Limitation::RemotePodFromNodeOnOverlay => "RemotePodFromNodeOnOverlay",
+            Limitation::WindowsDnsClient => "WindowsDnsClient",
         }
     }
 
@@ -171,6 +186,9 @@ impl Limitation {
             ),
             Limitation::RemotePodFromNodeOnOverlay => format!(
                 "not encapsulated: on an Overlay network the node reaches only its own pods on {profile} (pods on other nodes are reached from pods)"
+            ),
+            Limitation::WindowsDnsClient => format!(
+                "not resolved: the Windows DNS Client on {profile} queries a name with a dot as it is and appends no suffix (a single label gets the first suffix only)"
             ),
         }
     }

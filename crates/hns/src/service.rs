@@ -10,6 +10,7 @@ use hcn::error::{HResult, HnsError};
 use tokio::sync::oneshot;
 
 use crate::profile::Profile;
+use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
 use crate::trace::{NO_DATAPLANE, TraceRequest, TraceSource, Tracer};
@@ -38,6 +39,8 @@ pub struct Service {
     observers: Arc<Mutex<Vec<Observer>>>,
     /// Set by the data plane; `None` when hnsd serves the objects only.
     tracer: RwLock<Option<Tracer>>,
+    /// Set by the data plane, which runs the pods' DNS clients.
+    resolver: RwLock<Option<PodResolver>>,
 }
 
 impl Service {
@@ -59,6 +62,7 @@ impl Service {
             profile,
             observers,
             tracer: RwLock::new(None),
+            resolver: RwLock::new(None),
         })
     }
 
@@ -81,6 +85,60 @@ impl Service {
             ));
         };
         tracer(req)
+    }
+
+    /// Lets the data plane answer resolve requests ([`Service::resolve`]).
+    pub fn set_resolver(&self, resolver: PodResolver) {
+        *self.resolver.write().unwrap_or_else(|p| p.into_inner()) = Some(resolver);
+    }
+
+    /// What the DNS client of `req`'s pod does with its name. The endpoint must exist (else
+    /// not found); without a data plane the error is [`NO_DATAPLANE`].
+    pub async fn resolve(&self, req: &ResolveRequest) -> Result<dnsclient::Walk, HnsError> {
+        let id = match self.read(|s| endpoint_in_netns(s, &req.endpoint)) {
+            Some(found) => found?,
+            None => self.endpoint_of(req)?,
+        };
+        let resolver = self
+            .resolver
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                HnsError::new(
+                    NO_DATAPLANE,
+                    "hnsd runs without a data plane, so no pod has a DNS client: start it with --node-netns NAME (or --dataplane)",
+                )
+            })?;
+        resolver(id, req.name.clone(), req.qtype).await
+    }
+
+    /// The endpoint a resolve request names by name, ID or address.
+    fn endpoint_of(&self, req: &ResolveRequest) -> Result<hcn::Guid, HnsError> {
+        let found = self.read(|s| TraceSource::resolve(s, &req.endpoint));
+        // The lookup is the trace's; its errors name the trace's field.
+        let found = found.map_err(|mut e| {
+            if let Some(rest) = e.detail.strip_prefix("From:") {
+                e.detail = format!("Endpoint:{rest}");
+            }
+            e
+        })?;
+        Ok(match found {
+            TraceSource::Endpoint(id) => id,
+            TraceSource::Address(ip) => {
+                let found = self.read(|s| {
+                    s.endpoints()
+                        .find(|e| e.ips().any(|a| a == ip))
+                        .map(|e| e.id)
+                });
+                found.ok_or_else(|| {
+                    HnsError::new(
+                        HResult::HCN_E_ENDPOINT_NOT_FOUND,
+                        format!("Endpoint: no endpoint has the address {ip}; give the pod's endpoint name or ID"),
+                    )
+                })?
+            }
+        })
     }
 
     /// Subscribes `f` to committed changes. It is first called with every object as a `Put`
@@ -230,4 +288,23 @@ fn undo_of(state: &State, c: &Change) -> Change {
         Some(old) => Change::Put(old),
         None => Change::Delete(kind, id),
     }
+}
+
+/// The pod endpoint in the network namespace at `path` when `path` is one (starts with `/`):
+/// the endpoint of the HostComputeNamespace whose namespace that is.
+fn endpoint_in_netns(state: &State, path: &str) -> Option<Result<hcn::Guid, HnsError>> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let found = state.endpoints().find(|e| {
+        state.namespace(e.host_compute_namespace).is_some_and(|ns| {
+            crate::dataplane::devices::netns_path(ns) == std::path::Path::new(path)
+        })
+    });
+    Some(found.map(|e| e.id).ok_or_else(|| {
+        HnsError::new(
+            HResult::HCN_E_ENDPOINT_NOT_FOUND,
+            format!("Endpoint: no endpoint of this hnsd is in the network namespace {path}"),
+        )
+    }))
 }

@@ -13,6 +13,7 @@ use hcn::Guid;
 use hcn::error::{HResult, HnsError};
 use serde_json::{Value, json};
 
+use crate::request::invalid;
 use crate::state::State;
 
 /// The HRESULT of a trace asked of an hnsd without a data plane
@@ -102,36 +103,9 @@ impl TraceRequest {
     /// Reads the body of `POST /trace`: `{"From": ..., "To": ..., "Protocol": ...}`, keys in
     /// any case, `Protocol` tcp when absent.
     pub fn from_json(body: &[u8]) -> Result<TraceRequest, HnsError> {
-        let doc: Value = serde_json::from_slice(body).map_err(|e| {
-            HnsError::new(
-                HResult::HCN_E_INVALID_JSON,
-                format!("the trace request is not JSON ({e}); send {{\"From\": ..., \"To\": ..., \"Protocol\": ...}}"),
-            )
-        })?;
-        let Value::Object(fields) = doc else {
-            return Err(HnsError::new(
-                HResult::HCN_E_INVALID_JSON,
-                "the trace request must be a JSON object with From, To and Protocol",
-            ));
-        };
-        let (mut from, mut to, mut protocol) = (None, None, None);
-        for (key, value) in &fields {
-            let slot = match key.to_ascii_lowercase().as_str() {
-                "from" => &mut from,
-                "to" => &mut to,
-                "protocol" => &mut protocol,
-                _ => {
-                    return Err(invalid(
-                        key,
-                        "is not a field of a trace request; the fields are From, To and Protocol",
-                    ));
-                }
-            };
-            let Value::String(s) = value else {
-                return Err(invalid(key, &format!("must be a string, not {value}")));
-            };
-            *slot = Some(s.as_str());
-        }
+        let [from, to, protocol] =
+            crate::request::string_fields(body, "trace request", ["From", "To", "Protocol"])?;
+        let (from, to) = (from.as_deref(), to.as_deref());
         let protocol = match protocol {
             Some(p) => p.parse().map_err(|m: String| invalid("Protocol", &m))?,
             None => TraceProtocol::Tcp,
@@ -197,10 +171,6 @@ fn parse_destination(s: &str, protocol: TraceProtocol) -> Result<(IpAddr, Option
             "\"{s}\" is not an address; give IP:PORT (tcp, udp) or IP (icmp), e.g. 10.96.0.10:80 or [fd00::10]:80"
         )),
     }
-}
-
-fn invalid(field: &str, message: &str) -> HnsError {
-    HnsError::new(HResult::E_INVALIDARG, format!("{field}: {message}"))
 }
 
 /// Where a traced packet comes from, as `From` names it.

@@ -719,3 +719,36 @@ async fn a_second_hnsd_on_a_live_socket_is_refused_and_a_stale_one_replaced() {
         0o600
     );
 }
+
+#[tokio::test]
+async fn resolve_names_the_endpoint_and_says_when_no_pod_has_a_dns_client() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    endpoint(&h, &net, json!({"Name": "pa_cbr0"})).await;
+    let ask =
+        |endpoint: &str| hns::ResolveRequest::new(endpoint, "web", "A").expect("a valid request");
+    // Found (by the name the CNI plugin gives it), but this hnsd carries no packets.
+    let e = h
+        .client()
+        .resolve(&ask("pa"))
+        .await
+        .expect_err("no data plane");
+    assert!(e.to_string().contains("without a data plane"), "{e}");
+    let e = h
+        .client()
+        .resolve(&ask("nobody"))
+        .await
+        .expect_err("no such endpoint");
+    assert!(e.to_string().contains("Endpoint:"), "{e}");
+    let e = h
+        .client()
+        .call(
+            Method::POST,
+            "/resolve",
+            Some(br#"{"Endpoint":"pa","Name":"web","Type":"MX"}"#.to_vec()),
+        )
+        .await
+        .expect_err("an unsupported type");
+    assert_eq!(e.code(), Some(HResult::E_INVALIDARG), "{e}");
+    assert!(e.to_string().contains("Type:"), "{e}");
+}

@@ -27,6 +27,8 @@ enum Command {
     InstallCni(commands::install_cni::Args),
     /// Explain what a node's switch does with a connection's first packet, layer by layer.
     Trace(commands::trace::Args),
+    /// Explain what a pod's resolver does with a name, step by step.
+    Resolve(commands::resolve::Args),
     /// Build a mixed Windows + Linux cluster here, prove every documented flow, take it down.
     Demo(commands::demo::Args),
     /// The local cluster: up, check, status, down.
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Proxy(args) => commands::proxy::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
         Command::Trace(args) => commands::trace::run(args),
+        Command::Resolve(args) => commands::resolve::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Cluster(args) => commands::cluster::run(args),
         Command::Serve(args) => commands::cluster::serve(args),

@@ -15,6 +15,7 @@ use ipnet::IpNet;
 
 use crate::attachment::{Driver, endpoint_address, endpoint_dns, endpoint_gateway, endpoint_mac};
 use crate::config::NetConf;
+use crate::dns::{self, RuntimeOptions};
 use crate::error::{CniError, HnsContext};
 use crate::plugins::win_bridge::bridge_gateway;
 use crate::plugins::windows::default_route;
@@ -89,33 +90,8 @@ impl Sdn {
                     .collect::<Result<Vec<_>, CniError>>()?,
             ),
         };
-        let mut dns = Dns::default();
-        if let Some(d) = root.obj("dns")? {
-            dns.server_list = d.strings("nameservers")?;
-            dns.domain = d.string("domain")?;
-            dns.search = d.strings("search")?;
-            dns.options = d.strings("options")?;
-        }
+        let dns = dns::endpoint_dns(&root, RuntimeOptions::Applied)?;
         let runtime = root.obj("runtimeConfig")?;
-        if let Some(rdns) = runtime
-            .as_ref()
-            .map(|r| r.obj("dns"))
-            .transpose()?
-            .flatten()
-        {
-            let servers = rdns.strings("servers")?;
-            if !servers.is_empty() {
-                dns.server_list = servers;
-            }
-            let searches = rdns.strings("searches")?;
-            if !searches.is_empty() {
-                dns.search = searches;
-            }
-            let options = rdns.strings("options")?;
-            if !options.is_empty() {
-                dns.options = options;
-            }
-        }
         let mut flags = OptionalFlags::default();
         if let Some(f) = root.obj("optionalFlags")? {
             flags = OptionalFlags {

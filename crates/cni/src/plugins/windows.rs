@@ -9,6 +9,7 @@ use ipnet::IpNet;
 
 use crate::attachment::{endpoint_address, endpoint_dns, endpoint_gateway, endpoint_mac};
 use crate::config::NetConf;
+use crate::dns::{self, RuntimeOptions};
 use crate::error::{CniError, HnsContext};
 use crate::policy::{self, PortMapping};
 use crate::protocol::Args;
@@ -37,29 +38,8 @@ impl WinConf {
         let root = conf.root();
         let api_version = root.uint("apiVersion")?.unwrap_or(0);
         let policies = policy::endpoint_policies(&root, "policies")?;
-        let mut dns = Dns::default();
-        if let Some(d) = root.obj("dns")? {
-            dns.server_list = d.strings("nameservers")?;
-            dns.domain = d.string("domain")?;
-            dns.search = d.strings("search")?;
-            dns.options = d.strings("options")?;
-        }
+        let dns = dns::endpoint_dns(&root, RuntimeOptions::Ignored)?;
         let runtime = root.obj("runtimeConfig")?;
-        if let Some(rdns) = runtime
-            .as_ref()
-            .map(|r| r.obj("dns"))
-            .transpose()?
-            .flatten()
-        {
-            let servers = rdns.strings("servers")?;
-            if !servers.is_empty() {
-                dns.server_list = servers;
-            }
-            let searches = rdns.strings("searches")?;
-            if !searches.is_empty() {
-                dns.search = searches;
-            }
-        }
         Ok(WinConf {
             api_version,
             policies,

@@ -19,6 +19,7 @@ use ipnet::IpNet;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 use vfp::PortId;
 
+use super::dns::PodDns;
 use super::uplink::{Uplink, management_name};
 use crate::compiler::Compiler;
 use crate::state::State;
@@ -64,8 +65,8 @@ pub struct TapSpec {
     pub mtu: u32,
     /// Routes via gateways (a pod's default route).
     pub routes: Vec<(IpNet, IpAddr)>,
-    /// DNS servers and the one search suffix, for `/etc/netns/<name>/resolv.conf`.
-    pub dns: Option<(Vec<IpAddr>, Vec<String>)>,
+    /// The pod's DNS client: its `/etc/netns/<name>/resolv.conf`, and its stub.
+    pub dns: Option<Box<PodDns>>,
     /// False for the management vNIC, whose addresses the uplink moves.
     pub configure: bool,
 }
@@ -321,7 +322,7 @@ pub fn desired(c: &Compiler, state: &State, uplink: &Uplink) -> Vec<(Key, PortId
             Key::Pod(ep.id),
             port,
             Spec::Tap(TapSpec {
-                dns: dns_of(ep, &netns),
+                dns: super::dns::pod_dns(state.profile(), ep, &netns).map(Box::new),
                 netns: Some(netns),
                 name: if ep.linux_interface_name.is_empty() {
                     "eth0".into()
@@ -449,28 +450,6 @@ pub(crate) fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
     routes.into_iter().collect()
 }
 
-/// The pod's DNS, when its namespace is a named one (`/etc/netns/<name>/resolv.conf` is what
-/// `ip netns exec` shows it). Windows keeps one connection-specific suffix.
-fn dns_of(ep: &Endpoint, netns: &Path) -> Option<(Vec<IpAddr>, Vec<String>)> {
-    netns.strip_prefix(Netns::RUN_DIR).ok()?;
-    let servers: Vec<IpAddr> = ep
-        .dns
-        .server_list
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    if servers.is_empty() {
-        return None;
-    }
-    let suffix = if ep.dns.domain.is_empty() {
-        ep.dns.search.first().cloned()
-    } else {
-        Some(ep.dns.domain.clone())
-    };
-    Some((servers, suffix.into_iter().collect()))
-}
-
 /// Makes (or adopts) the device.
 fn open(spec: &Spec) -> Result<Io, HostError> {
     match spec {
@@ -480,10 +459,10 @@ fn open(spec: &Spec) -> Result<Io, HostError> {
                 Some(path) => Netns::from_path(path).run(|| make_tap(s))?,
                 None => make_tap(s)?,
             };
-            if let (Some((servers, search)), Some(name)) =
-                (&s.dns, s.netns.as_ref().and_then(|p| p.file_name()))
+            if let (Some(dns), Some(name)) = (&s.dns, s.netns.as_ref().and_then(|p| p.file_name()))
             {
-                host::resolv::write(&name.to_string_lossy(), servers, search, &[])?;
+                let f = &dns.file;
+                host::resolv::write(&name.to_string_lossy(), &f.servers, &f.search, &f.options)?;
             }
             Ok(Io::Tap(tap))
         }
@@ -539,7 +518,16 @@ mod tests {
             addresses: Vec::new(),
             mtu: 1500,
             routes: Vec::new(),
-            dns: dns.then(|| (vec!["10.96.0.10".parse().unwrap()], Vec::new())),
+            dns: dns.then(|| {
+                Box::new(crate::dataplane::dns::PodDns {
+                    file: crate::dataplane::dns::ResolvFile {
+                        servers: vec!["10.96.0.10".parse().unwrap()],
+                        search: Vec::new(),
+                        options: Vec::new(),
+                    },
+                    stub: None,
+                })
+            }),
             configure: true,
         })
     }

@@ -13,6 +13,7 @@
 
 pub mod claims;
 pub mod devices;
+pub mod dns;
 pub mod kernel;
 pub mod offload;
 pub mod pump;
@@ -79,6 +80,8 @@ pub(crate) struct Inner {
     pub(crate) devices: Devices,
     pub(crate) uplink: Uplink,
     pub(crate) kernel: KernelView,
+    /// The pods' DNS clients (stubs), started and stopped with their endpoints.
+    pub(crate) stubs: dns::Stubs,
     claims: claims::Claims,
     node_name: String,
 }
@@ -103,6 +106,7 @@ impl Dataplane {
                 devices: Devices::default(),
                 uplink,
                 kernel,
+                stubs: dns::Stubs::new(tokio::runtime::Handle::try_current().ok()),
                 claims: claims::Claims::default(),
                 node_name: config.node_name.clone(),
             }),
@@ -116,6 +120,7 @@ impl Dataplane {
             observer.on_commit(state, changes);
         }));
         service.set_tracer(trace::tracer(Arc::downgrade(&shared)));
+        service.set_resolver(dns::resolver(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
         let pump = Arc::clone(&shared);
         threads.push(
@@ -231,7 +236,9 @@ impl Inner {
         }
         devices::ensure_namespaces(state);
         let want = devices::desired(compiler, state, &self.uplink);
+        let stubs = dns::Stubs::wanted(&want);
         self.devices.sync(want, epoll);
+        self.stubs.sync(stubs);
         if let Some(nic) = self.uplink.nic() {
             let vnic = uplink::management_name(nic);
             self.claims.sync(compiler, &vnic, self.uplink.taken());

@@ -7,6 +7,7 @@ pub mod hns;
 pub mod hnsd;
 pub mod install_cni;
 pub mod proxy;
+pub mod resolve;
 pub mod trace;
 
 /// Completes on SIGTERM or SIGINT.

@@ -196,6 +196,18 @@ impl Cluster {
 
     /// [`Cluster::pod`], with the pod's endpoint ID too.
     pub fn pod_with_id(&mut self, i: usize, name: &str, host: u8) -> (String, Guid) {
+        self.pod_with(i, name, host, json!({}))
+    }
+
+    /// [`Cluster::pod_with_id`], with the endpoint fields `extra` (e.g. `Dns`) added to what
+    /// the CNI plugin writes.
+    pub fn pod_with(
+        &mut self,
+        i: usize,
+        name: &str,
+        host: u8,
+        extra: serde_json::Value,
+    ) -> (String, Guid) {
         let ns = self.lab.add_ns(name);
         let ip = pod_ip(i, host);
         let client = self.client(i);
@@ -225,6 +237,10 @@ impl Cluster {
                 })
             }
         };
+        let mut doc = doc;
+        if let (Some(d), Some(e)) = (doc.as_object_mut(), extra.as_object()) {
+            d.extend(e.clone());
+        }
         let ep: Endpoint = decode(doc);
         let ep = self
             .rt

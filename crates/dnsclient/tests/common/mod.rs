@@ -1,0 +1,2 @@
+//! Fixtures shared by this crate's tests.
+pub mod knot;
