@@ -365,6 +365,30 @@ fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
         }
     }
     assert!(std::path::Path::new("/run/winnet/cluster/etcd").is_dir());
+    // The external host serves its own zone with Knot DNS.
+    let dig = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            "wn-external",
+            "dig",
+            "+short",
+            "@192.168.77.1",
+            "www.example.test",
+        ])
+        .output()
+        .expect("dig");
+    assert_eq!(
+        String::from_utf8_lossy(&dig.stdout).trim(),
+        "10.200.0.1",
+        "{dig:?}"
+    );
+    assert!(names.contains(&"external knotd"), "{names:?}");
+    // The Linux pod has kubelet's resolv.conf; Windows pods get theirs from hnsd.
+    assert_eq!(
+        std::fs::read_to_string("/etc/netns/wn-linux-1-web-3/resolv.conf").expect("resolv.conf"),
+        "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+    );
     let down = winnet(&["cluster", "down"]);
     assert!(down.status.success(), "{}", text(&down));
     for p in &procs {
@@ -380,5 +404,9 @@ fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
         leftovers(),
         Vec::<String>::new(),
         "down removed etcd's data and every namespace"
+    );
+    assert!(
+        !std::path::Path::new("/etc/netns/wn-linux-1-web-3").exists(),
+        "down removed the pods' /etc/netns entries"
     );
 }

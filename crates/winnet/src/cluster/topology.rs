@@ -101,6 +101,31 @@ mod profile_name {
 pub const FABRIC: &str = "192.168.77.0/24";
 /// The external host's address on the fabric (the nodes' default gateway).
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+/// The external host's own DNS zone (served by Knot DNS on [`EXTERNAL_IP`]).
+pub const EXTERNAL_ZONE: &str = "example.test";
+/// The cluster's DNS domain.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+/// The Kubernetes namespace of every object of the local cluster.
+pub const NAMESPACE: &str = "default";
+
+/// The DNS search list kubelet gives a pod of [`NAMESPACE`] (ClusterFirst, no host searches):
+/// `<ns>.svc.<zone>`, `svc.<zone>`, `<zone>`.
+pub fn pod_searches() -> Vec<String> {
+    vec![
+        format!("{NAMESPACE}.svc.{CLUSTER_DOMAIN}"),
+        format!("svc.{CLUSTER_DOMAIN}"),
+        CLUSTER_DOMAIN.to_string(),
+    ]
+}
+
+/// The resolv.conf kubelet writes for a Linux pod (reference windows-dns.md §B.5).
+pub fn linux_pod_resolv_conf() -> String {
+    format!(
+        "nameserver {DNS_SERVICE_IP}\nsearch {}\noptions ndots:5\n",
+        pod_searches().join(" ")
+    )
+}
+
 /// The fabric's own address, where flannel's etcd listens.
 pub const ETCD_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
 /// An address of the external host outside every OutBoundNAT exception: pods reach it SNATed.

@@ -7,6 +7,7 @@
 //! nodes `winnet flanneld` (routes, VXLAN device) and Debian's `bridge` + `host-local` plugins.
 
 mod flannel;
+mod knot;
 mod pods;
 mod services;
 
@@ -195,7 +196,8 @@ impl Builder {
             "dev",
             "lo",
         ])?;
-        self.serve("external", &e, true)
+        self.serve("external", &e, true)?;
+        self.external_zone(&e)
     }
 
     fn node(&mut self, name: &str, os: Os, ip: Ipv4Addr) -> anyhow::Result<()> {

@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 use super::super::PodState;
 use super::super::leases;
-use super::super::topology::{CLUSTER_CIDR, DNS_SERVICE_IP, FABRIC, Mode, Os, SERVICE_CIDR};
+use super::super::topology::{
+    CLUSTER_CIDR, DNS_SERVICE_IP, FABRIC, Mode, Os, SERVICE_CIDR, linux_pod_resolv_conf,
+    pod_searches,
+};
 use super::{Builder, DEBIAN_CNI};
 
 /// The first host number host-local hands pods (below it: the gateway, flannel's bridge
@@ -56,6 +59,13 @@ impl Builder {
             .and_then(|a| a.split('/').next())
             .and_then(|a| a.parse::<Ipv4Addr>().ok())
             .with_context(|| format!("the CNI result of {name} has no address: {result}"))?;
+        if self.state.nodes[i].os == Os::Linux {
+            // kubelet (through the runtime) gives a Linux pod its resolv.conf; `ip netns exec`
+            // binds /etc/netns/<ns>/resolv.conf over /etc/resolv.conf.
+            let etc = Path::new("/etc/netns").join(&ns);
+            std::fs::create_dir_all(&etc).with_context(|| format!("create {}", etc.display()))?;
+            std::fs::write(etc.join("resolv.conf"), linux_pod_resolv_conf())?;
+        }
         self.state.nodes[i].pods.push(PodState {
             name: name.to_string(),
             netns: ns.clone(),
@@ -81,7 +91,7 @@ impl Builder {
         let dns =
             json!({"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]});
         let name = leases::network_name(self.t.mode);
-        Ok(match (n.os, self.t.mode) {
+        let mut conf = match (n.os, self.t.mode) {
             (Os::Windows, Mode::L2bridge) => json!({
                 "cniVersion": "1.0.0", "name": name, "type": "win-bridge", "apiVersion": 2,
                 "ipMasqNetwork": CLUSTER_CIDR, "dns": dns,
@@ -112,7 +122,16 @@ impl Builder {
                     "dataDir": self.ipam_dir(i).to_string_lossy(),
                 },
             }),
-        })
+        };
+        // What containerd hands a plugin that declares the `dns` capability: kubelet's
+        // ClusterFirst DNS config (win-bridge / win-overlay put it on the HNS endpoint's Dns).
+        conf["capabilities"] = json!({"dns": true});
+        conf["runtimeConfig"] = json!({"dns": {
+            "servers": [DNS_SERVICE_IP.to_string()],
+            "searches": pod_searches(),
+            "options": ["ndots:5"],
+        }});
+        Ok(conf)
     }
 }
 
