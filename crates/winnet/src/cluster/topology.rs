@@ -103,6 +103,11 @@ pub const FABRIC: &str = "192.168.77.0/24";
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
 /// The external host's own DNS zone (served by Knot DNS on [`EXTERNAL_IP`]).
 pub const EXTERNAL_ZONE: &str = "example.test";
+/// The headless Service over the first Service's pods, whose endpoints carry the pods' names
+/// as hostnames: `web-2.peers` is pod web-2 (the Pod -> Pod (Name) flow).
+pub const HEADLESS_SERVICE: &str = "peers";
+/// The ExternalName Service: a CNAME to `www.<EXTERNAL_ZONE>`.
+pub const EXTERNAL_NAME_SERVICE: &str = "outside";
 /// The cluster's DNS domain.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// The Kubernetes namespace of every object of the local cluster.

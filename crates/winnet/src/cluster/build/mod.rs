@@ -82,6 +82,7 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     }
     progress("Services (manifests) and kube-proxy");
     b.services()?;
+    b.dns_objects()?;
     for i in 0..t.nodes.len() {
         if t.nodes[i].os == Os::Windows {
             b.proxy(i)?;

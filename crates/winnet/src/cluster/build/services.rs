@@ -9,7 +9,10 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::super::leases;
-use super::super::topology::{CLUSTER_CIDR, Mode, Os, cluster_ip};
+use super::super::topology::{
+    CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
+    NAMESPACE, Os, cluster_ip,
+};
 use super::super::{NS_PREFIX, sh};
 use super::Builder;
 
@@ -69,6 +72,62 @@ impl Builder {
                 }))?,
             )?;
         }
+        Ok(())
+    }
+
+    /// The objects only DNS reads (kube-proxy skips them): the headless Service
+    /// [`HEADLESS_SERVICE`] over the first Service's pods, each endpoint carrying its pod's
+    /// name as hostname (as a StatefulSet's pods with that subdomain get), and the
+    /// ExternalName Service [`EXTERNAL_NAME_SERVICE`] for `www.<external zone>`.
+    pub(super) fn dns_objects(&mut self) -> anyhow::Result<()> {
+        let dir = self.dir.join("manifests");
+        std::fs::create_dir_all(&dir)?;
+        let Some(first) = self.t.services.first() else {
+            return Ok(());
+        };
+        let selector = first.selector.clone();
+        let endpoints: Vec<Value> = self
+            .state
+            .nodes
+            .iter()
+            .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
+            .filter(|(_, p)| p.name.starts_with(&selector))
+            .map(|(n, p)| {
+                json!({
+                    "addresses": [p.ip.to_string()],
+                    "hostname": p.name,
+                    "conditions": {"ready": true, "serving": true, "terminating": false},
+                    "nodeName": n.name,
+                    "targetRef": {"kind": "Pod", "name": p.name, "namespace": NAMESPACE},
+                })
+            })
+            .collect();
+        let headless = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": HEADLESS_SERVICE, "namespace": NAMESPACE},
+            "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"],
+                "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT}],
+                "selector": {"app": selector}},
+        });
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{HEADLESS_SERVICE}-1"), "namespace": NAMESPACE,
+                "labels": {"kubernetes.io/service-name": HEADLESS_SERVICE}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT}],
+        });
+        let external = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": EXTERNAL_NAME_SERVICE, "namespace": NAMESPACE},
+            "spec": {"type": "ExternalName", "externalName": format!("www.{EXTERNAL_ZONE}")},
+        });
+        std::fs::write(
+            dir.join("dns-objects.json"),
+            serde_json::to_vec_pretty(&json!({
+                "apiVersion": "v1", "kind": "List", "items": [headless, slice, external]
+            }))?,
+        )?;
         Ok(())
     }
 
