@@ -76,6 +76,7 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
             assert!(!t.contains("MISMATCH"), "{t}");
             assert!(t.contains("| pod -> pod, across Windows nodes |"), "{t}");
             assert!(t.contains("| Windows pod -> Linux pod |"), "{t}");
+            assert!(t.contains("| Linux pod -> ClusterIP |"), "{t}");
             assert!(t.contains("| node -> pod on this node |"), "{t}");
             assert!(t.contains("| node -> pod on another node |"), "{t}");
             if profile != "unrestricted" {

@@ -152,6 +152,16 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
             s.port,
             Proto::Tcp,
         ));
+        if let Some(pl) = linux.and_then(|l| l.pods.first()) {
+            out.push(flow(
+                "Linux pod -> ClusterIP",
+                &pl.name,
+                &pl.netns,
+                cluster_ip,
+                s.port,
+                Proto::Tcp,
+            ));
+        }
         if let Some(np) = s.node_port {
             for w in &wins {
                 out.push(flow(

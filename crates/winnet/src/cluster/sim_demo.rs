@@ -135,6 +135,9 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             None,
             Some(show(&e)),
         );
+        if t.nodes.iter().any(|n| n.os == Os::Linux) {
+            add("Linux pod -> ClusterIP", "-", "-".into(), None, None);
+        }
         if let Some(np) = s.node_port {
             for (i, n) in wins.iter().enumerate() {
                 let e = c.tcp_syn(Who::External, node_ip(i), np);

@@ -84,8 +84,9 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     b.services()?;
     b.dns_objects()?;
     for i in 0..t.nodes.len() {
-        if t.nodes[i].os == Os::Windows {
-            b.proxy(i)?;
+        match t.nodes[i].os {
+            Os::Windows => b.proxy(i)?,
+            Os::Linux => b.services_via_windows(i)?,
         }
     }
     b.wait_programmed(progress)?;

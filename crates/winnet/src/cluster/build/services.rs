@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
-    NAMESPACE, Os, cluster_ip,
+    NAMESPACE, Os, SERVICE_CIDR, cluster_ip,
 };
 use super::super::{NS_PREFIX, sh};
 use super::Builder;
@@ -146,6 +146,27 @@ impl Builder {
                 &first.ip.to_string(),
             ])?;
         }
+        Ok(())
+    }
+
+    /// Linux node `i` has no kube-proxy of ours: it sends Service traffic to the first Windows
+    /// node, whose switch load-balances what arrives on its uplink (translating the source to
+    /// the node or its source VIP, so replies come back the same way).
+    pub(super) fn services_via_windows(&self, i: usize) -> anyhow::Result<()> {
+        let Some(win) = self.state.nodes.iter().find(|n| n.os == Os::Windows) else {
+            return Ok(());
+        };
+        let ns = &self.state.nodes[i].netns;
+        sh(&[
+            "ip",
+            "-n",
+            ns,
+            "route",
+            "replace",
+            SERVICE_CIDR,
+            "via",
+            &win.ip.to_string(),
+        ])?;
         Ok(())
     }
 
