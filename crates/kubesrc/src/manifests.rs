@@ -56,14 +56,24 @@ fn load_object(value: serde_json::Value, origin: &str, objects: &mut Objects) {
                 load_object(item.clone(), &format!("{origin} item {j}"), objects);
             }
         }
-        "Service" => insert::<Service>(value, at, true, &mut objects.services, &mut objects.problems),
+        "Service" => insert::<Service>(
+            value,
+            at,
+            true,
+            &mut objects.services,
+            &mut objects.problems,
+        ),
         "EndpointSlice" => {
             insert::<EndpointSlice>(value, at, true, &mut objects.slices, &mut objects.problems)
         }
         "Node" => insert::<Node>(value, at, false, &mut objects.nodes, &mut objects.problems),
-        "Namespace" => {
-            insert::<Namespace>(value, at, false, &mut objects.namespaces, &mut objects.problems)
-        }
+        "Namespace" => insert::<Namespace>(
+            value,
+            at,
+            false,
+            &mut objects.namespaces,
+            &mut objects.problems,
+        ),
         "" => objects.problems.push(format!("{at}: no kind; skipped")),
         other => objects.problems.push(format!(
             "{at}: kind {other} is not read (Service, EndpointSlice, Node, Namespace); skipped"
@@ -161,7 +171,11 @@ impl Folder {
         changed |= self.files.len() != before;
         for file in files {
             let now = stamp(&file);
-            if self.files.get(&file).is_some_and(|(s, _)| *s == now && now.is_some()) {
+            if self
+                .files
+                .get(&file)
+                .is_some_and(|(s, _)| *s == now && now.is_some())
+            {
                 continue;
             }
             let mut objects = Objects::default();
@@ -183,10 +197,14 @@ impl Folder {
         };
         all.problems.extend(self.listing_problem.iter().cloned());
         for (_, o) in self.files.values() {
-            all.services.extend(o.services.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
-            all.slices.extend(o.slices.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
-            all.nodes.extend(o.nodes.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
-            all.namespaces.extend(o.namespaces.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+            all.services
+                .extend(o.services.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+            all.slices
+                .extend(o.slices.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+            all.nodes
+                .extend(o.nodes.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+            all.namespaces
+                .extend(o.namespaces.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
             all.problems.extend(o.problems.iter().cloned());
         }
         all
