@@ -24,10 +24,49 @@ pub struct QueryLabels {
     pub rcode: String,
 }
 
-/// The DNS's counters.
+/// The query types counted on their own; the last stands for all others.
+const QTYPES: [RecordType; 11] = [
+    RecordType::A,
+    RecordType::AAAA,
+    RecordType::SRV,
+    RecordType::PTR,
+    RecordType::TXT,
+    RecordType::CNAME,
+    RecordType::SOA,
+    RecordType::NS,
+    RecordType::MX,
+    RecordType::ANY,
+    RecordType::NULL,
+];
+/// The rcodes counted on their own; all others count as "other".
+const RCODES: [ResponseCode; 6] = [
+    ResponseCode::NoError,
+    ResponseCode::NXDomain,
+    ResponseCode::ServFail,
+    ResponseCode::FormErr,
+    ResponseCode::NotImp,
+    ResponseCode::Refused,
+];
+
+fn qtype_label(i: usize) -> String {
+    match QTYPES.get(i) {
+        Some(RecordType::NULL) => "other".into(),
+        Some(t) => t.to_string(),
+        None => "none".into(),
+    }
+}
+
+fn rcode_label(i: usize) -> String {
+    RCODES
+        .get(i)
+        .map_or("other".into(), |r| format!("{r:?}").to_uppercase())
+}
+
+/// The DNS's counters. Query counters are made up front, one per (qtype, rcode), so counting
+/// a query is an index and an atomic add.
 pub struct Metrics {
     registry: Registry,
-    queries: Family<QueryLabels, Counter>,
+    by_type_and_rcode: Vec<Counter>,
     latency: Histogram,
     cache_hits: Counter,
     cache_misses: Counter,
@@ -65,9 +104,19 @@ impl Default for Metrics {
             "forwarded questions sent upstream",
             cache_misses.clone(),
         );
+        let mut by_type_and_rcode = Vec::new();
+        for t in 0..=QTYPES.len() {
+            for r in 0..=RCODES.len() {
+                let labels = QueryLabels {
+                    qtype: qtype_label(t),
+                    rcode: rcode_label(r),
+                };
+                by_type_and_rcode.push(queries.get_or_create(&labels).clone());
+            }
+        }
         Metrics {
             registry,
-            queries,
+            by_type_and_rcode,
             latency,
             cache_hits,
             cache_misses,
@@ -79,27 +128,11 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one answered query.
     pub fn answered(&self, qtype: Option<RecordType>, rcode: ResponseCode, took: Duration) {
-        let qtype = match qtype {
-            Some(
-                t @ (RecordType::A
-                | RecordType::AAAA
-                | RecordType::SRV
-                | RecordType::PTR
-                | RecordType::TXT
-                | RecordType::CNAME
-                | RecordType::SOA
-                | RecordType::NS
-                | RecordType::MX
-                | RecordType::ANY),
-            ) => t.to_string(),
-            Some(_) => "other".into(),
-            None => "none".into(),
-        };
-        let labels = QueryLabels {
-            qtype,
-            rcode: rcode.to_str().to_string(),
-        };
-        self.queries.get_or_create(&labels).inc();
+        let t = qtype.map_or(QTYPES.len(), |q| QTYPES.iter().position(|t| *t == q).unwrap_or(QTYPES.len() - 1));
+        let r = RCODES.iter().position(|c| *c == rcode).unwrap_or(RCODES.len());
+        if let Some(counter) = self.by_type_and_rcode.get(t * (RCODES.len() + 1) + r) {
+            counter.inc();
+        }
         self.latency.observe(took.as_secs_f64());
     }
 
@@ -112,7 +145,8 @@ impl Metrics {
         }
     }
 
-    fn render(&self) -> String {
+    /// The Prometheus text exposition of every metric.
+    pub fn render_text(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -126,7 +160,7 @@ pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     let m = Arc::clone(&metrics);
     let r = Arc::clone(&metrics);
     let app = Router::new()
-        .route("/metrics", get(move || async move { m.render() }))
+        .route("/metrics", get(move || async move { m.render_text() }))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/ready",
