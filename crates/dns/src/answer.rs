@@ -347,7 +347,7 @@ fn reverse(
     };
     let answers = targets
         .iter()
-        .map(|t| Record::from_rdata(qname.clone(), zone.ttl, RData::PTR(PTR(t.clone()))))
+        .map(|t| Record::from_rdata(qname.clone(), zone.ttl, RData::PTR(PTR(t.name().clone()))))
         .collect();
     records(answers)
 }

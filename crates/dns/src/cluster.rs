@@ -2,14 +2,16 @@
 //! the namespaces that exist, and the reverse map — built once per change of the Kubernetes
 //! objects, then only read (queries never take a lock on it).
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+
+use hashbrown::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kubesrc::Objects;
+use kubesrc::{Objects, Sourced};
 
 use crate::names;
 
@@ -55,6 +57,44 @@ pub struct ServiceEntry {
     pub endpoints: Vec<Endpoint>,
     /// `<svc>.<ns>.svc.<zone>`.
     pub fqdn: Name,
+    /// The objects it was built from: an entry whose objects did not change is reused by the
+    /// next view instead of being built again.
+    sources: Sources,
+    /// What was skipped in its slices.
+    problems: Vec<String>,
+}
+
+/// A Service object and its EndpointSlices, compared by identity (the source hands out the same
+/// `Arc` for an object that did not change).
+#[derive(Clone, Debug)]
+struct Sources {
+    service: Arc<Sourced<Service>>,
+    slices: Vec<Arc<Sourced<EndpointSlice>>>,
+}
+
+impl PartialEq for Sources {
+    fn eq(&self, other: &Sources) -> bool {
+        Arc::ptr_eq(&self.service, &other.service)
+            && self.slices.len() == other.slices.len()
+            && self.slices.iter().zip(&other.slices).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+/// What a PTR names: a Service, or one of its endpoints (shared with the entry, not copied).
+#[derive(Clone, Debug)]
+pub struct PtrTarget {
+    entry: Arc<ServiceEntry>,
+    endpoint: Option<usize>,
+}
+
+impl PtrTarget {
+    /// The name the PTR record points at.
+    pub fn name(&self) -> &Name {
+        match self.endpoint.and_then(|i| self.entry.endpoints.get(i)) {
+            Some(ep) => &ep.fqdn,
+            None => &self.entry.fqdn,
+        }
+    }
 }
 
 /// The immutable view queries are answered from.
@@ -62,9 +102,9 @@ pub struct ServiceEntry {
 pub struct Cluster {
     /// Lower-case namespace -> lower-case Service name -> entry. A namespace is present when a
     /// Namespace object names it or (manifests without Namespaces) any Service or slice is in it.
-    pub namespaces: HashMap<String, HashMap<String, ServiceEntry>>,
+    pub namespaces: HashMap<String, HashMap<String, Arc<ServiceEntry>>>,
     /// PTR targets: ClusterIP -> its Service's name (first wins, as CoreDNS), else endpoints.
-    pub reverse: HashMap<IpAddr, Vec<Name>>,
+    pub reverse: HashMap<IpAddr, Vec<PtrTarget>>,
     /// Whether the source has listed everything once; before, in-zone answers are SERVFAIL.
     pub synced: bool,
     /// Objects skipped, each with why.
@@ -74,9 +114,26 @@ pub struct Cluster {
     pub serial: u32,
 }
 
+type SliceGroups<'a> = HashMap<(Cow<'a, str>, Cow<'a, str>), Vec<Arc<Sourced<EndpointSlice>>>>;
+
+/// Lower-case, without copying what already is (Kubernetes names are).
+fn lower(s: &str) -> Cow<'_, str> {
+    if s.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(s.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
 impl Cluster {
     /// Builds the view of `objects` for `zone` (which must be a valid name).
     pub fn build(objects: &Objects, zone: &Name) -> Cluster {
+        Cluster::rebuild(objects, zone, None)
+    }
+
+    /// Builds the view of `objects`, reusing the entries of `previous` whose objects are the
+    /// same, so one changed slice among thousands costs one Service.
+    pub fn rebuild(objects: &Objects, zone: &Name, previous: Option<&Cluster>) -> Cluster {
         let mut cluster = Cluster {
             synced: objects.synced,
             problems: objects.problems.clone(),
@@ -87,113 +144,92 @@ impl Cluster {
         };
         for ns in objects.namespaces.values() {
             if let Some(name) = &ns.object.metadata.name {
-                cluster
-                    .namespaces
-                    .entry(name.to_ascii_lowercase())
-                    .or_default();
+                cluster.namespaces.entry(name.to_ascii_lowercase()).or_default();
             }
         }
+        let mut groups = cluster.group_slices(objects);
         for s in objects.services.values() {
-            match service_entry(&s.object, zone) {
-                Ok((ns, name, entry)) => {
-                    cluster
-                        .namespaces
-                        .entry(ns)
-                        .or_default()
-                        .insert(name, entry);
-                }
-                Err(e) => cluster.problems.push(format!("{}: {e}; skipped", s.origin)),
-            }
+            let meta = &s.object.metadata;
+            let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
+            let name = lower(meta.name.as_deref().unwrap_or(""));
+            let slices = groups.remove(&(ns.clone(), name.clone())).unwrap_or_default();
+            let sources = Sources {
+                service: Arc::clone(s),
+                slices,
+            };
+            let reused = previous
+                .and_then(|p| p.service(&ns, &name))
+                .filter(|e| e.sources == sources)
+                .cloned();
+            let entry = match reused {
+                Some(e) => e,
+                None => match service_entry(sources, zone) {
+                    Ok(e) => Arc::new(e),
+                    Err(e) => {
+                        cluster.problems.push(format!("{}: {e}; skipped", s.origin));
+                        continue;
+                    }
+                },
+            };
+            cluster.problems.extend(entry.problems.iter().cloned());
+            let services = match cluster.namespaces.get_mut(ns.as_ref()) {
+                Some(services) => services,
+                None => cluster.namespaces.entry(ns.into_owned()).or_default(),
+            };
+            services.insert(name.into_owned(), entry);
         }
-        for s in objects.slices.values() {
-            if let Err(e) = cluster.add_slice(&s.object) {
-                cluster.problems.push(format!("{}: {e}; skipped", s.origin));
-            }
+        // Slices of an absent Service are served by nobody (CoreDNS indexes them by Service),
+        // but their namespace exists.
+        for (ns, _) in groups.into_keys() {
+            cluster.namespaces.entry(ns.into_owned()).or_default();
         }
         cluster.index_reverse();
         cluster
     }
 
-    fn add_slice(&mut self, slice: &EndpointSlice) -> Result<(), String> {
-        let ns = slice
-            .metadata
-            .namespace
-            .as_deref()
-            .unwrap_or("default")
-            .to_ascii_lowercase();
-        let svc = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
-            .ok_or("metadata.labels[\"kubernetes.io/service-name\"] is missing")?
-            .to_ascii_lowercase();
-        let services = self.namespaces.entry(ns).or_default();
-        // Slices of an absent Service are kept by nobody (CoreDNS indexes them by Service).
-        let Some(entry) = services.get_mut(&svc) else {
-            return Ok(());
-        };
-        if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
-            return Ok(()); // FQDN slices carry no addresses DNS serves
-        }
-        let ports = slice_ports(slice);
-        let mut skipped = Vec::new();
-        for (i, ep) in slice.endpoints.iter().enumerate() {
-            // Only `ready` counts (nil = ready); serving and terminating are ignored, as CoreDNS.
-            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-                continue;
-            }
-            for (j, addr) in ep.addresses.iter().enumerate() {
-                let Ok(ip) = addr.parse::<IpAddr>() else {
-                    skipped.push(format!(
-                        "endpoints[{i}].addresses[{j}]: {addr:?} is not an IP"
-                    ));
-                    continue;
-                };
-                let label = match &ep.hostname {
-                    Some(h) => h.to_ascii_lowercase(),
-                    None => names::dashed_ip(ip),
-                };
-                match names::child(&label, &entry.fqdn) {
-                    Ok(fqdn) => entry.endpoints.push(Endpoint {
-                        label,
-                        ip,
-                        fqdn,
-                        ports: Arc::clone(&ports),
-                    }),
-                    Err(e) => skipped.push(format!("endpoints[{i}].hostname: {e}")),
-                }
+    /// Slices by the (namespace, Service) they belong to, in the source's order.
+    fn group_slices<'a>(&mut self, objects: &'a Objects) -> SliceGroups<'a> {
+        let mut groups = SliceGroups::new();
+        for s in objects.slices.values() {
+            let meta = &s.object.metadata;
+            let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
+            match meta.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) {
+                Some(svc) => groups.entry((ns, lower(svc))).or_default().push(Arc::clone(s)),
+                None => self.problems.push(format!(
+                    "{}: metadata.labels[\"kubernetes.io/service-name\"] is missing; skipped",
+                    s.origin
+                )),
             }
         }
-        if skipped.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} (the other endpoints are served)",
-                skipped.join("; ")
-            ))
-        }
+        groups
     }
 
     fn index_reverse(&mut self) {
-        let mut reverse: HashMap<IpAddr, Vec<Name>> = HashMap::new();
-        let mut by_cluster_ip: HashSet<IpAddr> = HashSet::new();
+        let mut reverse: HashMap<IpAddr, Vec<PtrTarget>> = HashMap::new();
         for services in self.namespaces.values() {
             for entry in services.values() {
                 if let Shape::ClusterIp(ips) = &entry.shape {
                     for ip in ips {
-                        if by_cluster_ip.insert(*ip) {
-                            reverse.insert(*ip, vec![entry.fqdn.clone()]);
-                        }
+                        reverse.entry(*ip).or_insert_with(|| {
+                            vec![PtrTarget {
+                                entry: Arc::clone(entry),
+                                endpoint: None,
+                            }]
+                        });
                     }
                 }
             }
         }
         for services in self.namespaces.values() {
             for entry in services.values() {
-                for ep in &entry.endpoints {
-                    if !by_cluster_ip.contains(&ep.ip) {
-                        reverse.entry(ep.ip).or_default().push(ep.fqdn.clone());
+                for (i, ep) in entry.endpoints.iter().enumerate() {
+                    let targets = reverse.entry(ep.ip).or_default();
+                    // A ClusterIP answers alone; endpoints gather one PTR per Service.
+                    if targets.first().is_none_or(|t| t.endpoint.is_some()) {
+                        targets.push(PtrTarget {
+                            entry: Arc::clone(entry),
+                            endpoint: Some(i),
+                        });
                     }
                 }
             }
@@ -202,8 +238,49 @@ impl Cluster {
     }
 
     /// The Service `name` in `ns` (both lower-case).
-    pub fn service(&self, ns: &str, name: &str) -> Option<&ServiceEntry> {
+    pub fn service(&self, ns: &str, name: &str) -> Option<&Arc<ServiceEntry>> {
         self.namespaces.get(ns)?.get(name)
+    }
+}
+
+/// Adds a slice's ready addresses to `entry`; what cannot be served goes to `problems`.
+fn add_slice(entry: &mut ServiceEntry, slice: &Sourced<EndpointSlice>) {
+    if !matches!(slice.object.address_type.as_str(), "IPv4" | "IPv6") {
+        return; // FQDN slices carry no addresses DNS serves
+    }
+    let ports = slice_ports(&slice.object);
+    let mut skipped = Vec::new();
+    for (i, ep) in slice.object.endpoints.iter().enumerate() {
+        // Only `ready` counts (nil = ready); serving and terminating are ignored, as CoreDNS.
+        if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+            continue;
+        }
+        for (j, addr) in ep.addresses.iter().enumerate() {
+            let Ok(ip) = addr.parse::<IpAddr>() else {
+                skipped.push(format!("endpoints[{i}].addresses[{j}]: {addr:?} is not an IP"));
+                continue;
+            };
+            let label = match &ep.hostname {
+                Some(h) => h.to_ascii_lowercase(),
+                None => names::dashed_ip(ip),
+            };
+            match names::child(&label, &entry.fqdn) {
+                Ok(fqdn) => entry.endpoints.push(Endpoint {
+                    label,
+                    ip,
+                    fqdn,
+                    ports: Arc::clone(&ports),
+                }),
+                Err(e) => skipped.push(format!("endpoints[{i}].hostname: {e}")),
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        entry.problems.push(format!(
+            "{}: {} skipped (the other endpoints are served)",
+            slice.origin,
+            skipped.join("; ")
+        ));
     }
 }
 
@@ -232,8 +309,9 @@ fn no_ports() -> PortName {
     }
 }
 
-/// A Service's namespace, name and entry; an error names the field that cannot be served.
-fn service_entry(svc: &Service, zone: &Name) -> Result<(String, String, ServiceEntry), String> {
+/// A Service's entry with its slices' endpoints; an error names the field that cannot be served.
+fn service_entry(sources: Sources, zone: &Name) -> Result<ServiceEntry, String> {
+    let svc = &sources.service.object;
     let name = svc
         .metadata
         .name
@@ -272,13 +350,18 @@ fn service_entry(svc: &Service, zone: &Name) -> Result<(String, String, ServiceE
     if ports.is_empty() {
         ports.push(no_ports());
     }
-    let entry = ServiceEntry {
+    let mut entry = ServiceEntry {
         shape,
         ports,
         endpoints: Vec::new(),
         fqdn,
+        sources: sources.clone(),
+        problems: Vec::new(),
     };
-    Ok((ns, name, entry))
+    for slice in &sources.slices {
+        add_slice(&mut entry, slice);
+    }
+    Ok(entry)
 }
 
 fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Shape, String> {

@@ -100,17 +100,21 @@ pub fn start(
         while objects.changed().await.is_ok() {
             let objects = Arc::clone(&objects.borrow_and_update());
             let zone = handler.zone.name.clone();
-            let Ok(view) =
-                tokio::task::spawn_blocking(move || Cluster::build(&objects, &zone)).await
-            else {
+            let started = std::time::Instant::now();
+            let previous = handler.view.load_full();
+            let rebuild = move || Cluster::rebuild(&objects, &zone, Some(&previous));
+            let Ok(view) = tokio::task::spawn_blocking(rebuild).await else {
                 return;
             };
+            tracing::debug!(took = ?started.elapsed(), "cluster view rebuilt");
             report(&view, &handler.view.load().problems);
             handler
                 .metrics
                 .ready
                 .fetch_or(view.synced, Ordering::Relaxed);
-            handler.view.store(Arc::new(view));
+            let old = handler.view.swap(Arc::new(view));
+            // Freeing the old view is as much work as building one: not on a serving thread.
+            tokio::task::spawn_blocking(move || drop(old));
         }
     }));
     Ok(Running {

@@ -220,8 +220,12 @@ pub fn watch(dir: PathBuf, poll: Duration) -> channel::Receiver<Arc<Objects>> {
             tokio::time::sleep(poll).await;
             // Reading and parsing are blocking work; keep them off the threads that serve.
             let Ok(update) = tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
                 let changed = folder.refresh();
                 let objects = changed.then(|| Arc::new(folder.objects()));
+                if changed {
+                    tracing::debug!(took = ?started.elapsed(), "manifests re-read");
+                }
                 (folder, objects)
             })
             .await
