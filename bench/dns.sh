@@ -98,11 +98,11 @@ wait_answer() { # port name
     echo "no answer for $2 on port $1" >&2; exit 1
 }
 
-perf() { # port -> "qps p50_ms p99_ms"
+perf() { # port -> "qps p50_ms p99_ms lost%"
     dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$secs" -c 8 -q 200 -v 2>/dev/null > "$work/perf.out"
     python3 - "$work/perf.out" <<'PY'
 import sys
-lat, qps = [], 0.0
+lat, qps, lost = [], 0.0, "?"
 for line in open(sys.argv[1]):
     if line.startswith("> "):
         try:
@@ -111,9 +111,11 @@ for line in open(sys.argv[1]):
             pass  # a query that timed out carries no latency
     elif "Queries per second:" in line:
         qps = float(line.split()[-1])
+    elif "Queries lost:" in line:
+        lost = line.split()[-1].strip("()")
 lat.sort()
 p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
-print(f"{qps:.0f} {p(0.5):.3f} {p(0.99):.3f}")
+print(f"{qps:.0f} {p(0.5):.3f} {p(0.99):.3f} {lost}")
 PY
 }
 
@@ -126,8 +128,8 @@ knotd -c "$work/knot/knot.conf" 2>"$work/knot.log" &
 pids+=($!)
 wait_answer "$knot_port" svc-9999.ns-49.svc.cluster.local
 
-read -r w_qps w_p50 w_p99 < <(perf "$dns_port")
-read -r k_qps k_p50 k_p99 < <(perf "$knot_port")
+read -r w_qps w_p50 w_p99 w_lost < <(perf "$dns_port")
+read -r k_qps k_p50 k_p99 k_lost < <(perf "$knot_port")
 ratio=$(python3 -c "print(f'{$w_qps / $k_qps:.2f}')")
 rss=$(awk '/VmRSS/ {print int($2/1024)}' "/proc/${pids[0]}/status")
 
@@ -164,6 +166,6 @@ read -r c_p50 c_p99 c_max <<<"$change"
 echo "| what | winnet dns | Knot DNS (same run) | ratio | budget |"
 echo "|---|---|---|---|---|"
 echo "| queries/s, $services Services (70% A hits, 15% NXDOMAIN, 15% AAAA NODATA), dnsperf -c 8 -q 200, ${secs}s | $w_qps | $k_qps | $ratio | >= 50,000 and >= 0.5 |"
-echo "| latency under that load, p50 / p99 | $w_p50 / $w_p99 ms | $k_p50 / $k_p99 ms | — | — |"
+echo "| latency under that load, p50 / p99; queries lost | $w_p50 / $w_p99 ms; $w_lost | $k_p50 / $k_p99 ms; $k_lost | — | — |"
 echo "| EndpointSlice rewrite -> changed answer, $changes changes, p50 / p99 / max | $c_p50 / $c_p99 / $c_max ms | — | — | p99 < 100 ms |"
 echo "| manifests load to first answer (20,000 objects); RSS after the run | ${load_s} s; ${rss} MiB | — | — | — |"

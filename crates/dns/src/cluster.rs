@@ -76,7 +76,11 @@ impl PartialEq for Sources {
     fn eq(&self, other: &Sources) -> bool {
         Arc::ptr_eq(&self.service, &other.service)
             && self.slices.len() == other.slices.len()
-            && self.slices.iter().zip(&other.slices).all(|(a, b)| Arc::ptr_eq(a, b))
+            && self
+                .slices
+                .iter()
+                .zip(&other.slices)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -144,7 +148,10 @@ impl Cluster {
         };
         for ns in objects.namespaces.values() {
             if let Some(name) = &ns.object.metadata.name {
-                cluster.namespaces.entry(name.to_ascii_lowercase()).or_default();
+                cluster
+                    .namespaces
+                    .entry(name.to_ascii_lowercase())
+                    .or_default();
             }
         }
         let mut groups = cluster.group_slices(objects);
@@ -152,7 +159,9 @@ impl Cluster {
             let meta = &s.object.metadata;
             let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
             let name = lower(meta.name.as_deref().unwrap_or(""));
-            let slices = groups.remove(&(ns.clone(), name.clone())).unwrap_or_default();
+            let slices = groups
+                .remove(&(ns.clone(), name.clone()))
+                .unwrap_or_default();
             let sources = Sources {
                 service: Arc::clone(s),
                 slices,
@@ -193,8 +202,15 @@ impl Cluster {
         for s in objects.slices.values() {
             let meta = &s.object.metadata;
             let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
-            match meta.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) {
-                Some(svc) => groups.entry((ns, lower(svc))).or_default().push(Arc::clone(s)),
+            match meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+            {
+                Some(svc) => groups
+                    .entry((ns, lower(svc)))
+                    .or_default()
+                    .push(Arc::clone(s)),
                 None => self.problems.push(format!(
                     "{}: metadata.labels[\"kubernetes.io/service-name\"] is missing; skipped",
                     s.origin
@@ -257,7 +273,9 @@ fn add_slice(entry: &mut ServiceEntry, slice: &Sourced<EndpointSlice>) {
         }
         for (j, addr) in ep.addresses.iter().enumerate() {
             let Ok(ip) = addr.parse::<IpAddr>() else {
-                skipped.push(format!("endpoints[{i}].addresses[{j}]: {addr:?} is not an IP"));
+                skipped.push(format!(
+                    "endpoints[{i}].addresses[{j}]: {addr:?} is not an IP"
+                ));
                 continue;
             };
             let label = match &ep.hostname {

@@ -36,7 +36,7 @@ pub enum Reply {
     /// Nothing to send (not a query at all).
     Drop,
     /// Finish with [`Handler::finish`].
-    Upstream(Pending),
+    Upstream(Box<Pending>),
 }
 
 /// A question waiting for the upstreams.
@@ -96,23 +96,23 @@ impl Handler {
         let mut response = response_to(&request, &query);
         match outcome {
             Outcome::Forward => {
-                return Reply::Upstream(Pending {
+                return Reply::Upstream(Box::new(Pending {
                     request,
                     query,
                     chase: None,
                     transport,
                     started,
-                });
+                }));
             }
             Outcome::Chase { answers, target } => {
                 let chase = Some((answers, target));
-                return Reply::Upstream(Pending {
+                return Reply::Upstream(Box::new(Pending {
                     request,
                     query,
                     chase,
                     transport,
                     started,
-                });
+                }));
             }
             Outcome::Records {
                 answers,
@@ -136,14 +136,14 @@ impl Handler {
     }
 
     /// Answers a question that needed the upstreams (cache first).
-    pub async fn finish(&self, pending: Pending) -> Vec<u8> {
+    pub async fn finish(&self, pending: Box<Pending>) -> Vec<u8> {
         let Pending {
             request,
             query,
             chase,
             transport,
             started,
-        } = pending;
+        } = *pending;
         let mut response = response_to(&request, &query);
         let (name, qtype) = match &chase {
             Some((_, target)) => (target.clone(), query.query_type()),

@@ -31,8 +31,9 @@ use crate::metrics::Metrics;
 pub use crate::server::Sockets;
 use crate::zone::Zone;
 
-/// How often a manifest folder is checked (a change must show within 100 ms).
-pub const MANIFEST_POLL: Duration = Duration::from_millis(20);
+/// How often a manifest folder is checked (a change must show within 100 ms; a check is a
+/// `stat` per file, and only changed files are read).
+pub const MANIFEST_POLL: Duration = Duration::from_millis(10);
 
 /// What `winnet dns` is started with.
 #[derive(Clone, Debug)]

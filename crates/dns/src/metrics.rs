@@ -128,8 +128,16 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one answered query.
     pub fn answered(&self, qtype: Option<RecordType>, rcode: ResponseCode, took: Duration) {
-        let t = qtype.map_or(QTYPES.len(), |q| QTYPES.iter().position(|t| *t == q).unwrap_or(QTYPES.len() - 1));
-        let r = RCODES.iter().position(|c| *c == rcode).unwrap_or(RCODES.len());
+        let t = qtype.map_or(QTYPES.len(), |q| {
+            QTYPES
+                .iter()
+                .position(|t| *t == q)
+                .unwrap_or(QTYPES.len() - 1)
+        });
+        let r = RCODES
+            .iter()
+            .position(|c| *c == rcode)
+            .unwrap_or(RCODES.len());
         if let Some(counter) = self.by_type_and_rcode.get(t * (RCODES.len() + 1) + r) {
             counter.inc();
         }

@@ -42,9 +42,13 @@ fn build_handler() -> Handler {
 fn check_reply(bytes: &[u8], reply: Reply) -> Result<(), TestCaseError> {
     match reply {
         Reply::Now(out) => {
-            let m = Message::from_vec(&out).map_err(|e| TestCaseError::fail(format!("unparseable reply: {e}")))?;
+            let m = Message::from_vec(&out)
+                .map_err(|e| TestCaseError::fail(format!("unparseable reply: {e}")))?;
             prop_assert_eq!(m.metadata.id, u16::from_be_bytes([bytes[0], bytes[1]]));
-            prop_assert!(out.len() <= 512 || m.edns.is_some(), "UDP reply over 512 bytes without EDNS");
+            prop_assert!(
+                out.len() <= 512 || m.edns.is_some(),
+                "UDP reply over 512 bytes without EDNS"
+            );
         }
         Reply::Drop => {}
         Reply::Upstream(_) => {}
@@ -144,12 +148,34 @@ fn json_value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             prop::collection::vec(
-                (prop::sample::select(vec!["metadata", "spec", "name", "namespace", "clusterIP", "clusterIPs",
-                    "type", "externalName", "ports", "endpoints", "addresses", "hostname", "labels",
-                    "addressType", "conditions", "ready", "port", "protocol"]), inner),
+                (
+                    prop::sample::select(vec![
+                        "metadata",
+                        "spec",
+                        "name",
+                        "namespace",
+                        "clusterIP",
+                        "clusterIPs",
+                        "type",
+                        "externalName",
+                        "ports",
+                        "endpoints",
+                        "addresses",
+                        "hostname",
+                        "labels",
+                        "addressType",
+                        "conditions",
+                        "ready",
+                        "port",
+                        "protocol"
+                    ]),
+                    inner
+                ),
                 0..5
             )
-            .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            .prop_map(|kv| Value::Object(
+                kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+            )),
         ]
     })
 }

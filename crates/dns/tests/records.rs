@@ -36,7 +36,10 @@ fn negative(m: &Message, rcode: ResponseCode) {
     assert_eq!(soa.name.to_ascii(), "cluster.local.");
     assert_eq!(data.mname.to_ascii(), "ns.dns.cluster.local.");
     assert_eq!(data.rname.to_ascii(), "hostmaster.cluster.local.");
-    assert_eq!((data.refresh, data.retry, data.expire, data.minimum), (7200, 1800, 86400, TTL));
+    assert_eq!(
+        (data.refresh, data.retry, data.expire, data.minimum),
+        (7200, 1800, 86400, TTL)
+    );
     assert_eq!(soa.ttl, TTL);
 }
 
@@ -52,18 +55,33 @@ fn nxdomain(m: &Message) {
 async fn cluster_ip_services_answer_their_cluster_ips_per_family() {
     let s = server().await;
     let a = ask(s.addr, "web.default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["web.default.svc.cluster.local. a 10.96.0.20"]);
+    assert_eq!(
+        positive(&a),
+        ["web.default.svc.cluster.local. a 10.96.0.20"]
+    );
     // Mixed case is answered as asked (names compare case-insensitively).
     let a = ask(s.addr, "WEB.Default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["web.default.svc.cluster.local. a 10.96.0.20"]);
+    assert_eq!(
+        positive(&a),
+        ["web.default.svc.cluster.local. a 10.96.0.20"]
+    );
     nodata(&ask(s.addr, "web.default.svc.cluster.local", RecordType::AAAA).await);
     let aaaa = ask(s.addr, "dual.default.svc.cluster.local", RecordType::AAAA).await;
-    assert_eq!(positive(&aaaa), ["dual.default.svc.cluster.local. aaaa fd00:96::21"]);
+    assert_eq!(
+        positive(&aaaa),
+        ["dual.default.svc.cluster.local. aaaa fd00:96::21"]
+    );
     let a = ask(s.addr, "dual.default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["dual.default.svc.cluster.local. a 10.96.0.21"]);
+    assert_eq!(
+        positive(&a),
+        ["dual.default.svc.cluster.local. a 10.96.0.21"]
+    );
     // A Service without ports still has its address (CoreDNS's port sentinel).
     let a = ask(s.addr, "noports.default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["noports.default.svc.cluster.local. a 10.96.0.22"]);
+    assert_eq!(
+        positive(&a),
+        ["noports.default.svc.cluster.local. a 10.96.0.22"]
+    );
 }
 
 #[tokio::test]
@@ -73,9 +91,18 @@ async fn headless_services_answer_ready_endpoints_or_nxdomain() {
     let mut got = positive(&a);
     got.sort();
     // nil ready counts as ready; ready=false (even serving) does not.
-    assert_eq!(got, ["db.default.svc.cluster.local. a 10.244.1.5", "db.default.svc.cluster.local. a 10.244.1.6"]);
+    assert_eq!(
+        got,
+        [
+            "db.default.svc.cluster.local. a 10.244.1.5",
+            "db.default.svc.cluster.local. a 10.244.1.6"
+        ]
+    );
     let aaaa = ask(s.addr, "db.default.svc.cluster.local", RecordType::AAAA).await;
-    assert_eq!(positive(&aaaa), ["db.default.svc.cluster.local. aaaa fd00:244::"]);
+    assert_eq!(
+        positive(&aaaa),
+        ["db.default.svc.cluster.local. aaaa fd00:244::"]
+    );
     nxdomain(&ask(s.addr, "idle.default.svc.cluster.local", RecordType::A).await);
 }
 
@@ -83,17 +110,43 @@ async fn headless_services_answer_ready_endpoints_or_nxdomain() {
 async fn endpoints_answer_by_hostname_and_by_dashed_ip() {
     let s = server().await;
     let a = ask(s.addr, "db-0.db.default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["db-0.db.default.svc.cluster.local. a 10.244.1.5"]);
-    let a = ask(s.addr, "10-244-1-6.db.default.svc.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["10-244-1-6.db.default.svc.cluster.local. a 10.244.1.6"]);
+    assert_eq!(
+        positive(&a),
+        ["db-0.db.default.svc.cluster.local. a 10.244.1.5"]
+    );
+    let a = ask(
+        s.addr,
+        "10-244-1-6.db.default.svc.cluster.local",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(
+        positive(&a),
+        ["10-244-1-6.db.default.svc.cluster.local. a 10.244.1.6"]
+    );
     // IPv6: ':' -> '-', a trailing '-' gets a '0'.
-    let aaaa = ask(s.addr, "fd00-244--0.db.default.svc.cluster.local", RecordType::AAAA).await;
-    assert_eq!(positive(&aaaa), ["fd00-244--0.db.default.svc.cluster.local. aaaa fd00:244::"]);
+    let aaaa = ask(
+        s.addr,
+        "fd00-244--0.db.default.svc.cluster.local",
+        RecordType::AAAA,
+    )
+    .await;
+    assert_eq!(
+        positive(&aaaa),
+        ["fd00-244--0.db.default.svc.cluster.local. aaaa fd00:244::"]
+    );
     // A not-ready endpoint's hostname does not exist; nor does an unknown one.
     nxdomain(&ask(s.addr, "db-2.db.default.svc.cluster.local", RecordType::A).await);
     nxdomain(&ask(s.addr, "db-9.db.default.svc.cluster.local", RecordType::A).await);
     // The endpoint exists but has no IPv6 address.
-    nodata(&ask(s.addr, "db-0.db.default.svc.cluster.local", RecordType::AAAA).await);
+    nodata(
+        &ask(
+            s.addr,
+            "db-0.db.default.svc.cluster.local",
+            RecordType::AAAA,
+        )
+        .await,
+    );
 }
 
 #[tokio::test]
@@ -108,7 +161,10 @@ async fn external_names_are_cnames_chased_in_zone() {
         ]
     );
     let c = ask(s.addr, "alias.default.svc.cluster.local", RecordType::CNAME).await;
-    assert_eq!(positive(&c), ["alias.default.svc.cluster.local. cname web.default.svc.cluster.local."]);
+    assert_eq!(
+        positive(&c),
+        ["alias.default.svc.cluster.local. cname web.default.svc.cluster.local."]
+    );
     // No SRV for ExternalName; an IP-valued externalName yields nothing at all.
     nodata(&ask(s.addr, "alias.default.svc.cluster.local", RecordType::SRV).await);
     nxdomain(&ask(s.addr, "ipname.default.svc.cluster.local", RecordType::A).await);
@@ -121,14 +177,47 @@ async fn external_names_are_cnames_chased_in_zone() {
 #[tokio::test]
 async fn srv_records_for_named_ports() {
     let s = server().await;
-    let m = ask(s.addr, "_http._tcp.web.default.svc.cluster.local", RecordType::SRV).await;
-    assert_eq!(positive(&m), ["_http._tcp.web.default.svc.cluster.local. srv 0 100 80 web.default.svc.cluster.local."]);
-    assert_eq!(additionals(&m), ["web.default.svc.cluster.local. a 10.96.0.20"]);
+    let m = ask(
+        s.addr,
+        "_http._tcp.web.default.svc.cluster.local",
+        RecordType::SRV,
+    )
+    .await;
+    assert_eq!(
+        positive(&m),
+        ["_http._tcp.web.default.svc.cluster.local. srv 0 100 80 web.default.svc.cluster.local."]
+    );
+    assert_eq!(
+        additionals(&m),
+        ["web.default.svc.cluster.local. a 10.96.0.20"]
+    );
     // Names compare case-insensitively; the protocol selects.
-    let m = ask(s.addr, "_DNS._udp.web.default.svc.cluster.local", RecordType::SRV).await;
-    assert_eq!(positive(&m), ["_dns._udp.web.default.svc.cluster.local. srv 0 100 53 web.default.svc.cluster.local."]);
-    nxdomain(&ask(s.addr, "_http._udp.web.default.svc.cluster.local", RecordType::SRV).await);
-    nxdomain(&ask(s.addr, "_nope._tcp.web.default.svc.cluster.local", RecordType::SRV).await);
+    let m = ask(
+        s.addr,
+        "_DNS._udp.web.default.svc.cluster.local",
+        RecordType::SRV,
+    )
+    .await;
+    assert_eq!(
+        positive(&m),
+        ["_dns._udp.web.default.svc.cluster.local. srv 0 100 53 web.default.svc.cluster.local."]
+    );
+    nxdomain(
+        &ask(
+            s.addr,
+            "_http._udp.web.default.svc.cluster.local",
+            RecordType::SRV,
+        )
+        .await,
+    );
+    nxdomain(
+        &ask(
+            s.addr,
+            "_nope._tcp.web.default.svc.cluster.local",
+            RecordType::SRV,
+        )
+        .await,
+    );
     // The bare name matches every port.
     let mut all = positive(&ask(s.addr, "web.default.svc.cluster.local", RecordType::SRV).await);
     all.sort();
@@ -140,7 +229,12 @@ async fn srv_records_for_named_ports() {
         ]
     );
     // Headless: one per ready endpoint, targets are the endpoint names, addresses in Additional.
-    let m = ask(s.addr, "_pg._tcp.db.default.svc.cluster.local", RecordType::SRV).await;
+    let m = ask(
+        s.addr,
+        "_pg._tcp.db.default.svc.cluster.local",
+        RecordType::SRV,
+    )
+    .await;
     let mut got = positive(&m);
     got.sort();
     assert_eq!(
@@ -168,13 +262,43 @@ async fn srv_records_for_named_ports() {
 #[tokio::test]
 async fn pod_records_in_insecure_mode() {
     let s = server().await;
-    let a = ask(s.addr, "10-244-1-99.default.pod.cluster.local", RecordType::A).await;
-    assert_eq!(positive(&a), ["10-244-1-99.default.pod.cluster.local. a 10.244.1.99"]);
-    let aaaa = ask(s.addr, "fd00--5.default.pod.cluster.local", RecordType::AAAA).await;
-    assert_eq!(positive(&aaaa), ["fd00--5.default.pod.cluster.local. aaaa fd00::5"]);
-    nodata(&ask(s.addr, "10-244-1-99.default.pod.cluster.local", RecordType::AAAA).await);
+    let a = ask(
+        s.addr,
+        "10-244-1-99.default.pod.cluster.local",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(
+        positive(&a),
+        ["10-244-1-99.default.pod.cluster.local. a 10.244.1.99"]
+    );
+    let aaaa = ask(
+        s.addr,
+        "fd00--5.default.pod.cluster.local",
+        RecordType::AAAA,
+    )
+    .await;
+    assert_eq!(
+        positive(&aaaa),
+        ["fd00--5.default.pod.cluster.local. aaaa fd00::5"]
+    );
+    nodata(
+        &ask(
+            s.addr,
+            "10-244-1-99.default.pod.cluster.local",
+            RecordType::AAAA,
+        )
+        .await,
+    );
     // The namespace must exist; the label must be an address.
-    nxdomain(&ask(s.addr, "10-244-1-99.nowhere.pod.cluster.local", RecordType::A).await);
+    nxdomain(
+        &ask(
+            s.addr,
+            "10-244-1-99.nowhere.pod.cluster.local",
+            RecordType::A,
+        )
+        .await,
+    );
     nxdomain(&ask(s.addr, "not-an-ip.default.pod.cluster.local", RecordType::A).await);
 }
 
@@ -182,12 +306,21 @@ async fn pod_records_in_insecure_mode() {
 async fn ptr_for_cluster_ips_and_endpoints() {
     let s = server().await;
     let m = ask(s.addr, "20.0.96.10.in-addr.arpa", RecordType::PTR).await;
-    assert_eq!(positive(&m), ["20.0.96.10.in-addr.arpa. ptr web.default.svc.cluster.local."]);
+    assert_eq!(
+        positive(&m),
+        ["20.0.96.10.in-addr.arpa. ptr web.default.svc.cluster.local."]
+    );
     let m = ask(s.addr, "5.1.244.10.in-addr.arpa", RecordType::PTR).await;
-    assert_eq!(positive(&m), ["5.1.244.10.in-addr.arpa. ptr db-0.db.default.svc.cluster.local."]);
+    assert_eq!(
+        positive(&m),
+        ["5.1.244.10.in-addr.arpa. ptr db-0.db.default.svc.cluster.local."]
+    );
     let v6 = "1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.0.d.f.ip6.arpa";
     let m = ask(s.addr, v6, RecordType::PTR).await;
-    assert_eq!(positive(&m), [format!("{v6}. ptr dual.default.svc.cluster.local.")]);
+    assert_eq!(
+        positive(&m),
+        [format!("{v6}. ptr dual.default.svc.cluster.local.")]
+    );
     // No match: the reverse zone falls through to the upstreams (none here: SERVFAIL).
     let m = ask(s.addr, "1.2.3.4.in-addr.arpa", RecordType::PTR).await;
     assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
@@ -229,7 +362,11 @@ async fn nodata_cases_of_b2() {
         ("web.default.svc.cluster.local", RecordType::Unknown(65280)),
     ] {
         let m = ask(s.addr, name, qtype).await;
-        assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{name} {qtype}: {m:?}");
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::NoError,
+            "{name} {qtype}: {m:?}"
+        );
         nodata(&m);
     }
 }
@@ -252,7 +389,11 @@ async fn nxdomain_cases_of_b2() {
         ("bad_name.default.svc.cluster.local", RecordType::A),
     ] {
         let m = ask(s.addr, name, qtype).await;
-        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain, "{name} {qtype}: {m:?}");
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::NXDomain,
+            "{name} {qtype}: {m:?}"
+        );
         nxdomain(&m);
     }
 }
@@ -260,14 +401,19 @@ async fn nxdomain_cases_of_b2() {
 #[tokio::test]
 async fn an_invalid_manifest_name_is_reported_and_the_rest_served() {
     let objects = kubesrc::manifests::load(&{
-        let dir = tempfile::Builder::new().prefix("wnt-dns-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("wnt-dns-")
+            .tempdir()
+            .unwrap();
         std::fs::write(dir.path().join("c.yaml"), FIXTURES).unwrap();
         dir.keep()
     });
     let zone = dns::zone::Zone::new("cluster.local", TTL).unwrap();
     let view = dns::cluster::Cluster::build(&objects, &zone.name);
     assert!(
-        view.problems.iter().any(|p| p.contains("Bad_Name") && p.contains("metadata.name") && p.contains("skipped")),
+        view.problems.iter().any(|p| p.contains("Bad_Name")
+            && p.contains("metadata.name")
+            && p.contains("skipped")),
         "{:?}",
         view.problems
     );

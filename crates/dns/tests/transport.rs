@@ -32,10 +32,16 @@ async fn dig_over_udp_and_tcp() {
         let out = dig(s.addr, &[transport, "web.default.svc.cluster.local", "A"]).await;
         assert!(out.contains("status: NOERROR"), "{out}");
         assert!(out.contains("flags: qr aa rd ra"), "{out}");
-        assert!(out.contains("web.default.svc.cluster.local. 30 IN\tA\t10.96.0.20"), "{out}");
+        assert!(
+            out.contains("web.default.svc.cluster.local. 30 IN\tA\t10.96.0.20"),
+            "{out}"
+        );
     }
     let out = dig(s.addr, &["+tcp", "nope.default.svc.cluster.local", "A"]).await;
-    assert!(out.contains("status: NXDOMAIN") && out.contains("IN\tSOA\tns.dns.cluster.local."), "{out}");
+    assert!(
+        out.contains("status: NXDOMAIN") && out.contains("IN\tSOA\tns.dns.cluster.local."),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -59,14 +65,29 @@ async fn big_answers_are_truncated_over_udp_and_whole_over_tcp() {
     let plain = ask(small.addr, name, RecordType::A).await;
     assert!(plain.metadata.truncation, "40 records do not fit 512 bytes");
     let edns = ask_with(small.addr, name, RecordType::A, Some(1232)).await;
-    assert!(!edns.metadata.truncation && edns.answers.len() == 40, "{edns:?}");
+    assert!(
+        !edns.metadata.truncation && edns.answers.len() == 40,
+        "{edns:?}"
+    );
 }
 
 #[tokio::test]
 async fn edns_is_answered_with_edns() {
     let s = common::start(&[("web.yaml", WEB)], 30, vec![]).await;
-    let out = dig(s.addr, &["+edns=0", "+bufsize=1232", "web.default.svc.cluster.local", "A"]).await;
-    assert!(out.contains("EDNS: version: 0") && out.contains("udp: 1232"), "{out}");
+    let out = dig(
+        s.addr,
+        &[
+            "+edns=0",
+            "+bufsize=1232",
+            "web.default.svc.cluster.local",
+            "A",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("EDNS: version: 0") && out.contains("udp: 1232"),
+        "{out}"
+    );
     let out = dig(s.addr, &["+noedns", "web.default.svc.cluster.local", "A"]).await;
     assert!(!out.contains("EDNS:"), "{out}");
 }
@@ -95,26 +116,47 @@ async fn bad_queries_get_formerr_notimp_refused_and_the_server_keeps_answering()
     assert_eq!(rcode_of(s.addr, id, &update).await, ResponseCode::NotImp);
     let (id, chaos) = query_bytes("version.bind", RecordType::TXT, DNSClass::CH, OpCode::Query);
     assert_eq!(rcode_of(s.addr, id, &chaos).await, ResponseCode::Refused);
-    let (id, axfr) = query_bytes("cluster.local", RecordType::AXFR, DNSClass::IN, OpCode::Query);
+    let (id, axfr) = query_bytes(
+        "cluster.local",
+        RecordType::AXFR,
+        DNSClass::IN,
+        OpCode::Query,
+    );
     assert_eq!(rcode_of(s.addr, id, &axfr).await, ResponseCode::Refused);
     // A header that promises a question, then nothing.
     let (id, mut truncated) = query_bytes(name, RecordType::A, DNSClass::IN, OpCode::Query);
     truncated.truncate(20);
-    assert_eq!(rcode_of(s.addr, id, &truncated).await, ResponseCode::FormErr);
+    assert_eq!(
+        rcode_of(s.addr, id, &truncated).await,
+        ResponseCode::FormErr
+    );
     // A name that points at itself (a compression loop).
     let mut looped = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
     looped.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
-    assert_eq!(rcode_of(s.addr, 0x1234, &looped).await, ResponseCode::FormErr);
+    assert_eq!(
+        rcode_of(s.addr, 0x1234, &looped).await,
+        ResponseCode::FormErr
+    );
     // Two questions.
     let mut two = Message::query();
     two.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-    two.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::AAAA));
-    assert_eq!(rcode_of(s.addr, two.metadata.id, &two.to_vec().unwrap()).await, ResponseCode::FormErr);
+    two.add_query(Query::query(
+        Name::from_ascii(name).unwrap(),
+        RecordType::AAAA,
+    ));
+    assert_eq!(
+        rcode_of(s.addr, two.metadata.id, &two.to_vec().unwrap()).await,
+        ResponseCode::FormErr
+    );
     // Not a query at all (shorter than a header, or a response): no answer.
     assert!(exchange(s.addr, &[1, 2, 3]).await.is_none());
     let mut response = Message::query();
     response.metadata.message_type = hickory_proto::op::MessageType::Response;
-    assert!(exchange(s.addr, &response.to_vec().unwrap()).await.is_none());
+    assert!(
+        exchange(s.addr, &response.to_vec().unwrap())
+            .await
+            .is_none()
+    );
     // An oversized name (labels past 255 octets) is a FORMERR.
     let mut long = vec![0x55, 0x55, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
     for _ in 0..5 {
@@ -131,20 +173,35 @@ async fn bad_queries_get_formerr_notimp_refused_and_the_server_keeps_answering()
 #[tokio::test]
 async fn servfail_until_the_first_sync() {
     let (tx, rx) = tokio::sync::watch::channel(Arc::new(kubesrc::Objects::default()));
-    let dir = tempfile::Builder::new().prefix("wnt-dns-").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("wnt-dns-")
+        .tempdir()
+        .unwrap();
     let config = common::config(30, vec![], dir.path().to_path_buf());
-    let sockets = dns::Sockets::bind(&["127.0.0.1:0".parse().unwrap()]).await.unwrap();
+    let sockets = dns::Sockets::bind(&["127.0.0.1:0".parse().unwrap()])
+        .await
+        .unwrap();
     let running = dns::start(&config, sockets, rx).unwrap();
     let addr = running.addrs[0];
     let name = "web.default.svc.cluster.local";
     let m = ask(addr, name, RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
-    assert!(!running.metrics.ready.load(std::sync::atomic::Ordering::Relaxed));
+    assert!(
+        !running
+            .metrics
+            .ready
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
     let mut objects = kubesrc::Objects::default();
     kubesrc::manifests::load_text(WEB, "web.yaml", &mut objects);
     tx.send(Arc::new(objects)).unwrap();
     common::eventually(addr, name, RecordType::A, |m| m.answers.len() == 1).await;
-    assert!(running.metrics.ready.load(std::sync::atomic::Ordering::Relaxed));
+    assert!(
+        running
+            .metrics
+            .ready
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 #[tokio::test]
@@ -167,5 +224,8 @@ async fn a_manifest_change_shows_in_the_answers() {
     })
     .await;
     std::fs::remove_file(s.dir.path().join("slice.yaml")).unwrap();
-    common::eventually(s.addr, name, RecordType::A, |m| m.metadata.response_code == ResponseCode::NXDomain).await;
+    common::eventually(s.addr, name, RecordType::A, |m| {
+        m.metadata.response_code == ResponseCode::NXDomain
+    })
+    .await;
 }

@@ -26,7 +26,10 @@ pub fn write_manifests(dir: &Path, files: &[(&str, &str)]) {
 }
 
 pub async fn start(files: &[(&str, &str)], ttl: u32, upstreams: Vec<SocketAddr>) -> Server {
-    let dir = tempfile::Builder::new().prefix("wnt-dns-").tempdir().expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("wnt-dns-")
+        .tempdir()
+        .expect("tempdir");
     write_manifests(dir.path(), files);
     let objects = kubesrc::manifests::watch(dir.path().to_path_buf(), dns::MANIFEST_POLL);
     let config = config(ttl, upstreams, dir.path().to_path_buf());
@@ -56,7 +59,12 @@ pub fn config(ttl: u32, upstreams: Vec<SocketAddr>, dir: PathBuf) -> dns::Config
 }
 
 /// One question over UDP with hickory-proto's wire format (EDNS with `payload` when given).
-pub async fn ask_with(addr: SocketAddr, name: &str, qtype: RecordType, payload: Option<u16>) -> Message {
+pub async fn ask_with(
+    addr: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+    payload: Option<u16>,
+) -> Message {
     let mut q = Message::query();
     q.metadata.recursion_desired = true;
     q.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
@@ -65,7 +73,9 @@ pub async fn ask_with(addr: SocketAddr, name: &str, qtype: RecordType, payload: 
         e.set_max_payload(p);
         q.set_edns(e);
     }
-    let reply = exchange(addr, &q.to_vec().unwrap()).await.expect("an answer");
+    let reply = exchange(addr, &q.to_vec().unwrap())
+        .await
+        .expect("an answer");
     let m = Message::from_vec(&reply).expect("a DNS message");
     assert_eq!(m.metadata.id, q.metadata.id);
     m
@@ -80,7 +90,10 @@ pub async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     s.send_to(bytes, addr).await.unwrap();
     let mut buf = vec![0u8; 65535];
-    let n = tokio::time::timeout(Duration::from_secs(3), s.recv(&mut buf)).await.ok()?.ok()?;
+    let n = tokio::time::timeout(Duration::from_secs(3), s.recv(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
     buf.truncate(n);
     Some(buf)
 }
@@ -98,14 +111,22 @@ pub async fn dig(addr: SocketAddr, args: &[&str]) -> String {
 }
 
 /// Waits (up to 10 s) until `check` holds for a fresh answer to `name`/`qtype`.
-pub async fn eventually(addr: SocketAddr, name: &str, qtype: RecordType, check: impl Fn(&Message) -> bool) -> Message {
+pub async fn eventually(
+    addr: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+    check: impl Fn(&Message) -> bool,
+) -> Message {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let m = ask(addr, name, qtype).await;
         if check(&m) {
             return m;
         }
-        assert!(Instant::now() < deadline, "{name} {qtype} never matched; last: {m:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} {qtype} never matched; last: {m:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -147,7 +168,10 @@ fn free_port() -> u16 {
 
 impl Knot {
     pub async fn start(origin: &str, zone_text: &str) -> Knot {
-        let dir = tempfile::Builder::new().prefix("wnt-dns-knot-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("wnt-dns-knot-")
+            .tempdir()
+            .unwrap();
         let port = free_port();
         let d = dir.path().display();
         std::fs::write(dir.path().join("zone"), zone_text).unwrap();
@@ -172,11 +196,17 @@ impl Knot {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let mut q = Message::query();
-            q.add_query(Query::query(Name::from_ascii(origin).unwrap(), RecordType::SOA));
-            if let Some(r) = tokio::time::timeout(Duration::from_millis(200), exchange(knot.addr, &q.to_vec().unwrap()))
-                .await
-                .ok()
-                .flatten()
+            q.add_query(Query::query(
+                Name::from_ascii(origin).unwrap(),
+                RecordType::SOA,
+            ));
+            if let Some(r) = tokio::time::timeout(
+                Duration::from_millis(200),
+                exchange(knot.addr, &q.to_vec().unwrap()),
+            )
+            .await
+            .ok()
+            .flatten()
                 && Message::from_vec(&r).is_ok_and(|m| !m.answers.is_empty())
             {
                 return knot;
@@ -184,7 +214,10 @@ impl Knot {
             if let Ok(Some(status)) = knot.child.try_wait() {
                 panic!("knotd exited: {status}");
             }
-            assert!(Instant::now() < deadline, "knotd did not answer for {origin}");
+            assert!(
+                Instant::now() < deadline,
+                "knotd did not answer for {origin}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
