@@ -404,3 +404,53 @@ fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Shape, 
     }
     Ok(Shape::ClusterIp(ips))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WEB: &str = "kind: Service\napiVersion: v1\nmetadata: {name: web, namespace: default}\nspec: {clusterIP: 10.96.0.20}\n";
+    const DB: &str = "kind: Service\napiVersion: v1\nmetadata: {name: db, namespace: default}\nspec: {clusterIP: None}\n---\n\
+        kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\nmetadata: {name: db-1, namespace: default, labels: {kubernetes.io/service-name: db}}\n\
+        addressType: IPv4\nendpoints:\n- {addresses: [10.244.1.5]}\n";
+
+    fn objects(texts: &[&str]) -> Objects {
+        let mut o = Objects::default();
+        for t in texts {
+            kubesrc::manifests::load_text(t, "t.yaml", &mut o);
+        }
+        o
+    }
+
+    #[test]
+    fn an_unchanged_service_is_reused_and_a_changed_one_rebuilt() {
+        let zone = Name::from_ascii("cluster.local.").unwrap();
+        let first = objects(&[WEB, DB]);
+        let before = Cluster::build(&first, &zone);
+        // Same objects for web, a new slice object for db.
+        let mut second = first.clone();
+        let changed = objects(&[&DB.replace("10.244.1.5", "10.244.1.6")]);
+        second.slices = changed.slices;
+        let after = Cluster::rebuild(&second, &zone, Some(&before));
+        let (web0, web1) = (
+            before.service("default", "web").unwrap(),
+            after.service("default", "web").unwrap(),
+        );
+        assert!(Arc::ptr_eq(web0, web1), "web did not change: reused");
+        let db = after.service("default", "db").unwrap();
+        assert!(!Arc::ptr_eq(before.service("default", "db").unwrap(), db));
+        assert_eq!(db.endpoints[0].ip, "10.244.1.6".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            after
+                .reverse
+                .get(&db.endpoints[0].ip)
+                .map(|t| t[0].name().to_ascii()),
+            Some("10-244-1-6.db.default.svc.cluster.local.".to_string())
+        );
+        assert!(
+            !after
+                .reverse
+                .contains_key(&"10.244.1.5".parse::<IpAddr>().unwrap())
+        );
+    }
+}

@@ -104,19 +104,36 @@ fn insert<K>(
 }
 
 /// What identifies a file's content without reading it: a rewrite changes one of these.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 struct Stamp {
     modified_ns: i128,
     len: u64,
     inode: u64,
+    /// Modified so recently that a rewrite in the same clock tick would keep the same stamp
+    /// (git's "racy clean"): such a file is read again at the next check.
+    racy: bool,
 }
+
+impl PartialEq for Stamp {
+    fn eq(&self, other: &Stamp) -> bool {
+        (self.modified_ns, self.len, self.inode) == (other.modified_ns, other.len, other.inode)
+    }
+}
+
+/// File times advance in kernel clock ticks (a few ms); a stamp this close to now is racy.
+const RACY_NS: i128 = 50_000_000;
 
 fn stamp(path: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(path).ok()?;
+    let modified_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
     Some(Stamp {
-        modified_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        modified_ns,
         len: m.len(),
         inode: m.ino(),
+        racy: now_ns - modified_ns < RACY_NS,
     })
 }
 
@@ -174,7 +191,7 @@ impl Folder {
             if self
                 .files
                 .get(&file)
-                .is_some_and(|(s, _)| *s == now && now.is_some())
+                .is_some_and(|(s, _)| s.is_some_and(|s| Some(s) == now && !s.racy))
             {
                 continue;
             }
@@ -183,8 +200,15 @@ impl Folder {
                 Ok(text) => load_text(&text, &file.display().to_string(), &mut objects),
                 Err(e) => objects.problems.push(format!("{}: {e}", file.display())),
             }
-            self.files.insert(file, (now, objects));
-            changed = true;
+            match self.files.get_mut(&file) {
+                // Read again only because it was racy, and the same: keep the objects as they
+                // were (same allocations), so consumers see no change.
+                Some((stamp, old)) if *old == objects => *stamp = now,
+                _ => {
+                    self.files.insert(file, (now, objects));
+                    changed = true;
+                }
+            }
         }
         changed
     }
@@ -244,4 +268,79 @@ pub fn watch(dir: PathBuf, poll: Duration) -> channel::Receiver<Arc<Objects>> {
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SVC: &str =
+        "kind: Service\napiVersion: v1\nmetadata: {name: web}\nspec: {clusterIP: 10.96.0.20}\n";
+
+    #[test]
+    fn only_changed_files_are_read_again_and_removed_files_drop_their_objects() {
+        let dir = tempfile::Builder::new()
+            .prefix("wnt-dns-kubesrc-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("a.yaml"), SVC).unwrap();
+        std::fs::write(dir.path().join("b.yaml"), SVC.replace("web", "db")).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+        let past = std::time::SystemTime::now() - Duration::from_secs(10);
+        for f in ["a.yaml", "b.yaml"] {
+            let file = std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(f))
+                .unwrap();
+            file.set_modified(past).unwrap();
+        }
+        let mut folder = Folder::new(dir.path().to_path_buf());
+        let first = folder.objects();
+        assert_eq!(
+            first.services.keys().collect::<Vec<_>>(),
+            ["default/db", "default/web"]
+        );
+        assert!(!folder.refresh(), "nothing changed");
+        std::fs::write(
+            dir.path().join("b.yaml"),
+            SVC.replace("web", "db").replace(".20", ".21"),
+        )
+        .unwrap();
+        assert!(folder.refresh());
+        let second = folder.objects();
+        // The untouched file's object is the same allocation: consumers can skip it.
+        assert!(Arc::ptr_eq(
+            &first.services["default/web"],
+            &second.services["default/web"]
+        ));
+        assert!(!Arc::ptr_eq(
+            &first.services["default/db"],
+            &second.services["default/db"]
+        ));
+        // Just written, so read again at the next check (same-tick rewrites are not missed),
+        // but the same content is no change.
+        assert!(!folder.refresh());
+        let third = folder.objects();
+        assert!(Arc::ptr_eq(
+            &second.services["default/db"],
+            &third.services["default/db"]
+        ));
+        std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+        assert!(folder.refresh());
+        assert_eq!(
+            folder.objects().services.keys().collect::<Vec<_>>(),
+            ["default/db"]
+        );
+    }
+
+    #[test]
+    fn a_missing_folder_is_a_problem_not_a_panic() {
+        let o = load(Path::new("/nonexistent/wnt-dns"));
+        assert!(o.services.is_empty());
+        assert!(
+            o.problems[0].contains("/nonexistent/wnt-dns"),
+            "{:?}",
+            o.problems
+        );
+    }
 }
