@@ -26,6 +26,17 @@ pub struct PortName {
     pub port: i32,
 }
 
+impl PortName {
+    /// A port as an object lists it (protocol defaults to TCP, as in Kubernetes).
+    fn new(name: Option<&str>, protocol: Option<&str>, port: i32) -> PortName {
+        PortName {
+            name: name.unwrap_or("").to_ascii_lowercase(),
+            protocol: protocol.unwrap_or("TCP").to_ascii_lowercase(),
+            port,
+        }
+    }
+}
+
 /// A ready endpoint address of a Service.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Endpoint {
@@ -307,10 +318,12 @@ fn slice_ports(slice: &EndpointSlice) -> Arc<[PortName]> {
         .ports
         .iter()
         .flatten()
-        .map(|p| PortName {
-            name: p.name.as_deref().unwrap_or("").to_ascii_lowercase(),
-            protocol: p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase(),
-            port: p.port.unwrap_or(-1),
+        .map(|p| {
+            PortName::new(
+                p.name.as_deref(),
+                p.protocol.as_deref(),
+                p.port.unwrap_or(-1),
+            )
         })
         .collect();
     if ports.is_empty() {
@@ -359,11 +372,7 @@ fn service_entry(sources: Sources, zone: &Name) -> Result<ServiceEntry, String> 
         .ports
         .iter()
         .flatten()
-        .map(|p| PortName {
-            name: p.name.as_deref().unwrap_or("").to_ascii_lowercase(),
-            protocol: p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase(),
-            port: p.port,
-        })
+        .map(|p| PortName::new(p.name.as_deref(), p.protocol.as_deref(), p.port))
         .collect();
     if ports.is_empty() {
         ports.push(no_ports());
