@@ -35,6 +35,10 @@ use crate::zone::Zone;
 /// `stat` per file, and only changed files are read).
 pub const MANIFEST_POLL: Duration = Duration::from_millis(10);
 
+/// How long a burst of kube watch events settles before the view is rebuilt (short: a change
+/// must show within 100 ms).
+pub const KUBE_SETTLE: Duration = Duration::from_millis(10);
+
 /// What `winnet dns` is started with.
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -15,9 +15,6 @@ use tokio::sync::{mpsc, watch as channel};
 
 use crate::{ByKey, Kinds, Objects, Sourced, key};
 
-/// How long to let a burst of events settle before publishing.
-const SETTLE: Duration = Duration::from_millis(100);
-
 enum Update {
     Service(Box<Event<Service>>),
     Slice(Box<Event<EndpointSlice>>),
@@ -25,8 +22,13 @@ enum Update {
     Namespace(Box<Event<Namespace>>),
 }
 
-/// Connects with the kubeconfig at `path` and watches; objects flow on the returned channel.
-pub async fn watch(path: &Path, kinds: Kinds) -> Result<channel::Receiver<Arc<Objects>>, String> {
+/// Connects with the kubeconfig at `path` and watches; objects flow on the returned channel,
+/// once per burst of events (a burst ends after `settle` without events).
+pub async fn watch(
+    path: &Path,
+    kinds: Kinds,
+    settle: Duration,
+) -> Result<channel::Receiver<Arc<Objects>>, String> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
@@ -53,7 +55,7 @@ pub async fn watch(path: &Path, kinds: Kinds) -> Result<channel::Receiver<Arc<Ob
         let mut state = State::new(kinds);
         while let Some(first) = rx.recv().await {
             state.apply(first);
-            let deadline = tokio::time::sleep(SETTLE);
+            let deadline = tokio::time::sleep(settle);
             tokio::pin!(deadline);
             loop {
                 tokio::select! {

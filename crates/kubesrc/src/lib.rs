@@ -45,8 +45,9 @@ pub struct Objects {
 pub enum Source {
     /// A folder of manifests, checked for changes every `poll`.
     Manifests { dir: PathBuf, poll: Duration },
-    /// A kube API server reached with this kubeconfig.
-    Kubeconfig(PathBuf),
+    /// A kube API server reached with the kubeconfig at `path`; a burst of events is published
+    /// once it has been quiet for `settle`.
+    Kubeconfig { path: PathBuf, settle: Duration },
 }
 
 /// Which optional kinds to watch (Services, EndpointSlices and Nodes always are).
@@ -60,7 +61,7 @@ pub struct Kinds {
 pub async fn watch(source: &Source, kinds: Kinds) -> Result<watch::Receiver<Arc<Objects>>, String> {
     match source {
         Source::Manifests { dir, poll } => Ok(manifests::watch(dir.clone(), *poll)),
-        Source::Kubeconfig(path) => kube::watch(path, kinds).await,
+        Source::Kubeconfig { path, settle } => kube::watch(path, kinds, *settle).await,
     }
 }
 

@@ -51,7 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dir,
             poll: dns::MANIFEST_POLL,
         },
-        (None, Some(path)) => Source::Kubeconfig(path),
+        (None, Some(path)) => Source::Kubeconfig {
+            path,
+            settle: dns::KUBE_SETTLE,
+        },
         (None, None) => bail!("say where Services come from: --kubeconfig FILE or --manifests DIR"),
     };
     let upstreams = if args.upstream.is_empty() {
