@@ -22,6 +22,9 @@ const MAX_TTL: u32 = 30;
 const NEGATIVE_TTL: u32 = 5;
 /// Entries kept at most; past it, expired ones are dropped and new ones not kept.
 const CAPACITY: usize = 10_000;
+/// Questions waiting for upstreams at once; past it, SERVFAIL at once (a dead upstream under a
+/// flood must not pile up sockets and tasks).
+const MAX_IN_FLIGHT: usize = 1024;
 
 /// What an upstream said about a question.
 #[derive(Clone, Debug)]
@@ -44,6 +47,7 @@ struct Entry {
 pub struct Forwarder {
     upstreams: Vec<SocketAddr>,
     cache: Mutex<HashMap<Key, Entry>>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Forwarder {
@@ -52,6 +56,7 @@ impl Forwarder {
         Forwarder {
             upstreams,
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 
@@ -79,6 +84,10 @@ impl Forwarder {
 
     /// Asks the upstreams (no cache); `None` when none answered in time.
     pub async fn ask(&self, name: &Name, qtype: RecordType, class: DNSClass) -> Option<Upstreamed> {
+        let Ok(_permit) = self.in_flight.try_acquire() else {
+            tracing::debug!(%name, "too many questions upstream already");
+            return None;
+        };
         let deadline = tokio::time::Instant::now() + TOTAL_TIMEOUT;
         for upstream in &self.upstreams {
             let attempt =
