@@ -400,14 +400,12 @@ async fn nxdomain_cases_of_b2() {
 
 #[tokio::test]
 async fn an_invalid_manifest_name_is_reported_and_the_rest_served() {
-    let objects = kubesrc::manifests::load(&{
-        let dir = tempfile::Builder::new()
-            .prefix("wnt-dns-")
-            .tempdir()
-            .unwrap();
-        std::fs::write(dir.path().join("c.yaml"), FIXTURES).unwrap();
-        dir.keep()
-    });
+    let dir = tempfile::Builder::new()
+        .prefix("wnt-dns-")
+        .tempdir()
+        .unwrap();
+    std::fs::write(dir.path().join("c.yaml"), FIXTURES).unwrap();
+    let objects = kubesrc::manifests::load(dir.path());
     let zone = dns::zone::Zone::new("cluster.local", TTL).unwrap();
     let view = dns::cluster::Cluster::build(&objects, &zone.name);
     assert!(
