@@ -1,11 +1,17 @@
-//! Where Services and EndpointSlices come from: a folder of manifests (reloaded on change), or a
-//! kube API (watch). Both produce whole [`Snapshot`]s; the proxy diffs them per Service.
+//! Where the proxy's Services and EndpointSlices come from: the shared Kubernetes source
+//! (`kubesrc`: a folder of manifests, or a kube API watch), turned into the proxy's whole
+//! [`Snapshot`]s; the proxy diffs them per Service.
 
 pub mod kube;
 pub mod manifests;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kubesrc::Objects;
+use tokio::sync::watch;
 
 use crate::model::{Service, ServiceKey, Slice};
 
@@ -30,4 +36,71 @@ impl Snapshot {
         }
         by
     }
+
+    /// Adds the proxy's view of `objects`; objects the proxy cannot use become problems.
+    pub fn absorb(&mut self, objects: &Objects) {
+        self.problems.extend(objects.problems.iter().cloned());
+        for s in objects.services.values() {
+            match Service::from_k8s(&s.object) {
+                Ok(svc) => {
+                    self.services.insert(svc.key.clone(), svc);
+                }
+                Err(e) => self.problems.push(format!("{}: {e}; skipped", s.origin)),
+            }
+        }
+        for (k, s) in &objects.slices {
+            match Slice::from_k8s(&s.object) {
+                Ok(slice) => {
+                    self.slices.insert(k.clone(), slice);
+                }
+                Err(e) => self.problems.push(format!("{}: {e}; skipped", s.origin)),
+            }
+        }
+        for n in objects.nodes.values() {
+            if let Some(name) = &n.object.metadata.name {
+                self.nodes.insert(name.clone(), node_addresses(&n.object));
+            }
+        }
+    }
+
+    /// The proxy's view of `objects`.
+    pub fn from_objects(objects: &Objects) -> Snapshot {
+        let mut snap = Snapshot::default();
+        snap.absorb(objects);
+        snap
+    }
+}
+
+/// A Node's addresses, InternalIP first.
+pub fn node_addresses(n: &Node) -> Vec<IpAddr> {
+    let mut addrs: Vec<(bool, IpAddr)> = n
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            a.address
+                .parse()
+                .ok()
+                .map(|ip| (a.type_ != "InternalIP", ip))
+        })
+        .collect();
+    addrs.sort_by_key(|(external, _)| *external);
+    addrs.into_iter().map(|(_, ip)| ip).collect()
+}
+
+/// Follows the shared source's objects as proxy snapshots, until either side goes.
+fn follow(mut objects: watch::Receiver<Arc<Objects>>) -> watch::Receiver<Snapshot> {
+    let first = Snapshot::from_objects(&objects.borrow_and_update());
+    let (tx, rx) = watch::channel(first);
+    tokio::spawn(async move {
+        while objects.changed().await.is_ok() {
+            let snap = Snapshot::from_objects(&objects.borrow_and_update());
+            if tx.send(snap).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }

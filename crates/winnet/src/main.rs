@@ -23,6 +23,8 @@ enum Command {
     Flanneld(commands::flanneld::Args),
     /// kube-proxy for a Windows node: Services to HNS load balancers (winkernel).
     Proxy(commands::proxy::Args),
+    /// The cluster DNS: Services, endpoints and pods by name (CoreDNS kubernetes), the rest forwarded.
+    Dns(commands::dns::Args),
     /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
     InstallCni(commands::install_cni::Args),
     /// Explain what a node's switch does with a connection's first packet, layer by layer.
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Hns(args) => commands::hns::run(args),
         Command::Flanneld(args) => commands::flanneld::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
+        Command::Dns(args) => commands::dns::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Resolve(args) => commands::resolve::run(args),

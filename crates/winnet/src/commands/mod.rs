@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod demo;
+pub mod dns;
 pub mod flanneld;
 pub mod hns;
 pub mod hnsd;

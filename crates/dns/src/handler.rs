@@ -1,0 +1,260 @@
+//! One DNS message in, one out: decoding (malformed -> FORMERR, other opcodes -> NOTIMP, other
+//! classes -> REFUSED), the cluster answer or the upstream one, EDNS0 and truncation. The local
+//! part is synchronous and lock-free (it reads the current [`Cluster`] view); only questions
+//! that need an upstream are awaited.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use hickory_proto::op::{Edns, Header, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+
+use crate::answer::{self, Outcome};
+use crate::cluster::Cluster;
+use crate::forward::{Forwarder, Upstreamed};
+use crate::metrics::Metrics;
+use crate::zone::Zone;
+
+/// The EDNS payload size we advertise and accept at most over UDP (the DNS flag day value).
+const OUR_PAYLOAD: u16 = 1232;
+/// The UDP size a client without EDNS can take.
+const PLAIN_UDP: usize = 512;
+
+/// How the query arrived: UDP answers are cut to the client's size, TCP ones are not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// The answer to a message: ready now, or needing the upstreams first.
+pub enum Reply {
+    /// Send these bytes.
+    Now(Vec<u8>),
+    /// Nothing to send (not a query at all).
+    Drop,
+    /// Finish with [`Handler::finish`].
+    Upstream(Box<Pending>),
+}
+
+/// A question waiting for the upstreams.
+pub struct Pending {
+    request: Message,
+    query: Query,
+    /// The CNAME of an ExternalName Service whose out-of-zone target is being chased.
+    chase: Option<(Vec<Record>, Name)>,
+    transport: Transport,
+    started: Instant,
+}
+
+/// Answers messages from the current cluster view, the zone and the upstreams.
+pub struct Handler {
+    pub zone: Zone,
+    pub view: ArcSwap<Cluster>,
+    pub forwarder: Forwarder,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Handler {
+    /// Answers what can be answered locally; the rest is a [`Pending`].
+    pub fn handle(&self, bytes: &[u8], transport: Transport) -> Reply {
+        let started = Instant::now();
+        let Ok(header) = Header::read(&mut BinDecoder::new(bytes)) else {
+            return Reply::Drop; // not even a header: nothing to answer to
+        };
+        if header.metadata.message_type == MessageType::Response {
+            return Reply::Drop; // never answer answers (reflection loops)
+        }
+        let request = match Message::from_vec(bytes) {
+            Ok(m) => m,
+            Err(_) => {
+                return self.error(
+                    &header_only(&header),
+                    ResponseCode::FormErr,
+                    transport,
+                    started,
+                );
+            }
+        };
+        if request.metadata.op_code != OpCode::Query {
+            return self.error(&request, ResponseCode::NotImp, transport, started);
+        }
+        let [query] = request.queries.as_slice() else {
+            return self.error(&request, ResponseCode::FormErr, transport, started);
+        };
+        let query = query.clone();
+        if query.query_type() == RecordType::OPT {
+            return self.error(&request, ResponseCode::FormErr, transport, started);
+        }
+        if query.query_class() != DNSClass::IN {
+            return self.error(&request, ResponseCode::Refused, transport, started);
+        }
+        let view = self.view.load();
+        let outcome = answer::resolve(&view, &self.zone, query.name(), query.query_type());
+        let mut response = response_to(&request, &query);
+        match outcome {
+            Outcome::Forward => {
+                return Reply::Upstream(Box::new(Pending {
+                    request,
+                    query,
+                    chase: None,
+                    transport,
+                    started,
+                }));
+            }
+            Outcome::Chase { answers, target } => {
+                let chase = Some((answers, target));
+                return Reply::Upstream(Box::new(Pending {
+                    request,
+                    query,
+                    chase,
+                    transport,
+                    started,
+                }));
+            }
+            Outcome::Records {
+                answers,
+                additionals,
+            } => {
+                response.metadata.authoritative = true;
+                response.answers = answers;
+                response.additionals = additionals;
+            }
+            Outcome::NoData | Outcome::NxDomain => {
+                response.metadata.authoritative = true;
+                if outcome == Outcome::NxDomain {
+                    response.metadata.response_code = ResponseCode::NXDomain;
+                }
+                response.authorities.push(self.zone.soa(view.serial));
+            }
+            Outcome::NotSynced => response.metadata.response_code = ResponseCode::ServFail,
+            Outcome::Refused => response.metadata.response_code = ResponseCode::Refused,
+        }
+        self.send(response, &request, transport, started)
+    }
+
+    /// Answers a question that needed the upstreams (cache first).
+    pub async fn finish(&self, pending: Box<Pending>) -> Vec<u8> {
+        let Pending {
+            request,
+            query,
+            chase,
+            transport,
+            started,
+        } = *pending;
+        let mut response = response_to(&request, &query);
+        let (name, qtype) = match &chase {
+            Some((_, target)) => (target.clone(), query.query_type()),
+            None => (query.name().clone(), query.query_type()),
+        };
+        let upstream = self.upstream(&name, qtype, query.query_class()).await;
+        match (chase, upstream) {
+            (Some((cname, _)), answer) => {
+                // A CNAME of ours: authoritative, NOERROR, whatever upstream adds to it.
+                response.metadata.authoritative = true;
+                response.answers = cname;
+                if let Some(a) = answer {
+                    response.answers.extend(a.answers);
+                }
+            }
+            (None, Some(a)) => {
+                response.metadata.response_code = a.rcode;
+                response.answers = a.answers;
+                response.authorities = a.authorities;
+                response.additionals = a.additionals;
+            }
+            (None, None) => response.metadata.response_code = ResponseCode::ServFail,
+        }
+        match self.send(response, &request, transport, started) {
+            Reply::Now(bytes) => bytes,
+            Reply::Drop | Reply::Upstream(_) => Vec::new(),
+        }
+    }
+
+    async fn upstream(
+        &self,
+        name: &Name,
+        qtype: RecordType,
+        class: DNSClass,
+    ) -> Option<Upstreamed> {
+        if let Some(hit) = self.forwarder.cached(name, qtype, class) {
+            self.metrics.cache(true);
+            return Some(hit);
+        }
+        self.metrics.cache(false);
+        self.forwarder.ask(name, qtype, class).await
+    }
+
+    fn error(
+        &self,
+        request: &Message,
+        rcode: ResponseCode,
+        transport: Transport,
+        started: Instant,
+    ) -> Reply {
+        let mut response = Message::error_msg(request.metadata.id, request.metadata.op_code, rcode);
+        response.metadata.recursion_desired = request.metadata.recursion_desired;
+        // Echo the question when there is exactly one (as most servers do); never more.
+        if let [q] = request.queries.as_slice() {
+            response.add_query(q.clone());
+        }
+        self.send(response, request, transport, started)
+    }
+
+    /// Encodes, cutting to the client's UDP size (TC set, records dropped) when it does not fit.
+    fn send(
+        &self,
+        mut response: Message,
+        request: &Message,
+        transport: Transport,
+        started: Instant,
+    ) -> Reply {
+        if request.edns.is_some() {
+            let mut edns = Edns::new();
+            edns.set_max_payload(OUR_PAYLOAD);
+            edns.set_dnssec_ok(false);
+            response.set_edns(edns);
+        }
+        let limit = match (&request.edns, transport) {
+            (_, Transport::Tcp) => usize::from(u16::MAX),
+            (Some(e), Transport::Udp) => usize::from(e.max_payload().clamp(512, OUR_PAYLOAD)),
+            (None, Transport::Udp) => PLAIN_UDP,
+        };
+        let qtype = response.queries.first().map(Query::query_type);
+        let mut bytes = response.to_vec().unwrap_or_default();
+        if bytes.len() > limit || bytes.is_empty() {
+            let cut = response.truncate();
+            bytes = cut.to_vec().unwrap_or_default();
+        }
+        self.metrics
+            .answered(qtype, response.metadata.response_code, started.elapsed());
+        if bytes.is_empty() {
+            Reply::Drop
+        } else {
+            Reply::Now(bytes)
+        }
+    }
+}
+
+/// A response shell for `request`'s question: id, opcode, RD copied, RA set (we recurse for
+/// names outside the zone).
+fn response_to(request: &Message, query: &Query) -> Message {
+    let mut response = Message::response(request.metadata.id, request.metadata.op_code);
+    response.metadata.recursion_desired = request.metadata.recursion_desired;
+    response.metadata.recursion_available = true;
+    response.add_query(query.clone());
+    response
+}
+
+/// A message that carries only the header of an undecodable request.
+fn header_only(header: &Header) -> Message {
+    let mut m = Message::new(
+        header.metadata.id,
+        MessageType::Query,
+        header.metadata.op_code,
+    );
+    m.metadata.recursion_desired = header.metadata.recursion_desired;
+    m
+}
