@@ -113,6 +113,16 @@ impl Lab {
         .to_string()
     }
 
+    /// Marks `ip` as taken in host-local's store of `network` (removed with the lab).
+    pub fn reserve_in_host_local(&mut self, network: &str, ip: Ipv4Addr) {
+        let dir = Path::new(HOST_LOCAL_DIR).join(network);
+        std::fs::create_dir_all(&dir).expect("host-local's dir (run as root)");
+        if !self.cleanup.iter().any(|d| d.0 == dir) {
+            self.cleanup.push(RemoveDir(dir.clone()));
+        }
+        std::fs::write(dir.join(ip.to_string()), "reserved\neth0").expect("reserve");
+    }
+
     /// A pod on the Windows node whose hnsd is at `sock`, made by the flannel CNI plugin with
     /// `conf`; its namespace index in `pods` and its address.
     pub fn windows_pod(&mut self, sock: &Path, conf: &str) -> (usize, Ipv4Addr) {
