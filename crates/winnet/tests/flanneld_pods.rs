@@ -19,6 +19,9 @@ fn pods_across_a_windows_node(tag: &str, net_conf: &str, net_name: &str, delegat
     put_config(&lab, net_conf);
     let (w, l) = (lab.node(0), lab.node(1));
     let sock = lab.hnsd(w);
+    // Forwarding off everywhere on the Windows node (hnsd turns it on globally when it binds
+    // the NIC): Windows forwards only on the interfaces flannel turns it on for.
+    lab.nodes[w].exec(&["sysctl", "-qw", "net.ipv4.conf.all.forwarding=0"]);
     let sock_text = sock.to_string_lossy().into_owned();
     let windows_args = ["--hns-socket", sock_text.as_str()];
     let pw = lab.flanneld(w, &windows_args);
@@ -31,6 +34,29 @@ fn pods_across_a_windows_node(tag: &str, net_conf: &str, net_name: &str, delegat
         "flanneld made no HNS network {net_name}"
     );
 
+    if delegate == Delegate::WinBridge {
+        // host-gw: flanneld turned forwarding on for the vNIC and for cbr0_ep's interface.
+        let ep_ip = windows::host_of(lab.lease_of(w), 2).to_string();
+        let vnic = lab.nodes[w].ip(&[
+            "-o",
+            "-4",
+            "addr",
+            "show",
+            "to",
+            &lab.node_ip(0).to_string(),
+        ]);
+        let ep = lab.nodes[w].ip(&["-o", "-4", "addr", "show", "to", &ep_ip]);
+        for line in [vnic, ep] {
+            let dev = line
+                .split_whitespace()
+                .nth(1)
+                .expect("an interface")
+                .to_string();
+            let on =
+                lab.nodes[w].exec(&["sysctl", "-n", &format!("net.ipv4.conf.{dev}.forwarding")]);
+            assert_eq!(on.trim(), "1", "forwarding on {dev}");
+        }
+    }
     let conf = lab.flannel_cni_conf(w, net_name, delegate);
     if delegate == Delegate::WinBridge {
         // host-local (no rangeStart, as flannel's plugin writes the delegate's ipam) would hand
