@@ -23,6 +23,7 @@ pub struct EtcdManager {
     ttl: Duration,
     /// Our key and the etcd lease that holds it.
     mine: Option<(Ipv4Net, i64)>,
+    /// The one watch on the leases, kept open across syncs.
     watch: Option<WatchStream>,
 }
 
@@ -209,23 +210,26 @@ impl EtcdManager {
         }
     }
 
-    /// Every other node's lease; starts watching for changes after what it read.
+    /// Every other node's lease. The first read (and the first after the watch failed) also
+    /// opens the one watch on the leases, from just after what it read; later reads keep it.
     pub async fn others(&mut self, me: Ipv4Addr) -> Result<Vec<Lease>, Error> {
         let (all, rev) = self.all().await?;
-        let prefix = self.subnets_prefix();
-        let stream = self
-            .client
-            .watch(
-                prefix.as_str(),
-                Some(
-                    WatchOptions::new()
-                        .with_prefix()
-                        .with_start_revision(rev + 1),
-                ),
-            )
-            .await
-            .map_err(etcd)?;
-        self.watch = Some(stream);
+        if self.watch.is_none() {
+            let prefix = self.subnets_prefix();
+            let stream = self
+                .client
+                .watch(
+                    prefix.as_str(),
+                    Some(
+                        WatchOptions::new()
+                            .with_prefix()
+                            .with_start_revision(rev + 1),
+                    ),
+                )
+                .await
+                .map_err(etcd)?;
+            self.watch = Some(stream);
+        }
         Ok(all
             .into_iter()
             .map(|(l, _)| l)
@@ -233,22 +237,32 @@ impl EtcdManager {
             .collect())
     }
 
-    /// Waits until a lease changes (added, changed, deleted or expired).
+    /// Waits until a lease changes (added, changed, deleted or expired). An ended, failed,
+    /// cancelled or compacted watch is dropped, to be opened again by the next read.
     pub async fn changed(&mut self) -> Result<(), Error> {
-        let Some(w) = self.watch.as_mut() else {
+        let Some(stream) = self.watch.as_mut() else {
             return std::future::pending().await;
         };
-        match w.message().await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => {
-                self.watch = None;
-                Err(Error::Etcd("the etcd watch ended".into()))
+        let why = loop {
+            match stream.message().await {
+                Ok(Some(r)) if r.compact_revision() > 0 => {
+                    break format!(
+                        "the etcd watch fell behind compaction (revision {})",
+                        r.compact_revision()
+                    );
+                }
+                Ok(Some(r)) if r.canceled() => {
+                    break format!("etcd cancelled the watch: {}", r.cancel_reason());
+                }
+                // The watch's "created" answer (and progress notes) change no lease.
+                Ok(Some(r)) if r.events().is_empty() => continue,
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => break "the etcd watch ended".to_string(),
+                Err(e) => break e.to_string(),
             }
-            Err(e) => {
-                self.watch = None;
-                Err(etcd(e))
-            }
-        }
+        };
+        self.watch = None;
+        Err(Error::Etcd(why))
     }
 }
 

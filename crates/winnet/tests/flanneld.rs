@@ -309,3 +309,64 @@ fn a_windows_host_gw_node_gets_cbr0_its_bridge_endpoint_and_routes() {
             .contains(&format!("via {}", lab.node_ip(0)))
     });
 }
+
+/// How many Watch streams etcd has been asked to open, from its Prometheus metrics.
+fn etcd_watches_opened(lab: &Lab) -> u64 {
+    let metrics = lab
+        .fabric
+        .exec(&["curl", "-sf", &format!("{}/metrics", lab.etcd_url())]);
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_started_total") && l.contains("grpc_method=\"Watch\"")
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+#[test]
+fn one_etcd_watch_follows_every_lease_change() {
+    let mut lab = Lab::new("watch");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    wait_for("the first sync", 30, || {
+        lab.procs[p]
+            .log()
+            .contains("routes to the other nodes' subnets in place")
+    });
+    let opened = etcd_watches_opened(&lab);
+    assert_eq!(opened, 1, "flanneld's first sync opens one watch");
+    // Other nodes come and go; each change is followed through the same watch.
+    for i in 0..5u8 {
+        let subnet = format!("10.244.{}.0", 100 + i);
+        let key = format!("/coreos.com/network/subnets/{subnet}-24");
+        let value = format!(
+            r#"{{"PublicIP":"{}","BackendType":"host-gw","BackendData":null}}"#,
+            lab.node_ip(1 + i)
+        );
+        lab.etcdctl(&["put", &key, &value]);
+        wait_for("the route to the new lease", 30, || {
+            lab.nodes[a]
+                .ip(&["route", "show", &format!("{subnet}/24")])
+                .contains(&format!("via {}", lab.node_ip(1 + i)))
+        });
+        lab.etcdctl(&["del", &key]);
+        wait_for("the route of the deleted lease to go", 30, || {
+            lab.nodes[a]
+                .ip(&["route", "show", &format!("{subnet}/24")])
+                .trim()
+                .is_empty()
+        });
+    }
+    assert_eq!(
+        etcd_watches_opened(&lab),
+        opened,
+        "flanneld opened another watch to follow lease changes"
+    );
+}
