@@ -95,8 +95,11 @@ impl EtcdManager {
     }
 
     /// Leases a subnet for `attrs`: the one already leased to this public IP, else the one of
-    /// the last run (`previous`) if it is free, else the first free one after the network's
-    /// first subnet (which flannel leaves unused).
+    /// the last run (`previous`) if it is free, else the first free one. A node that loses
+    /// the race for a key reads the leases again and picks at random among the first 100 free
+    /// ones, as flannel always does: nodes starting together spread out instead of all racing
+    /// for the next key, while nodes started one by one still get predictable subnets (the
+    /// local cluster and its demo rely on that).
     pub async fn acquire(
         &mut self,
         conf: &NetConf,
@@ -119,9 +122,8 @@ impl EtcdManager {
                 });
             }
         }
-        let taken = |s: Ipv4Net| leases.iter().find(|(l, _)| l.subnet == s);
         if let Some(p) = previous
-            && let Some((l, _)) = taken(p)
+            && let Some((l, _)) = leases.iter().find(|(l, _)| l.subnet == p)
             && l.attrs.public_ip != attrs.public_ip
         {
             tracing::warn!(
@@ -129,27 +131,28 @@ impl EtcdManager {
                 l.attrs.public_ip
             );
         }
-        let candidates = previous.into_iter().chain(
-            conf.network
-                .subnets(conf.subnet_len)
-                .into_iter()
-                .flatten()
-                .skip(1),
-        );
-        for s in candidates {
-            if !conf.network.contains(&s) || taken(s).is_some() {
-                continue;
-            }
+        let mut leases = leases;
+        for attempt in 0..ACQUIRE_ATTEMPTS {
+            let taken: Vec<Ipv4Net> = leases.iter().map(|(l, _)| l.subnet).collect();
+            let rand = if attempt == 0 { 0 } else { random() };
+            let Some(s) = pick_subnet(conf, &taken, previous, rand) else {
+                return Err(Error::Etcd(format!(
+                    "no free /{} subnet left in {}",
+                    conf.subnet_len, conf.network
+                )));
+            };
             if self.try_create(s, attrs).await? {
                 return Ok(Lease {
                     subnet: s,
                     attrs: *attrs,
                 });
             }
+            tracing::debug!("another node took {s} first; picking again");
+            leases = self.all().await?.0;
         }
         Err(Error::Etcd(format!(
-            "no free /{} subnet left in {}",
-            conf.subnet_len, conf.network
+            "lost the race for a subnet {ACQUIRE_ATTEMPTS} times; is another flanneld using public IP {}?",
+            attrs.public_ip
         )))
     }
 
@@ -266,6 +269,109 @@ impl EtcdManager {
     }
 }
 
+/// How many times a node picks again after another took its pick first.
+const ACQUIRE_ATTEMPTS: usize = 50;
+/// flannel picks among this many free subnets.
+const PICK_AMONG: usize = 100;
+
+/// The subnet to try next: `previous` if it is free, else the `rand`-th (modulo) of the first
+/// 100 free subnets of the network after its first (which flannel leaves unused). Pure.
+pub fn pick_subnet(
+    conf: &NetConf,
+    taken: &[Ipv4Net],
+    previous: Option<Ipv4Net>,
+    rand: u64,
+) -> Option<Ipv4Net> {
+    let free = |s: &Ipv4Net| {
+        conf.network.contains(s) && !taken.iter().any(|t| t.contains(s) || s.contains(t))
+    };
+    if let Some(p) = previous.filter(|p| p.prefix_len() == conf.subnet_len && free(p)) {
+        return Some(p);
+    }
+    let bag: Vec<Ipv4Net> = conf
+        .network
+        .subnets(conf.subnet_len)
+        .into_iter()
+        .flatten()
+        .skip(1)
+        .filter(|s| free(s))
+        .take(PICK_AMONG)
+        .collect();
+    let n = u64::try_from(bag.len()).ok().filter(|n| *n > 0)?;
+    bag.get(usize::try_from(rand % n).ok()?).copied()
+}
+
+/// A random number from the standard library's per-process hash keys (no RNG crate for one
+/// pick).
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish()
+}
+
 fn etcd(e: etcd_client::Error) -> Error {
     Error::Etcd(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn conf() -> NetConf {
+        NetConf::parse(r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan"}}"#).expect("conf")
+    }
+
+    fn net(s: &str) -> Ipv4Net {
+        s.parse().expect("net")
+    }
+
+    #[test]
+    fn the_last_runs_subnet_first_if_free() {
+        let c = conf();
+        let prev = Some(net("10.244.9.0/24"));
+        assert_eq!(pick_subnet(&c, &[], prev, 7), prev);
+        let p = pick_subnet(&c, &[net("10.244.9.0/24")], prev, 0);
+        assert_eq!(
+            p,
+            Some(net("10.244.1.0/24")),
+            "taken: the first free one for rand 0"
+        );
+    }
+
+    #[test]
+    fn the_networks_first_subnet_is_left_unused_and_a_full_network_gives_none() {
+        let c = NetConf::parse(
+            r#"{"Network":"10.9.0.0/23","SubnetLen":24,"Backend":{"Type":"host-gw"}}"#,
+        )
+        .expect("conf");
+        assert_eq!(pick_subnet(&c, &[], None, 5), Some(net("10.9.1.0/24")));
+        assert_eq!(pick_subnet(&c, &[net("10.9.1.0/24")], None, 5), None);
+    }
+
+    proptest! {
+        #[test]
+        fn the_pick_is_free_in_the_network_and_among_the_first_hundred(
+            taken in proptest::collection::vec(1u8..=255, 0..120),
+            rand in any::<u64>(),
+        ) {
+            let c = conf();
+            let taken: Vec<Ipv4Net> = taken
+                .iter()
+                .map(|i| Ipv4Net::new(std::net::Ipv4Addr::new(10, 244, *i, 0), 24).expect("net"))
+                .collect();
+            let s = pick_subnet(&c, &taken, None, rand).expect("a free subnet");
+            prop_assert!(c.network.contains(&s) && !taken.contains(&s));
+            prop_assert!(s.network().octets()[2] != 0, "the first subnet is left unused");
+            let free_before = (1..s.network().octets()[2])
+                .filter(|i| !taken.iter().any(|t| t.network().octets()[2] == *i))
+                .count();
+            prop_assert!(free_before < 100);
+        }
+    }
 }
