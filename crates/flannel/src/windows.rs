@@ -330,8 +330,10 @@ impl WindowsBackend {
             )));
         };
         // The host reaches its own pods through the management vNIC. On Windows this route is
-        // HNS's doing (the HostRoute policy above); it belongs in hnsd's data plane, which
-        // does not make it yet, so flanneld adds it until it does (see BENCHMARKS/report).
+        // HNS's doing, not flannel's: it comes with the HostRoute policy above (flannel only
+        // asks for the policy), and it goes with the policy or the network. It belongs in
+        // hnsd's data plane, which compiles HostRoute into the switch but does not yet put the
+        // route in the host's table; until it does, flanneld adds it (and never removes it).
         let route = RouteEntry {
             destination: IpNet::V4(subnet),
             gateway: None,

@@ -79,11 +79,7 @@ fn linux_vxlan_nodes_lease_from_etcd_and_reach_each_others_pods() {
     lab.procs[pa].kill9();
     let pa2 = lab.flanneld(a, &["--ip-masq"]);
     lab.wait_ready(pa2);
-    wait_for("the first sync", 30, || {
-        lab.procs[pa2]
-            .log()
-            .contains("routes to the other nodes' subnets in place")
-    });
+    lab.wait_synced(pa2);
     assert_eq!(lab.lease_of(a), sa, "the restarted node keeps its lease");
     assert_eq!(
         kernel_state(&lab.nodes[a]),
@@ -243,11 +239,7 @@ fn a_windows_vxlan_node_gets_its_overlay_network_and_a_remote_subnet_route_per_l
     lab.procs[pw].kill9();
     let pw2 = lab.flanneld(w, &["--hns-socket", &sock_text]);
     lab.wait_ready(pw2);
-    wait_for("the first sync", 30, || {
-        lab.procs[pw2]
-            .log()
-            .contains("routes to the other nodes' subnets in place")
-    });
+    lab.wait_synced(pw2);
     assert_eq!(dump(), before, "restart changed HNS");
     assert_eq!(
         routes(&lab),
@@ -335,11 +327,7 @@ fn one_etcd_watch_follows_every_lease_change() {
     let a = lab.node(0);
     let p = lab.flanneld(a, &[]);
     lab.wait_ready(p);
-    wait_for("the first sync", 30, || {
-        lab.procs[p]
-            .log()
-            .contains("routes to the other nodes' subnets in place")
-    });
+    lab.wait_synced(p);
     let opened = etcd_watches_opened(&lab);
     assert_eq!(opened, 1, "flanneld's first sync opens one watch");
     // Other nodes come and go; each change is followed through the same watch.

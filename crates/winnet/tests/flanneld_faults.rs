@@ -5,7 +5,7 @@
 mod flannel_lab;
 
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use flannel_lab::*;
 
@@ -14,22 +14,12 @@ const VXLAN: &str =
 
 /// `winnet hns create KIND -f -` with `doc` against `sock`.
 fn hns_create(sock: &std::path::Path, kind: &str, doc: &str) {
-    use std::io::Write;
-    let mut child = Command::new(WINNET)
-        .args(["hns", "create", kind, "-f", "-", "--hns-socket"])
-        .arg(sock)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("winnet hns create");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(doc.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("exit");
+    let out = run_with_stdin(
+        Command::new(WINNET)
+            .args(["hns", "create", kind, "-f", "-", "--hns-socket"])
+            .arg(sock),
+        doc,
+    );
     assert!(
         out.status.success(),
         "hns create {kind}: {}",

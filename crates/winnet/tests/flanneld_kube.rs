@@ -12,22 +12,28 @@ use serde_json::json;
 const HOST_GW: &str = r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#;
 const VXLAN: &str = r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":4096}}"#;
 
-/// flanneld on `node` as Node `name`, leasing from `api`.
-fn kube_flanneld(lab: &mut Lab, api: &KubeApi, node: usize, name: &str, conf: &str) -> usize {
+/// flanneld on `node` as Node `name`, leasing from `api`, with `extra` flags.
+fn kube_flanneld(
+    lab: &mut Lab,
+    api: &KubeApi,
+    node: usize,
+    name: &str,
+    conf: &str,
+    extra: &[&str],
+) -> usize {
     let kc = api.kubeconfig(lab).to_string_lossy().into_owned();
     let nc = lab.net_conf_file(conf).to_string_lossy().into_owned();
-    lab.flanneld(
-        node,
-        &[
-            "--kube-subnet-mgr",
-            "--kubeconfig-file",
-            &kc,
-            "--node-name",
-            name,
-            "--net-config-path",
-            &nc,
-        ],
-    )
+    let mut args = vec![
+        "--kube-subnet-mgr",
+        "--kubeconfig-file",
+        &kc,
+        "--node-name",
+        name,
+        "--net-config-path",
+        &nc,
+    ];
+    args.extend_from_slice(extra);
+    lab.flanneld(node, &args)
 }
 
 fn route(lab: &Lab, node: usize, subnet: &str) -> String {
@@ -45,7 +51,7 @@ fn the_pod_cidr_is_the_lease_the_backend_is_published_and_other_nodes_are_follow
         Some("10.244.2.0/24"),
         host_gw_annotations(lab.node_ip(1)),
     ));
-    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW);
+    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW, &[]);
     lab.wait_ready(p);
     let env = lab.subnet_env(a).expect("subnet.env");
     assert!(
@@ -99,7 +105,7 @@ fn a_node_without_a_pod_cidr_waits_for_one_saying_so() {
     let api = KubeApi::start(&lab);
     let a = lab.node(0);
     api.put_node(node("wnt-a", None, json!({})));
-    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW);
+    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW, &[]);
     wait_for("the message about the missing podCIDR", 30, || {
         let log = lab.procs[p].log();
         log.contains("Node wnt-a has no IPv4 spec.podCIDR yet") && log.contains("waiting for it")
@@ -124,7 +130,7 @@ fn a_pod_cidr_another_node_holds_is_refused_and_nothing_is_made() {
         Some("10.244.1.0/24"),
         host_gw_annotations(lab.node_ip(1)),
     ));
-    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW);
+    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW, &[]);
     let status = lab.procs[p].wait_exit(30);
     assert!(!status.success());
     let log = lab.procs[p].log();
@@ -165,21 +171,13 @@ fn a_windows_vxlan_node_keeps_a_remote_subnet_route_per_node() {
         vxlan(lab.node_ip(1), "0e:00:00:00:00:02"),
     ));
     let sock_text = sock.to_string_lossy().into_owned();
-    let kc = api.kubeconfig(&lab).to_string_lossy().into_owned();
-    let nc = lab.net_conf_file(VXLAN).to_string_lossy().into_owned();
-    let p = lab.flanneld(
+    let p = kube_flanneld(
+        &mut lab,
+        &api,
         w,
-        &[
-            "--kube-subnet-mgr",
-            "--kubeconfig-file",
-            &kc,
-            "--node-name",
-            "wnt-w",
-            "--net-config-path",
-            &nc,
-            "--hns-socket",
-            &sock_text,
-        ],
+        "wnt-w",
+        VXLAN,
+        &["--hns-socket", &sock_text],
     );
     lab.wait_ready(p);
     let net = network(&sock, "flannel.4096").expect("the Overlay network");

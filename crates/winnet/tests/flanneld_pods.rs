@@ -91,11 +91,7 @@ fn pods_across_a_windows_node(tag: &str, net_conf: &str, net_name: &str, delegat
     let pl2 = lab.flanneld(l, &[]);
     for p in [pw2, pl2] {
         lab.wait_ready(p);
-        wait_for("the first sync", 30, || {
-            lab.procs[p]
-                .log()
-                .contains("routes to the other nodes' subnets in place")
-        });
+        lab.wait_synced(p);
     }
     assert_eq!(dump(), hns_before, "the restart changed HNS");
     assert_eq!(

@@ -195,44 +195,38 @@ impl Lab {
         );
         self.procs.push(p);
         wait_for("etcd", 30, || {
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &self.fabric.0,
-                    "etcdctl",
-                    "--endpoints",
-                    &url,
-                    "endpoint",
-                    "health",
-                ])
-                .env("ETCDCTL_API", "3")
-                .output()
+            self.etcdctl_output(&["endpoint", "health"])
                 .is_ok_and(|o| o.status.success())
         });
     }
 
-    pub fn etcdctl(&self, args: &[&str]) -> String {
-        let url = self.etcd_url();
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.fabric.0,
-                "etcdctl",
-                "--endpoints",
-                &url,
-            ])
+    fn etcdctl_output(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
+        Command::new("ip")
+            .args(["netns", "exec", &self.fabric.0, "etcdctl", "--endpoints"])
+            .arg(self.etcd_url())
             .args(args)
             .env("ETCDCTL_API", "3")
             .output()
-            .expect("etcdctl");
+    }
+
+    /// `etcdctl ARGS` against the lab's etcd; its stdout, or a panic with its stderr.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let out = self.etcdctl_output(args).expect("etcdctl");
         assert!(
             out.status.success(),
             "etcdctl {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits for flanneld `proc_` to have programmed its first routes to the other nodes.
+    pub fn wait_synced(&self, proc_: usize) {
+        wait_for("flanneld's first sync", 30, || {
+            self.procs[proc_]
+                .log()
+                .contains("routes to the other nodes' subnets in place")
+        });
     }
 
     /// Adds node `i` at 10.<net>.0.(11+i); its namespace index.
@@ -431,4 +425,21 @@ impl Lab {
     pub fn subnet_env(&self, node: usize) -> Option<String> {
         std::fs::read_to_string(self.subnet_file(node)).ok()
     }
+}
+
+/// Runs `cmd` with `input` on its stdin; its output.
+pub fn run_with_stdin(cmd: &mut Command, input: &str) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("the process exits")
 }

@@ -4,14 +4,13 @@
 //! `winnet install-cni`) run with ADD, which reads flanneld's subnet.env and delegates to
 //! win-bridge (host-gw) or win-overlay (vxlan) with Debian's host-local.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::{Lab, Ns, WINNET};
+use super::{Lab, Ns, WINNET, run_with_stdin};
 
 /// Where Debian installs the reference CNI plugins (host-local).
 const DEBIAN_CNI: &str = "/usr/lib/cni";
@@ -137,28 +136,19 @@ impl Lab {
         let k = self.pods.len();
         let ns = Ns::new(format!("{}-p{k}", self.name));
         let plugins = self.plugin_dir();
-        let mut child = Command::new(plugins.join("flannel"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HNS_SOCKET", sock)
-            .env("WINNET_CNI_STATE_DIR", self.dir.path().join("cni-state"))
-            .env("CNI_PATH", format!("{}:{DEBIAN_CNI}", plugins.display()))
-            .env("CNI_COMMAND", "ADD")
-            .env("CNI_CONTAINERID", format!("{}-{k}", self.name))
-            .env("CNI_NETNS", format!("/run/netns/{}", ns.0))
-            .env("CNI_IFNAME", "eth0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the flannel plugin");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(conf.as_bytes())
-            .expect("write the config");
-        let out = child.wait_with_output().expect("the plugin exits");
+        let out = run_with_stdin(
+            Command::new(plugins.join("flannel"))
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HNS_SOCKET", sock)
+                .env("WINNET_CNI_STATE_DIR", self.dir.path().join("cni-state"))
+                .env("CNI_PATH", format!("{}:{DEBIAN_CNI}", plugins.display()))
+                .env("CNI_COMMAND", "ADD")
+                .env("CNI_CONTAINERID", format!("{}-{k}", self.name))
+                .env("CNI_NETNS", format!("/run/netns/{}", ns.0))
+                .env("CNI_IFNAME", "eth0"),
+            conf,
+        );
         assert!(
             out.status.success(),
             "flannel ADD: {}\n{}",
