@@ -352,6 +352,20 @@ fn one_etcd_watch_follows_every_lease_change() {
                 .is_empty()
         });
     }
+    // A lease value that is not flannel's JSON is skipped, saying which key.
+    let bad = "/coreos.com/network/subnets/10.244.200.0-24";
+    lab.etcdctl(&["put", bad, "{not json"]);
+    wait_for("the warning about the bad lease", 30, || {
+        lab.procs[p]
+            .log()
+            .contains(&format!("skipping lease {bad}"))
+    });
+    assert!(
+        lab.nodes[a]
+            .ip(&["route", "show", "10.244.200.0/24"])
+            .trim()
+            .is_empty()
+    );
     assert_eq!(
         etcd_watches_opened(&lab),
         opened,

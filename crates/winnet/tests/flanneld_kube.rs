@@ -89,6 +89,16 @@ fn the_pod_cidr_is_the_lease_the_backend_is_published_and_other_nodes_are_follow
     wait_for("the route to the added Node wnt-c", 30, || {
         route(&lab, a, "10.244.3.0/24").contains(&via(2))
     });
+    // A Node whose annotations are not flannel's shape is skipped, saying which and why.
+    let mut bad = host_gw_annotations(lab.node_ip(3));
+    bad["flannel.alpha.coreos.com/public-ip"] = json!("not-an-ip");
+    api.put_node(node("wnt-bad", Some("10.244.4.0/24"), bad));
+    wait_for("the warning about Node wnt-bad", 30, || {
+        lab.procs[p]
+            .log()
+            .contains(r#"skipping Node wnt-bad: public-ip "not-an-ip" is not an IPv4 address"#)
+    });
+    assert!(route(&lab, a, "10.244.4.0/24").trim().is_empty());
     api.delete_node("wnt-c");
     wait_for("the deleted Node's route to go", 30, || {
         route(&lab, a, "10.244.3.0/24").trim().is_empty()
