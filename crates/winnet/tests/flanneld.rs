@@ -372,3 +372,44 @@ fn one_etcd_watch_follows_every_lease_change() {
         "flanneld opened another watch to follow lease changes"
     );
 }
+
+#[test]
+fn flanneld_follows_leases_across_an_etcd_restart() {
+    let mut lab = Lab::new("erst");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    lab.wait_synced(p);
+    let mine = lab.lease_of(a);
+    // etcd goes down (kill -9) and comes back on the same data: flanneld's watch ends, and
+    // it watches again once etcd answers.
+    lab.procs[0].kill9();
+    lab.etcd();
+    let key = "/coreos.com/network/subnets/10.244.150.0-24";
+    let value = format!(
+        r#"{{"PublicIP":"{}","BackendType":"host-gw","BackendData":null}}"#,
+        lab.node_ip(1)
+    );
+    lab.etcdctl(&["put", key, &value]);
+    wait_for("the route to the lease put after the restart", 60, || {
+        lab.nodes[a]
+            .ip(&["route", "show", "10.244.150.0/24"])
+            .contains(&format!("via {}", lab.node_ip(1)))
+    });
+    assert_eq!(lab.lease_of(a), mine);
+    let ours = format!(
+        "/coreos.com/network/subnets/{}-{}",
+        mine.network(),
+        mine.prefix_len()
+    );
+    assert!(
+        !lab.etcdctl(&["get", &ours, "--print-value-only"])
+            .trim()
+            .is_empty(),
+        "flanneld's own lease is gone after the etcd restart"
+    );
+}
