@@ -205,10 +205,16 @@ impl Daemon {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 _ = renew.tick() => {
-                    if let Manager::Etcd(m) = &mut self.manager
-                        && let Err(e) = m.renew().await
-                    {
-                        tracing::warn!("renewing the lease of {}: {e}", self.lease.subnet);
+                    if let Manager::Etcd(m) = &mut self.manager {
+                        match m.renew().await {
+                            Ok(()) => {}
+                            // The subnet may be another node's now: stop rather than route
+                            // for it (flannel shuts down too); a restart leases afresh.
+                            Err(e @ Error::LeaseLost(_)) => return Err(e),
+                            Err(e) => {
+                                tracing::warn!("renewing the lease of {}: {e}", self.lease.subnet);
+                            }
+                        }
                     }
                 }
                 _ = resync.tick() => self.sync_logged().await,

@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
-    WatchStream,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, LeaseKeepAliveStream, LeaseKeeper,
+    PutOptions, Txn, TxnOp, WatchOptions, WatchStream,
 };
 use ipnet::Ipv4Net;
 
@@ -23,6 +23,8 @@ pub struct EtcdManager {
     ttl: Duration,
     /// Our key and the etcd lease that holds it.
     mine: Option<(Ipv4Net, i64)>,
+    /// The keep-alive stream of our etcd lease, kept open across renewals.
+    keeper: Option<(i64, LeaseKeeper, LeaseKeepAliveStream)>,
     /// The one watch on the leases, kept open across syncs.
     watch: Option<WatchStream>,
 }
@@ -50,6 +52,7 @@ impl EtcdManager {
             prefix: prefix.trim_end_matches('/').to_string(),
             ttl,
             mine: None,
+            keeper: None,
             watch: None,
         })
     }
@@ -198,18 +201,40 @@ impl EtcdManager {
         Ok(())
     }
 
-    /// Keeps our lease alive for another TTL.
+    /// Keeps our lease alive for another TTL, over one keep-alive stream kept open (opened
+    /// again after it failed). A lease etcd no longer has is `Error::LeaseLost`.
     pub async fn renew(&mut self) -> Result<(), Error> {
         let Some((subnet, lease)) = self.mine else {
             return Ok(());
         };
-        let (mut keeper, mut stream) = self.client.lease_keep_alive(lease).await.map_err(etcd)?;
-        keeper.keep_alive().await.map_err(etcd)?;
-        match stream.message().await.map_err(etcd)? {
-            Some(r) if r.ttl() > 0 => Ok(()),
-            _ => Err(Error::Etcd(format!(
-                "the lease of {subnet} expired; flanneld must lease a subnet again"
-            ))),
+        if !matches!(&self.keeper, Some((id, _, _)) if *id == lease) {
+            let (keeper, stream) = self.client.lease_keep_alive(lease).await.map_err(etcd)?;
+            self.keeper = Some((lease, keeper, stream));
+        }
+        let Some((_, keeper, stream)) = self.keeper.as_mut() else {
+            return Ok(());
+        };
+        let answer = match keeper.keep_alive().await {
+            Ok(()) => stream.message().await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(Some(r)) if r.ttl() > 0 => Ok(()),
+            Ok(None) => {
+                self.keeper = None;
+                Err(Error::Etcd("the lease keep-alive stream ended".into()))
+            }
+            Ok(Some(_)) => {
+                self.keeper = None;
+                Err(Error::LeaseLost(format!(
+                    "etcd no longer has the lease of {subnet} (it expired or was revoked); \
+                     restart flanneld to lease a subnet again"
+                )))
+            }
+            Err(e) => {
+                self.keeper = None;
+                Err(etcd(e))
+            }
         }
     }
 

@@ -381,7 +381,8 @@ fn flanneld_follows_leases_across_an_etcd_restart() {
         r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
     );
     let a = lab.node(0);
-    let p = lab.flanneld(a, &[]);
+    // A short TTL: renewals (every 2 s) go on across the restart.
+    let p = lab.flanneld(a, &["--subnet-lease-ttl", "6"]);
     lab.wait_ready(p);
     lab.wait_synced(p);
     let mine = lab.lease_of(a);
@@ -389,6 +390,7 @@ fn flanneld_follows_leases_across_an_etcd_restart() {
     // it watches again once etcd answers.
     lab.procs[0].kill9();
     lab.etcd();
+    let restarted = std::time::Instant::now();
     let key = "/coreos.com/network/subnets/10.244.150.0-24";
     let value = format!(
         r#"{{"PublicIP":"{}","BackendType":"host-gw","BackendData":null}}"#,
@@ -411,5 +413,46 @@ fn flanneld_follows_leases_across_an_etcd_restart() {
             .trim()
             .is_empty(),
         "flanneld's own lease is gone after the etcd restart"
+    );
+    // Renewals over the restarted etcd keep the lease (and flanneld) alive past a whole TTL:
+    // checked all along, not once after a sleep.
+    let until = restarted + std::time::Duration::from_secs(8);
+    while std::time::Instant::now() < until {
+        let log = lab.procs[p].log();
+        assert!(!log.contains("Error:"), "flanneld stopped:\n{log}");
+        assert!(
+            !lab.etcdctl(&["get", &ours, "--print-value-only"])
+                .trim()
+                .is_empty(),
+            "the lease was not renewed after the etcd restart"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_lease_etcd_no_longer_has_stops_flanneld_saying_so() {
+    let mut lab = Lab::new("lost");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &["--subnet-lease-ttl", "3"]);
+    lab.wait_ready(p);
+    let list = lab.etcdctl(&["lease", "list"]);
+    let ids: Vec<&str> = list.lines().skip(1).map(str::trim).collect();
+    assert_eq!(ids.len(), 1, "flanneld holds one etcd lease: {list}");
+    // Someone revokes it (or it expired while this node could not renew).
+    lab.etcdctl(&["lease", "revoke", ids[0]]);
+    let status = lab.procs[p].wait_exit(30);
+    assert!(!status.success());
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains(&format!(
+            "etcd no longer has the lease of {} (it expired or was revoked); restart flanneld",
+            lab.lease_of(a)
+        )),
+        "{log}"
     );
 }
