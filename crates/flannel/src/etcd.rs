@@ -201,6 +201,17 @@ impl EtcdManager {
         Ok(())
     }
 
+    /// Gives our lease back (its key goes with the etcd lease), after the node could not be
+    /// built on it; failing that, the TTL removes it.
+    pub async fn release(&mut self) {
+        if let Some((subnet, lease)) = self.mine.take() {
+            self.keeper = None;
+            if let Err(e) = self.client.lease_revoke(lease).await {
+                tracing::warn!("giving back the lease of {subnet}: {e}; it expires with its TTL");
+            }
+        }
+    }
+
     /// Keeps our lease alive for another TTL, over one keep-alive stream kept open (opened
     /// again after it failed). A lease etcd no longer has is `Error::LeaseLost`.
     pub async fn renew(&mut self) -> Result<(), Error> {

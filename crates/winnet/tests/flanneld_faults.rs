@@ -186,3 +186,54 @@ fn linux_host_gw_nodes_route_each_others_pods() {
     assert_eq!(peer.ip(), std::net::IpAddr::V4(ipa), "routed, not NATed");
     echo(&mut client, &mut conn, b"host-gw");
 }
+
+#[test]
+fn a_wrong_network_that_cannot_be_replaced_stops_flanneld_with_nothing_half_made() {
+    let mut lab = Lab::new("stuck");
+    put_config(&lab, VXLAN);
+    let w = lab.node(0);
+    let sock = lab.hnsd(w);
+    hns_create(
+        &sock,
+        "network",
+        r#"{"Name":"flannel.4096","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.99.0.0/24",
+            "Routes":[{"NextHop":"10.99.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}],
+            "Policies":[{"Type":"NetAdapterName","Settings":{"NetworkAdapterName":"eth0"}}]}"#,
+    );
+    let old = network(&sock, "flannel.4096").expect("the old network");
+    // A container's endpoint is still on it: HNS will not delete the network.
+    let id = old["ID"].as_str().expect("id");
+    hns_create(
+        &sock,
+        "endpoint",
+        &format!(
+            r#"{{"Name":"someones-pod","HostComputeNetwork":"{id}","IpConfigurations":[{{"IpAddress":"10.99.0.9","PrefixLength":24}}]}}"#
+        ),
+    );
+    let sock_text = sock.to_string_lossy().into_owned();
+    let p = lab.flanneld(w, &["--hns-socket", &sock_text]);
+    let status = lab.procs[p].wait_exit(60);
+    assert!(!status.success());
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains("cannot replace HNS network flannel.4096 of the wrong shape")
+            && log.contains("remove its endpoints first"),
+        "{log}"
+    );
+    assert_eq!(
+        network(&sock, "flannel.4096").expect("the network")["ID"],
+        old["ID"],
+        "the old network was touched"
+    );
+    assert!(lab.subnet_env(w).is_none(), "subnet.env without a network");
+    let keys = lab.etcdctl(&[
+        "get",
+        "/coreos.com/network/subnets/",
+        "--prefix",
+        "--keys-only",
+    ]);
+    assert!(
+        keys.trim().is_empty(),
+        "a lease left for a node without a network: {keys}"
+    );
+}
