@@ -117,7 +117,7 @@ impl Daemon {
             }
             Os::Linux => Backend::Linux(LinuxBackend::new(conf.clone(), node.clone())),
         };
-        let mut attrs = LeaseAttrs {
+        let attrs = LeaseAttrs {
             public_ip: node.public_ip,
             backend_type: conf.backend.backend_type,
             vxlan: match &backend {
@@ -143,33 +143,15 @@ impl Daemon {
             }
         };
         tracing::info!(subnet = %lease.subnet, "leased");
-        let data = match &mut backend {
-            Backend::Windows(b) => b.setup(&lease).await?,
-            Backend::Linux(b) => b.setup(&lease)?,
-        };
-        if data != attrs.vxlan {
-            attrs.vxlan = data;
-            lease.attrs = attrs;
-            match &mut manager {
-                Manager::Etcd(m) => m.publish(&attrs).await?,
-                Manager::Kube(m) => m.publish(&attrs).await?,
+        let built = build(&opts, &conf, &mut manager, &mut backend, &mut lease, attrs).await;
+        if let Err(e) = built {
+            // Nothing half-made: a lease without a network would route other nodes to a
+            // subnet nobody serves.
+            if let Manager::Etcd(m) = &mut manager {
+                m.release().await;
             }
+            return Err(e);
         }
-        if opts.ip_masq && opts.os == Os::Linux {
-            crate::masq::ensure(conf.network, lease.subnet)?;
-        }
-        let mtu = match &backend {
-            Backend::Windows(b) => b.mtu(),
-            Backend::Linux(b) => b.mtu(),
-        };
-        SubnetEnv {
-            network: conf.network,
-            subnet: lease.subnet,
-            mtu,
-            ip_masq: opts.ip_masq,
-        }
-        .write(&opts.subnet_file)
-        .map_err(|e| Error::Node(format!("write {}: {e}", opts.subnet_file.display())))?;
         Ok(Daemon {
             opts,
             conf,
@@ -205,10 +187,16 @@ impl Daemon {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 _ = renew.tick() => {
-                    if let Manager::Etcd(m) = &mut self.manager
-                        && let Err(e) = m.renew().await
-                    {
-                        tracing::warn!("renewing the lease of {}: {e}", self.lease.subnet);
+                    if let Manager::Etcd(m) = &mut self.manager {
+                        match m.renew().await {
+                            Ok(()) => {}
+                            // The subnet may be another node's now: stop rather than route
+                            // for it (flannel shuts down too); a restart leases afresh.
+                            Err(e @ Error::LeaseLost(_)) => return Err(e),
+                            Err(e) => {
+                                tracing::warn!("renewing the lease of {}: {e}", self.lease.subnet);
+                            }
+                        }
                     }
                 }
                 _ = resync.tick() => self.sync_logged().await,
@@ -252,6 +240,46 @@ impl Daemon {
             Backend::Linux(b) => b.reconcile(&others),
         }
     }
+}
+
+/// Builds the backend's network for `lease`, publishes what it learnt (the VtepMAC), sets up
+/// masquerading and writes subnet.env.
+async fn build(
+    opts: &Options,
+    conf: &NetConf,
+    manager: &mut Manager,
+    backend: &mut Backend,
+    lease: &mut Lease,
+    mut attrs: LeaseAttrs,
+) -> Result<(), Error> {
+    let data = match backend {
+        Backend::Windows(b) => b.setup(lease).await?,
+        Backend::Linux(b) => b.setup(lease)?,
+    };
+    if data != attrs.vxlan {
+        attrs.vxlan = data;
+        lease.attrs = attrs;
+        match manager {
+            Manager::Etcd(m) => m.publish(&attrs).await?,
+            Manager::Kube(m) => m.publish(&attrs).await?,
+        }
+    }
+    if opts.ip_masq && opts.os == Os::Linux {
+        crate::masq::ensure(conf.network, lease.subnet)?;
+    }
+    let mtu = match backend {
+        Backend::Windows(b) => b.mtu(),
+        Backend::Linux(b) => b.mtu(),
+    };
+    SubnetEnv {
+        network: conf.network,
+        subnet: lease.subnet,
+        mtu,
+        ip_masq: opts.ip_masq,
+    }
+    .write(&opts.subnet_file)
+    .map_err(|e| Error::Node(format!("write {}: {e}", opts.subnet_file.display())))?;
+    Ok(())
 }
 
 async fn connect(source: &SubnetSource) -> Result<Manager, Error> {

@@ -45,6 +45,9 @@ pub enum Error {
     NoPodCidr(String),
     #[error("hns: {0}")]
     Hns(String),
+    /// etcd no longer holds this node's lease: flanneld stops, as flannel does.
+    #[error("etcd: {0}")]
+    LeaseLost(String),
     #[error("{0}")]
     Node(String),
     #[error(transparent)]

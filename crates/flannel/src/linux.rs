@@ -39,11 +39,8 @@ pub struct LinuxBackend {
 impl LinuxBackend {
     pub fn new(conf: NetConf, node: Node) -> LinuxBackend {
         let vni = conf.backend.vni.unwrap_or(DEFAULT_VNI);
-        let device = conf
-            .backend
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("flannel.{vni}"));
+        // flannel names the Linux device by the VNI; Backend.Name is the Windows network's.
+        let device = format!("flannel.{vni}");
         let port = conf.backend.port.unwrap_or(LINUX_VXLAN_PORT);
         LinuxBackend {
             conf,

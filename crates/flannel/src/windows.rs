@@ -147,6 +147,7 @@ impl WindowsBackend {
         match self.conf.backend.backend_type {
             BackendType::HostGw => {
                 self.bridge_endpoint(&net, lease.subnet).await?;
+                self.enable_forwarding(lease.subnet).await?;
                 Ok(None)
             }
             BackendType::Vxlan => self.overlay(net, lease.subnet).await.map(Some),
@@ -274,6 +275,34 @@ impl WindowsBackend {
         Ok(())
     }
 
+    /// Turns IPv4 forwarding on for the management vNIC and the interface of `<name>_ep`, as
+    /// flannel's host-gw does on Windows (forwarding is per interface there and off by
+    /// default): pods reach other nodes by the host routing from the endpoint to the vNIC.
+    async fn enable_forwarding(&self, subnet: Ipv4Net) -> Result<(), Error> {
+        let ep_ip = host_of(subnet, 2);
+        let start = Instant::now();
+        let ep = loop {
+            if let Some(index) = address_holder(ep_ip)? {
+                break index;
+            }
+            if start.elapsed() > VNIC_WAIT {
+                return Err(Error::Hns(format!(
+                    "hnsd attached {}_ep to the host but no interface holds {ep_ip}",
+                    self.name
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let mut nl = Netlink::open()?;
+        for index in self.vnic.into_iter().chain([ep]) {
+            let Some(link) = nl.link_by_index(index)? else {
+                continue;
+            };
+            host::link::set_sysctl(&format!("net/ipv4/conf/{}/forwarding", link.name), "1")?;
+        }
+        Ok(())
+    }
+
     /// The Overlay network's `HostRoute`, the route to the node's own pods on the vNIC, and
     /// the DR MAC as the lease's VtepMAC.
     async fn overlay(&mut self, net: Network, subnet: Ipv4Net) -> Result<VxlanData, Error> {
@@ -300,7 +329,11 @@ impl WindowsBackend {
                 self.name
             )));
         };
-        // The host reaches its own pods through the management vNIC.
+        // The host reaches its own pods through the management vNIC. On Windows this route is
+        // HNS's doing, not flannel's: it comes with the HostRoute policy above (flannel only
+        // asks for the policy), and it goes with the policy or the network. It belongs in
+        // hnsd's data plane, which compiles HostRoute into the switch but does not yet put the
+        // route in the host's table; until it does, flanneld adds it (and never removes it).
         let route = RouteEntry {
             destination: IpNet::V4(subnet),
             gateway: None,

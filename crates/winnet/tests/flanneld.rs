@@ -1,319 +1,13 @@
-//! `winnet flanneld` end to end, as root, over real namespaces: a fabric namespace with a
-//! bridge and Debian's etcd on it, node namespaces plugged into the bridge, flanneld started in
-//! each node as a node would start it. Linux nodes get the kernel's VXLAN device; Windows nodes
-//! run hnsd with its data plane and flanneld builds their HNS network through it.
+//! `winnet flanneld` end to end with etcd, as root, over real namespaces (see `flannel_lab`):
+//! Linux nodes get the kernel's VXLAN device; Windows nodes run hnsd with its data plane and
+//! flanneld builds their HNS network through it.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+mod flannel_lab;
 
-const WINNET: &str = env!("CARGO_BIN_EXE_winnet");
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
 
-fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "flanneld's tests build namespaces and devices: run them as root"
-    );
-}
-
-/// Runs a command; its stdout, or a panic naming it and its stderr.
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")));
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A namespace, deleted on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(name: String) -> Ns {
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        sh(&["ip", "netns", "add", &name]);
-        sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
-        Ns(name)
-    }
-    fn ip(&self, args: &[&str]) -> String {
-        let mut a = vec!["ip", "-n", &self.0];
-        a.extend_from_slice(args);
-        sh(&a)
-    }
-    fn exec(&self, args: &[&str]) -> String {
-        let mut a = vec!["ip", "netns", "exec", &self.0];
-        a.extend_from_slice(args);
-        sh(&a)
-    }
-    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        host::netns::Netns::named(&self.0)
-            .run(|| Ok(f()))
-            .expect("enter netns")
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A process, killed on drop.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(ns: &Ns, args: &[&str], log: PathBuf) -> Proc {
-        let f = std::fs::File::create(&log).expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.0])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().expect("log"))
-            .stderr(f)
-            .spawn()
-            .expect("spawn");
-        Proc { child, log }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-static NEXT: AtomicU8 = AtomicU8::new(0);
-
-/// The fabric: a bridge namespace with etcd on it, and nodes plugged in.
-struct Lab {
-    procs: Vec<Proc>,
-    pods: Vec<Ns>,
-    nodes: Vec<Ns>,
-    fabric: Ns,
-    dir: tempfile::TempDir,
-    name: String,
-    net: u8,
-}
-
-impl Lab {
-    fn new(test: &str) -> Lab {
-        require_root();
-        let net = 90 + NEXT.fetch_add(1, Ordering::SeqCst);
-        let name = format!("wnt-fl-{test}");
-        let fabric = Ns::new(format!("{name}-f"));
-        fabric.ip(&["link", "add", "br0", "type", "bridge"]);
-        fabric.ip(&["addr", "add", &format!("10.{net}.0.1/24"), "dev", "br0"]);
-        fabric.ip(&["link", "set", "br0", "up"]);
-        let mut lab = Lab {
-            procs: Vec::new(),
-            pods: Vec::new(),
-            nodes: Vec::new(),
-            fabric,
-            dir: tempfile::tempdir().expect("dir"),
-            name,
-            net,
-        };
-        lab.etcd();
-        lab
-    }
-
-    fn etcd_url(&self) -> String {
-        format!("http://10.{}.0.1:2379", self.net)
-    }
-
-    fn etcd(&mut self) {
-        let data = self.dir.path().join("etcd");
-        let url = self.etcd_url();
-        let peer = format!("http://10.{}.0.1:2380", self.net);
-        let log = self.dir.path().join("etcd.log");
-        let p = Proc::spawn(
-            &self.fabric,
-            &[
-                "etcd",
-                "--data-dir",
-                &data.to_string_lossy(),
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-                "--initial-cluster",
-                &format!("default={peer}"),
-            ],
-            log,
-        );
-        self.procs.push(p);
-        wait_for("etcd", 30, || {
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &self.fabric.0,
-                    "etcdctl",
-                    "--endpoints",
-                    &url,
-                    "endpoint",
-                    "health",
-                ])
-                .env("ETCDCTL_API", "3")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    }
-
-    fn etcdctl(&self, args: &[&str]) -> String {
-        let url = self.etcd_url();
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.fabric.0,
-                "etcdctl",
-                "--endpoints",
-                &url,
-            ])
-            .args(args)
-            .env("ETCDCTL_API", "3")
-            .output()
-            .expect("etcdctl");
-        assert!(
-            out.status.success(),
-            "etcdctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Adds node `i` at 10.<net>.0.(11+i); its namespace index.
-    fn node(&mut self, i: u8) -> usize {
-        let ns = Ns::new(format!("{}-n{i}", self.name));
-        let port = format!("{}{i}", &self.name[..self.name.len().min(10)]);
-        self.fabric.ip(&[
-            "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &ns.0,
-        ]);
-        self.fabric
-            .ip(&["link", "set", &port, "master", "br0", "up"]);
-        ns.ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", self.node_ip(i)),
-            "dev",
-            "eth0",
-        ]);
-        ns.ip(&["link", "set", "eth0", "up"]);
-        ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-        self.nodes.push(ns);
-        self.nodes.len() - 1
-    }
-
-    fn node_ip(&self, i: u8) -> Ipv4Addr {
-        Ipv4Addr::new(10, self.net, 0, 11 + i)
-    }
-
-    fn subnet_file(&self, node: usize) -> PathBuf {
-        self.dir.path().join(format!("n{node}/subnet.env"))
-    }
-
-    fn flanneld(&mut self, node: usize, extra: &[&str]) -> usize {
-        let url = self.etcd_url();
-        let sf = self.subnet_file(node);
-        let _ = std::fs::remove_file(&sf);
-        let mut args = vec![WINNET, "flanneld", "--iface", "eth0", "--subnet-file"];
-        let sf_text = sf.to_string_lossy().into_owned();
-        args.push(&sf_text);
-        if !extra.contains(&"--etcd-endpoints") {
-            args.extend_from_slice(&["--etcd-endpoints", &url]);
-        }
-        args.extend_from_slice(extra);
-        let log = self
-            .dir
-            .path()
-            .join(format!("flanneld-{node}-{}.log", self.procs.len()));
-        let p = Proc::spawn(&self.nodes[node], &args, log);
-        self.procs.push(p);
-        self.procs.len() - 1
-    }
-
-    fn wait_ready(&self, proc_: usize) {
-        wait_for("flanneld ready", 60, || {
-            let log = self.procs[proc_].log();
-            assert!(!log.contains("Error:"), "flanneld failed:\n{log}");
-            log.contains("flanneld ready")
-        });
-    }
-
-    /// A pod on a Linux node: a namespace with `10.244.x.5/24`, behind a veth whose node end
-    /// holds .1.
-    fn linux_pod(&mut self, node: usize, subnet: ipnet::Ipv4Net) -> Ipv4Addr {
-        let ns = Ns::new(format!("{}-p{node}", self.name));
-        let o = subnet.network().octets();
-        let gw = Ipv4Addr::new(o[0], o[1], o[2], 1);
-        let ip = Ipv4Addr::new(o[0], o[1], o[2], 5);
-        let host = format!("pod{node}");
-        self.nodes[node].ip(&[
-            "link", "add", &host, "type", "veth", "peer", "name", "eth0", "netns", &ns.0,
-        ]);
-        self.nodes[node].ip(&["addr", "add", &format!("{gw}/24"), "dev", &host]);
-        self.nodes[node].ip(&["link", "set", &host, "up"]);
-        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-        ns.ip(&["link", "set", "eth0", "up"]);
-        ns.ip(&["route", "add", "default", "via", &gw.to_string()]);
-        self.pods.push(ns);
-        ip
-    }
-
-    fn lease_of(&self, node: usize) -> ipnet::Ipv4Net {
-        let text = std::fs::read_to_string(self.subnet_file(node)).expect("subnet.env");
-        flannel::subnet_env::SubnetEnv::previous_subnet(&text).expect("FLANNEL_SUBNET")
-    }
-}
-
-fn put_config(lab: &Lab, conf: &str) {
-    lab.etcdctl(&["put", "/coreos.com/network/config", conf]);
-}
-
-/// The routes, neighbours, FDB and links of a node, to compare before and after.
-fn kernel_state(ns: &Ns) -> (String, String, String, String) {
-    (
-        ns.ip(&["route", "show"]),
-        ns.ip(&["neigh", "show", "nud", "permanent"]),
-        ns.exec(&["bridge", "fdb", "show", "dev", "flannel.4096"]),
-        ns.ip(&["-d", "link", "show", "flannel.4096"]),
-    )
-}
+use flannel_lab::*;
 
 #[test]
 fn linux_vxlan_nodes_lease_from_etcd_and_reach_each_others_pods() {
@@ -385,11 +79,7 @@ fn linux_vxlan_nodes_lease_from_etcd_and_reach_each_others_pods() {
     lab.procs[pa].kill9();
     let pa2 = lab.flanneld(a, &["--ip-masq"]);
     lab.wait_ready(pa2);
-    wait_for("the first sync", 30, || {
-        lab.procs[pa2]
-            .log()
-            .contains("routes to the other nodes' subnets in place")
-    });
+    lab.wait_synced(pa2);
     assert_eq!(lab.lease_of(a), sa, "the restarted node keeps its lease");
     assert_eq!(
         kernel_state(&lab.nodes[a]),
@@ -411,21 +101,6 @@ fn linux_vxlan_nodes_lease_from_etcd_and_reach_each_others_pods() {
             && !neigh.contains(&sb.network().to_string())
             && !fdb.contains(&lab.node_ip(1).to_string())
     });
-}
-
-fn echo(client: &mut TcpStream, conn: &mut TcpStream, msg: &[u8]) {
-    client
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    client.write_all(msg).expect("send");
-    let mut buf = vec![0; msg.len()];
-    conn.read_exact(&mut buf).expect("receive");
-    assert_eq!(buf, msg);
-    conn.write_all(&buf).expect("echo");
-    client.read_exact(&mut buf).expect("echo back");
-    assert_eq!(buf, msg);
 }
 
 #[test]
@@ -482,80 +157,6 @@ fn windows_net_conf_refusals_are_flannels() {
         err.contains("VNI [1] must be greater than or equal to 4096 on Windows"),
         "{err}"
     );
-}
-
-impl Lab {
-    /// Starts hnsd with its data plane in node `node`'s namespace; its socket.
-    fn hnsd(&mut self, node: usize) -> PathBuf {
-        let dir = self.dir.path().join(format!("hnsd{node}"));
-        let sock = dir.join("hns.sock");
-        std::fs::create_dir_all(&dir).expect("dir");
-        let (state, sock_text) = (dir.join("state"), sock.to_string_lossy().into_owned());
-        let state_text = state.to_string_lossy().into_owned();
-        let log = dir.join("hnsd.log");
-        let p = Proc::spawn(
-            &self.nodes[node],
-            &[
-                WINNET,
-                "hnsd",
-                "--dataplane",
-                "--nic",
-                "eth0",
-                "--state-dir",
-                &state_text,
-                "--socket",
-                &sock_text,
-            ],
-            log,
-        );
-        self.procs.push(p);
-        wait_for("hnsd's socket", 30, || sock.exists());
-        sock
-    }
-}
-
-/// `winnet hns ARGS -o json` against `sock`.
-fn hns_json(sock: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(WINNET)
-        .arg("hns")
-        .args(args)
-        .args(["-o", "json", "--hns-socket"])
-        .arg(sock)
-        .output()
-        .expect("winnet hns");
-    assert!(
-        out.status.success(),
-        "winnet hns {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // One object prints as itself, several as an array or one document each.
-    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .expect("json");
-    if args[0] != "list" {
-        return docs.into_iter().next().expect("a document");
-    }
-    serde_json::Value::Array(
-        docs.into_iter()
-            .flat_map(|d| match d {
-                serde_json::Value::Array(a) => a,
-                other => vec![other],
-            })
-            .collect(),
-    )
-}
-
-fn network(sock: &std::path::Path, name: &str) -> Option<serde_json::Value> {
-    let all = hns_json(sock, &["list", "networks"]);
-    all.as_array()?.iter().find(|n| n["Name"] == name).cloned()
-}
-
-fn policies_of<'a>(net: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
-    net["Policies"]
-        .as_array()
-        .map(|p| p.iter().filter(|p| p["Type"] == kind).collect())
-        .unwrap_or_default()
 }
 
 #[test]
@@ -638,11 +239,7 @@ fn a_windows_vxlan_node_gets_its_overlay_network_and_a_remote_subnet_route_per_l
     lab.procs[pw].kill9();
     let pw2 = lab.flanneld(w, &["--hns-socket", &sock_text]);
     lab.wait_ready(pw2);
-    wait_for("the first sync", 30, || {
-        lab.procs[pw2]
-            .log()
-            .contains("routes to the other nodes' subnets in place")
-    });
+    lab.wait_synced(pw2);
     assert_eq!(dump(), before, "restart changed HNS");
     assert_eq!(
         routes(&lab),
@@ -703,4 +300,159 @@ fn a_windows_host_gw_node_gets_cbr0_its_bridge_endpoint_and_routes() {
             .ip(&["route", "show", &sw.to_string()])
             .contains(&format!("via {}", lab.node_ip(0)))
     });
+}
+
+/// How many Watch streams etcd has been asked to open, from its Prometheus metrics.
+fn etcd_watches_opened(lab: &Lab) -> u64 {
+    let metrics = lab
+        .fabric
+        .exec(&["curl", "-sf", &format!("{}/metrics", lab.etcd_url())]);
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_started_total") && l.contains("grpc_method=\"Watch\"")
+        })
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+#[test]
+fn one_etcd_watch_follows_every_lease_change() {
+    let mut lab = Lab::new("watch");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    lab.wait_synced(p);
+    let opened = etcd_watches_opened(&lab);
+    assert_eq!(opened, 1, "flanneld's first sync opens one watch");
+    // Other nodes come and go; each change is followed through the same watch.
+    for i in 0..5u8 {
+        let subnet = format!("10.244.{}.0", 100 + i);
+        let key = format!("/coreos.com/network/subnets/{subnet}-24");
+        let value = format!(
+            r#"{{"PublicIP":"{}","BackendType":"host-gw","BackendData":null}}"#,
+            lab.node_ip(1 + i)
+        );
+        lab.etcdctl(&["put", &key, &value]);
+        wait_for("the route to the new lease", 30, || {
+            lab.nodes[a]
+                .ip(&["route", "show", &format!("{subnet}/24")])
+                .contains(&format!("via {}", lab.node_ip(1 + i)))
+        });
+        lab.etcdctl(&["del", &key]);
+        wait_for("the route of the deleted lease to go", 30, || {
+            lab.nodes[a]
+                .ip(&["route", "show", &format!("{subnet}/24")])
+                .trim()
+                .is_empty()
+        });
+    }
+    // A lease value that is not flannel's JSON is skipped, saying which key.
+    let bad = "/coreos.com/network/subnets/10.244.200.0-24";
+    lab.etcdctl(&["put", bad, "{not json"]);
+    wait_for("the warning about the bad lease", 30, || {
+        lab.procs[p]
+            .log()
+            .contains(&format!("skipping lease {bad}"))
+    });
+    assert!(
+        lab.nodes[a]
+            .ip(&["route", "show", "10.244.200.0/24"])
+            .trim()
+            .is_empty()
+    );
+    assert_eq!(
+        etcd_watches_opened(&lab),
+        opened,
+        "flanneld opened another watch to follow lease changes"
+    );
+}
+
+#[test]
+fn flanneld_follows_leases_across_an_etcd_restart() {
+    let mut lab = Lab::new("erst");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    // A short TTL: renewals (every 2 s) go on across the restart.
+    let p = lab.flanneld(a, &["--subnet-lease-ttl", "6"]);
+    lab.wait_ready(p);
+    lab.wait_synced(p);
+    let mine = lab.lease_of(a);
+    // etcd goes down (kill -9) and comes back on the same data: flanneld's watch ends, and
+    // it watches again once etcd answers.
+    lab.procs[0].kill9();
+    lab.etcd();
+    let restarted = std::time::Instant::now();
+    let key = "/coreos.com/network/subnets/10.244.150.0-24";
+    let value = format!(
+        r#"{{"PublicIP":"{}","BackendType":"host-gw","BackendData":null}}"#,
+        lab.node_ip(1)
+    );
+    lab.etcdctl(&["put", key, &value]);
+    wait_for("the route to the lease put after the restart", 60, || {
+        lab.nodes[a]
+            .ip(&["route", "show", "10.244.150.0/24"])
+            .contains(&format!("via {}", lab.node_ip(1)))
+    });
+    assert_eq!(lab.lease_of(a), mine);
+    let ours = format!(
+        "/coreos.com/network/subnets/{}-{}",
+        mine.network(),
+        mine.prefix_len()
+    );
+    assert!(
+        !lab.etcdctl(&["get", &ours, "--print-value-only"])
+            .trim()
+            .is_empty(),
+        "flanneld's own lease is gone after the etcd restart"
+    );
+    // Renewals over the restarted etcd keep the lease (and flanneld) alive past a whole TTL:
+    // checked all along, not once after a sleep.
+    let until = restarted + std::time::Duration::from_secs(8);
+    while std::time::Instant::now() < until {
+        let log = lab.procs[p].log();
+        assert!(!log.contains("Error:"), "flanneld stopped:\n{log}");
+        assert!(
+            !lab.etcdctl(&["get", &ours, "--print-value-only"])
+                .trim()
+                .is_empty(),
+            "the lease was not renewed after the etcd restart"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_lease_etcd_no_longer_has_stops_flanneld_saying_so() {
+    let mut lab = Lab::new("lost");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &["--subnet-lease-ttl", "3"]);
+    lab.wait_ready(p);
+    let list = lab.etcdctl(&["lease", "list"]);
+    let ids: Vec<&str> = list.lines().skip(1).map(str::trim).collect();
+    assert_eq!(ids.len(), 1, "flanneld holds one etcd lease: {list}");
+    // Someone revokes it (or it expired while this node could not renew).
+    lab.etcdctl(&["lease", "revoke", ids[0]]);
+    let status = lab.procs[p].wait_exit(30);
+    assert!(!status.success());
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains(&format!(
+            "etcd no longer has the lease of {} (it expired or was revoked); restart flanneld",
+            lab.lease_of(a)
+        )),
+        "{log}"
+    );
 }
