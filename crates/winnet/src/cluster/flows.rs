@@ -377,3 +377,91 @@ fn headless_peer<'a>(state: &'a State, selector: &str) -> Option<&'a PodState> {
             .1,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeState;
+    use crate::cluster::topology::Topology;
+
+    fn state(profile: &str) -> State {
+        let t = Topology::parse(
+            &format!(
+                "mode: l2bridge\nprofile: {profile}\nnodes:\n\
+                 - {{name: win-1, os: windows, pods: [web-1, client-1]}}\n\
+                 - {{name: win-2, os: windows, pods: [web-2]}}\n\
+                 - {{name: linux-1, os: linux, pods: [web-3]}}\n\
+                 services: [{{name: web, selector: web, port: 80, targetPort: 8080}}]\n"
+            ),
+            "t",
+        )
+        .expect("topology");
+        let node = |name: &str, os, k: u8, pods: &[&str]| NodeState {
+            name: name.into(),
+            os,
+            netns: format!("wn-{name}"),
+            ip: Ipv4Addr::new(192, 168, 77, k),
+            mac: String::new(),
+            subnet: None,
+            source_vip: None,
+            pods: pods
+                .iter()
+                .enumerate()
+                .map(|(j, p)| PodState {
+                    name: p.to_string(),
+                    netns: format!("wn-{name}-{p}"),
+                    ip: Ipv4Addr::new(10, 244, k, 10 + j as u8),
+                })
+                .collect(),
+        };
+        State {
+            topology: Some(t),
+            nodes: vec![
+                node("win-1", Os::Windows, 1, &["web-1", "client-1", "coredns-1"]),
+                node("win-2", Os::Windows, 2, &["web-2", "coredns-2"]),
+                node("linux-1", Os::Linux, 3, &["web-3"]),
+            ],
+            ..State::default()
+        }
+    }
+
+    fn named(flows: &[Flow]) -> Vec<(String, String, bool, Option<String>, IpAddr)> {
+        flows
+            .iter()
+            .filter_map(|f| {
+                let n = f.to_name.clone()?;
+                Some((f.from.clone(), n, f.expect_pass, f.limitation.clone(), f.to))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_windows_pod_fails_only_the_dotted_short_names_and_only_under_ws_profiles() {
+        let rows = named(&matrix(&state("ws2022"), Profile::Ws2022));
+        assert_eq!(rows.len(), 14, "seven names from each client: {rows:?}");
+        let failing: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|r| !r.2)
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect();
+        assert_eq!(
+            failing,
+            [("client-1", "web-2.peers"), ("client-1", "web.default")]
+        );
+        assert!(
+            rows.iter()
+                .filter(|r| !r.2)
+                .all(|r| r.3.as_deref() == Some("WindowsDnsClient"))
+        );
+        let peer = rows.iter().find(|r| r.1 == "web-2.peers").expect("row");
+        assert_eq!(
+            peer.4,
+            IpAddr::V4(Ipv4Addr::new(10, 244, 2, 10)),
+            "pod web-2"
+        );
+        let ext = rows.iter().find(|r| r.1 == "outside").expect("row");
+        assert_eq!(ext.4, IpAddr::V4(OUTSIDE_IP));
+        let open = named(&matrix(&state("unrestricted"), Profile::Unrestricted));
+        assert!(open.iter().all(|r| r.2), "{open:?}");
+    }
+}
