@@ -111,6 +111,23 @@ fn under_ws2022_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolv
         assert_resolves(LINUX_POD, name);
     }
 
+    // kube-dns carries TCP 53 too (port `dns-tcp`), through the same load balancers.
+    for netns in [WINDOWS_POD, LINUX_POD] {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", netns, "dig", "+tcp", "+short", "+time=2", "+tries=2",
+            ])
+            .args(["@10.96.0.10", FQDNS[0]])
+            .output()
+            .expect("run dig");
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            answer.trim(),
+            "10.96.1.1",
+            "DNS over TCP from {netns}: {answer}"
+        );
+    }
+
     let out = winnet(&[
         "resolve", "--node", "win-1", "--pod", "client-1", SVC_NS, "--json",
     ]);
