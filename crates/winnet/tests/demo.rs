@@ -79,12 +79,23 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
             assert!(t.contains("| Linux pod -> ClusterIP |"), "{t}");
             assert!(t.contains("| node -> pod on this node |"), "{t}");
             assert!(t.contains("| node -> pod on another node |"), "{t}");
+            for row in [
+                "pod -> Service by svc.namespace",
+                "pod -> ExternalName Service",
+            ] {
+                assert!(t.contains(&format!("| {row} |")), "{t}");
+                assert!(t.contains(&format!("| Linux {row} |")), "{t}");
+            }
             if profile != "unrestricted" {
                 assert!(
                     t.contains("fails (IcmpThroughOutboundNat)"),
                     "{profile} shows its limitations as expected failures:\n{t}"
                 );
                 assert!(t.contains("fails (NodePortFromNode)"), "{t}");
+                assert!(
+                    t.contains("| pod -> pod by name (host.svc) | client-1 | web-2.peers:8080 tcp | fails (WindowsDnsClient) |"),
+                    "a Windows pod never suffixes a dotted name:\n{t}"
+                );
                 assert_eq!(
                     t.contains("fails (RemotePodFromNodeOnOverlay)"),
                     mode == "overlay",
@@ -119,6 +130,10 @@ fn without_root_the_demo_runs_in_memory_and_says_so() {
         assert!(t.contains("SIMULATED"), "{t}");
         assert!(t.contains("pod -> ClusterIP"), "{t}");
         assert!(!t.contains("MISMATCH"), "{t}");
+        assert!(
+            t.contains("web.default  ") && t.contains("the in-memory wires carry no DNS messages"),
+            "the rows by name are shown as not simulated:\n{t}"
+        );
     }
 }
 

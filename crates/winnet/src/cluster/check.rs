@@ -33,12 +33,16 @@ pub fn run(f: &Flow) -> Outcome {
         (true, Some(want)) => detail.contains(&format!("from {want}")),
         _ => true,
     };
-    let matches = passed == f.expect_pass && source_ok;
+    // A flow by name got where it should only if the name led to the flow's address.
+    let address_ok = !passed || f.to_name.is_none() || detail.ends_with(&format!("-> {})", f.to));
+    let matches = passed == f.expect_pass && source_ok && address_ok;
     let detail = if passed && !source_ok {
         format!(
             "{detail} (expected the source {})",
             f.expect_source.map(|s| s.to_string()).unwrap_or_default()
         )
+    } else if !address_ok {
+        format!("{detail} (expected {})", f.to)
     } else {
         detail
     };
@@ -51,29 +55,19 @@ pub fn run(f: &Flow) -> Outcome {
 }
 
 fn tcp(f: &Flow) -> (bool, String) {
-    let url = format!("http://{}:{}/", f.to, f.port);
+    let host = f.to_name.clone().unwrap_or_else(|| f.to.to_string());
+    let url = format!("http://{host}:{}/", f.port);
+    // A name goes through the pod's resolver first (on a Windows node the stub's walk).
+    let max_time = if f.to_name.is_some() { "5" } else { "2" };
     // Two tries: the first connection of a path may wait for ARP behind a switch recompile.
     let mut last = String::new();
     for _ in 0..2 {
         let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &f.netns,
-                "curl",
-                "-sS",
-                "--max-time",
-                "2",
-                &url,
-            ])
+            .args(["netns", "exec", &f.netns, "curl", "-sS", "--max-time"])
+            .args([max_time, "-w", "\n%{remote_ip}", &url])
             .output();
         match out {
-            Ok(o) if o.status.success() => {
-                return (
-                    true,
-                    format!("HTTP {}", String::from_utf8_lossy(&o.stdout).trim()),
-                );
-            }
+            Ok(o) if o.status.success() => return answered(f, &String::from_utf8_lossy(&o.stdout)),
             Ok(o) => {
                 last = String::from_utf8_lossy(&o.stderr)
                     .trim()
@@ -83,6 +77,16 @@ fn tcp(f: &Flow) -> (bool, String) {
         }
     }
     (false, last)
+}
+
+/// What curl printed (the body, then the address it connected to).
+fn answered(f: &Flow, out: &str) -> (bool, String) {
+    let (body, remote) = out.rsplit_once('\n').unwrap_or((out, ""));
+    let body = body.trim();
+    match &f.to_name {
+        None => (true, format!("HTTP {body}")),
+        Some(name) => (true, format!("HTTP {body} ({name} -> {remote})")),
+    }
 }
 
 fn udp(f: &Flow) -> (bool, String) {
@@ -167,10 +171,11 @@ pub fn render_rows(rows: &[Row], markdown: bool) -> String {
 
 fn row(o: &Outcome) -> Row {
     let f = &o.flow;
+    let host = f.to_name.clone().unwrap_or_else(|| f.to.to_string());
     let to = match f.proto {
-        Proto::Icmp => format!("{} icmp", f.to),
-        Proto::Tcp => format!("{}:{} tcp", f.to, f.port),
-        Proto::Udp => format!("{}:{} udp", f.to, f.port),
+        Proto::Icmp => format!("{host} icmp"),
+        Proto::Tcp => format!("{host}:{} tcp", f.port),
+        Proto::Udp => format!("{host}:{} udp", f.port),
     };
     let expected = match (&f.expect_pass, &f.limitation) {
         (true, _) => "works".to_string(),

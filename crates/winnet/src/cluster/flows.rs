@@ -7,8 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use hns::{Limitation, Profile};
 use serde::Serialize;
 
-use super::topology::{HTTP_PORT, Mode, OUTSIDE_IP, Os, UDP_PORT, cluster_ip};
-use super::{NS_PREFIX, State};
+use super::topology::{
+    CLUSTER_DOMAIN, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
+    NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
+};
+use super::{NS_PREFIX, PodState, State};
 
 /// The transport of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -29,8 +32,10 @@ pub struct Flow {
     /// The namespace the client runs in.
     #[serde(skip)]
     pub netns: String,
-    /// Where to.
+    /// Where to: the address, or for a flow by name the address the name must lead to.
     pub to: IpAddr,
+    /// The DNS name the client uses instead of the address (resolved by its pod's resolver).
+    pub to_name: Option<String>,
     pub port: u16,
     pub proto: Proto,
     /// Whether the profile's build carries it.
@@ -47,6 +52,7 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         from: from.into(),
         netns: netns.into(),
         to,
+        to_name: None,
         port,
         proto,
         expect_pass: true,
@@ -61,6 +67,12 @@ impl Flow {
             self.expect_pass = false;
             self.limitation = Some(l.as_str().to_string());
         }
+        self
+    }
+
+    /// The same flow by `name`, which must lead to its address.
+    fn by_name(mut self, name: &str) -> Flow {
+        self.to_name = Some(name.to_string());
         self
     }
 
@@ -279,5 +291,177 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         )
         .seen_as(ip(p1.ip)),
     );
+    let client = p1b.unwrap_or(p1);
+    out.extend(by_name(state, profile, client, true));
+    if let Some(pl) = linux.and_then(|l| l.pods.first()) {
+        out.extend(by_name(state, profile, pl, false));
+    }
     out
+}
+
+/// The flows by name from `client` (on a Windows node when `windows`): through its pod's
+/// resolver (Windows nodes: hnsd's DNS client; Linux: glibc with kubelet's resolv.conf) to the
+/// `kube-dns` Service. Names with a dot are not suffixed by the Windows DNS Client
+/// ([`Limitation::WindowsDnsClient`]), so `web-2.peers` and `web.default` fail from a Windows
+/// pod unless the profile lifts it.
+fn by_name(state: &State, profile: Profile, client: &PodState, windows: bool) -> Vec<Flow> {
+    let Some(s) = state.topology.as_ref().and_then(|t| t.services.first()) else {
+        return Vec::new();
+    };
+    let who = if windows { "pod" } else { "Linux pod" };
+    let rule = |f: Flow| {
+        if windows {
+            f.unless(profile, Limitation::WindowsDnsClient)
+        } else {
+            f
+        }
+    };
+    let tcp = |what: &str, to: Ipv4Addr, port: u16, name: &str| {
+        flow(
+            &format!("{who} -> {what}"),
+            &client.name,
+            &client.netns,
+            IpAddr::V4(to),
+            port,
+            Proto::Tcp,
+        )
+        .by_name(name)
+    };
+    let mut out = Vec::new();
+    if let Some(peer) = headless_peer(state, &s.selector) {
+        let short = format!("{}.{HEADLESS_SERVICE}", peer.name);
+        let fqdn = format!("{short}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}");
+        out.push(tcp("pod by name (FQDN)", peer.ip, HTTP_PORT, &fqdn));
+        out.push(rule(tcp(
+            "pod by name (host.svc)",
+            peer.ip,
+            HTTP_PORT,
+            &short,
+        )));
+    }
+    if let Some(vip) = cluster_ip(0) {
+        let ns_name = format!("{}.{NAMESPACE}", s.name);
+        let fqdn = format!("{ns_name}.svc.{CLUSTER_DOMAIN}");
+        out.push(tcp("Service by single-label name", vip, s.port, &s.name));
+        out.push(rule(tcp("Service by svc.namespace", vip, s.port, &ns_name)));
+        out.push(tcp("Service by FQDN", vip, s.port, &fqdn));
+    }
+    let www = format!("www.{EXTERNAL_ZONE}");
+    out.push(tcp("external by DNS name", OUTSIDE_IP, HTTP_PORT, &www));
+    out.push(tcp(
+        "ExternalName Service",
+        OUTSIDE_IP,
+        HTTP_PORT,
+        EXTERNAL_NAME_SERVICE,
+    ));
+    out
+}
+
+/// The pod a headless-Service name points at: one of the first Service's pods, on the second
+/// Windows node when there is one (so the flow crosses nodes).
+fn headless_peer<'a>(state: &'a State, selector: &str) -> Option<&'a PodState> {
+    let mut pods = state
+        .nodes
+        .iter()
+        .filter(|n| n.os == Os::Windows)
+        .flat_map(|n| {
+            n.pods
+                .iter()
+                .filter(move |p| p.name.starts_with(selector))
+                .map(move |p| (n, p))
+        });
+    let first = pods.next()?;
+    Some(
+        pods.find(|(n, _)| n.name != first.0.name)
+            .unwrap_or(first)
+            .1,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeState;
+    use crate::cluster::topology::Topology;
+
+    fn state(profile: &str) -> State {
+        let t = Topology::parse(
+            &format!(
+                "mode: l2bridge\nprofile: {profile}\nnodes:\n\
+                 - {{name: win-1, os: windows, pods: [web-1, client-1]}}\n\
+                 - {{name: win-2, os: windows, pods: [web-2]}}\n\
+                 - {{name: linux-1, os: linux, pods: [web-3]}}\n\
+                 services: [{{name: web, selector: web, port: 80, targetPort: 8080}}]\n"
+            ),
+            "t",
+        )
+        .expect("topology");
+        let node = |name: &str, os, k: u8, pods: &[&str]| NodeState {
+            name: name.into(),
+            os,
+            netns: format!("wn-{name}"),
+            ip: Ipv4Addr::new(192, 168, 77, k),
+            mac: String::new(),
+            subnet: None,
+            source_vip: None,
+            pods: pods
+                .iter()
+                .enumerate()
+                .map(|(j, p)| PodState {
+                    name: p.to_string(),
+                    netns: format!("wn-{name}-{p}"),
+                    ip: Ipv4Addr::new(10, 244, k, 10 + j as u8),
+                })
+                .collect(),
+        };
+        State {
+            topology: Some(t),
+            nodes: vec![
+                node("win-1", Os::Windows, 1, &["web-1", "client-1", "coredns-1"]),
+                node("win-2", Os::Windows, 2, &["web-2", "coredns-2"]),
+                node("linux-1", Os::Linux, 3, &["web-3"]),
+            ],
+            ..State::default()
+        }
+    }
+
+    fn named(flows: &[Flow]) -> Vec<(String, String, bool, Option<String>, IpAddr)> {
+        flows
+            .iter()
+            .filter_map(|f| {
+                let n = f.to_name.clone()?;
+                Some((f.from.clone(), n, f.expect_pass, f.limitation.clone(), f.to))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_windows_pod_fails_only_the_dotted_short_names_and_only_under_ws_profiles() {
+        let rows = named(&matrix(&state("ws2022"), Profile::Ws2022));
+        assert_eq!(rows.len(), 14, "seven names from each client: {rows:?}");
+        let failing: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|r| !r.2)
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect();
+        assert_eq!(
+            failing,
+            [("client-1", "web-2.peers"), ("client-1", "web.default")]
+        );
+        assert!(
+            rows.iter()
+                .filter(|r| !r.2)
+                .all(|r| r.3.as_deref() == Some("WindowsDnsClient"))
+        );
+        let peer = rows.iter().find(|r| r.1 == "web-2.peers").expect("row");
+        assert_eq!(
+            peer.4,
+            IpAddr::V4(Ipv4Addr::new(10, 244, 2, 10)),
+            "pod web-2"
+        );
+        let ext = rows.iter().find(|r| r.1 == "outside").expect("row");
+        assert_eq!(ext.4, IpAddr::V4(OUTSIDE_IP));
+        let open = named(&matrix(&state("unrestricted"), Profile::Unrestricted));
+        assert!(open.iter().all(|r| r.2), "{open:?}");
+    }
 }

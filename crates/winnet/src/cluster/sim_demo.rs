@@ -9,7 +9,10 @@ use anyhow::{Context, bail};
 use hns::Limitation;
 use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
 
-use super::topology::{Mode, Os, Topology};
+use super::topology::{
+    CLUSTER_DOMAIN, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, Mode, NAMESPACE, Os,
+    Topology,
+};
 
 struct Row {
     name: String,
@@ -18,7 +21,15 @@ struct Row {
     expect_pass: bool,
     limitation: Option<Limitation>,
     result: Option<(bool, String)>,
+    /// Why a row without a result is not simulated.
+    skipped: &'static str,
 }
+
+/// Why the Linux rows are not simulated.
+const LINUX_KERNEL: &str = "not simulated (a Linux node is the Linux kernel)";
+/// Why the rows by name are not simulated: the in-memory wires carry tokens, not DNS messages,
+/// so no DNS pod can answer there.
+const NO_DNS: &str = "not simulated (the in-memory wires carry no DNS messages)";
 
 /// Runs the simulated demo and prints its matrix.
 pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
@@ -64,6 +75,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             expect_pass: lim.is_none(),
             limitation: lim,
             result: r,
+            skipped: LINUX_KERNEL,
         });
     };
     let show = |e: &Exchange| -> (bool, String) {
@@ -234,6 +246,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         None,
         Some(show(&e)),
     );
+    rows.extend(name_rows(t, &p1_name));
 
     let cells: Vec<[String; 6]> = rows
         .iter()
@@ -243,10 +256,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
                 None => "works".into(),
             };
             let (happened, verdict) = match &r.result {
-                None => (
-                    "not simulated (a Linux node is the Linux kernel)".to_string(),
-                    "skipped".to_string(),
-                ),
+                None => (r.skipped.to_string(), "skipped".to_string()),
                 Some((ok, d)) => (
                     format!("{}: {d}", if *ok { "works" } else { "fails" }),
                     if *ok == r.expect_pass {
@@ -279,4 +289,81 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         bail!("some simulated flows did not behave as the profile says (see MISMATCH above)");
     }
     Ok(())
+}
+
+/// The rows by name of the real matrix, from the first Windows pod (the Windows DNS Client's
+/// rule on the dotted short names, as the profile says) and from the Linux pod: not simulated.
+fn name_rows(t: &Topology, windows_pod: &str) -> Vec<Row> {
+    let Some(s) = t.services.first() else {
+        return Vec::new();
+    };
+    // The headless name's pod: one of the Service's pods, on the second Windows node if any.
+    let mut ours = t
+        .nodes
+        .iter()
+        .filter(|n| n.os == Os::Windows)
+        .flat_map(|n| {
+            let sel = s.selector.clone();
+            n.pods
+                .iter()
+                .filter(move |p| p.starts_with(&sel))
+                .map(move |p| (n.name.clone(), p.clone()))
+        });
+    let Some(first) = ours.next() else {
+        return Vec::new();
+    };
+    let pod = ours.find(|(n, _)| *n != first.0).unwrap_or(first).1;
+    let peer = format!("{pod}.{HEADLESS_SERVICE}");
+    let names = [
+        (
+            "pod by name (FQDN)",
+            format!("{peer}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}"),
+            false,
+        ),
+        ("pod by name (host.svc)", peer.clone(), true),
+        ("Service by single-label name", s.name.clone(), false),
+        (
+            "Service by svc.namespace",
+            format!("{}.{NAMESPACE}", s.name),
+            true,
+        ),
+        (
+            "Service by FQDN",
+            format!("{}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}", s.name),
+            false,
+        ),
+        (
+            "external by DNS name",
+            format!("www.{EXTERNAL_ZONE}"),
+            false,
+        ),
+        (
+            "ExternalName Service",
+            EXTERNAL_NAME_SERVICE.to_string(),
+            false,
+        ),
+    ];
+    let linux = t.nodes.iter().any(|n| n.os == Os::Linux);
+    let froms = [
+        Some(("pod", windows_pod, true)),
+        linux.then_some(("Linux pod", "-", false)),
+    ];
+    let mut out = Vec::new();
+    for (who, from, windows) in froms.into_iter().flatten() {
+        for (what, name, dotted) in &names {
+            let lim = (windows && *dotted)
+                .then_some(Limitation::WindowsDnsClient)
+                .filter(|l| t.profile.imposes(*l));
+            out.push(Row {
+                name: format!("{who} -> {what}"),
+                from: from.to_string(),
+                to: name.clone(),
+                expect_pass: lim.is_none(),
+                limitation: lim,
+                result: None,
+                skipped: NO_DNS,
+            });
+        }
+    }
+    out
 }

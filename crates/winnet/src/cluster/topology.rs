@@ -108,6 +108,13 @@ pub const EXTERNAL_ZONE: &str = "example.test";
 pub const HEADLESS_SERVICE: &str = "peers";
 /// The ExternalName Service: a CNAME to `www.<EXTERNAL_ZONE>`.
 pub const EXTERNAL_NAME_SERVICE: &str = "outside";
+/// The cluster DNS's Service (kubeadm's name for CoreDNS's Service) at [`DNS_SERVICE_IP`].
+pub const DNS_SERVICE: &str = "kube-dns";
+/// The cluster DNS pods' names: `coredns-1` on the first Windows node, `coredns-2` on the
+/// second (reserved: a topology may not name its pods so).
+pub const DNS_POD_PREFIX: &str = "coredns-";
+/// How many DNS pods the cluster runs (one on each of the first Windows nodes).
+pub const DNS_PODS: usize = 2;
 /// The cluster's DNS domain.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// The Kubernetes namespace of every object of the local cluster.
@@ -179,6 +186,12 @@ impl Topology {
             }
             for p in &n.pods {
                 check_name("nodes[].pods[]", p)?;
+                if p.starts_with(DNS_POD_PREFIX) {
+                    bail!(
+                        "nodes[{}].pods: {p:?}: names starting {DNS_POD_PREFIX:?} are the cluster DNS's; rename the pod",
+                        n.name
+                    );
+                }
                 if !names.insert(format!("pod/{p}")) {
                     bail!("pods: the name {p} is used twice");
                 }
@@ -290,6 +303,10 @@ mod tests {
             (
                 "mode: overlay\nprofile: ws2022\nnodes: [{name: Bad_Name, os: windows}]\n",
                 "nodes[].name",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows, pods: [coredns-1]}]\n",
+                "the cluster DNS's",
             ),
             (
                 "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 80}]\n",

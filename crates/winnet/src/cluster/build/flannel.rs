@@ -193,6 +193,32 @@ impl Builder {
         Ok(())
     }
 
+    /// In host-gw (l2bridge) mode pods talk to the fabric with their own addresses (the fabric
+    /// is an OutBoundNAT exception), so the fabric's router — the external host — routes each
+    /// node's pod subnet to that node, as a cloud's route table does for L2Bridge nodes.
+    /// Overlay pods reach the fabric translated to their node's address and need no routes.
+    pub(super) fn route_external_to_pods(&self) -> anyhow::Result<()> {
+        if self.t.mode != Mode::L2bridge {
+            return Ok(());
+        }
+        let ext = format!("{}external", super::NS_PREFIX);
+        for n in &self.state.nodes {
+            if let Some(subnet) = n.subnet {
+                super::sh(&[
+                    "ip",
+                    "-n",
+                    &ext,
+                    "route",
+                    "replace",
+                    &subnet.to_string(),
+                    "via",
+                    &n.ip.to_string(),
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
     /// The subnets of `others` that node `i`'s Overlay network has no RemoteSubnetRoute to.
     async fn missing_rsrs(&self, i: usize, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>> {
         let client = hns::Client::new(self.socket(i));

@@ -3,9 +3,11 @@
 //! namespaces and the Kubernetes objects — and every node's components started as the node
 //! would start them: flannel's etcd on the fabric ([`flannel`]), on Windows nodes hnsd, then
 //! `winnet flanneld` (which makes the HNS network), the pods added by the CNI plugins as a
-//! runtime calls them ([`pods`]) and `winnet proxy` on the manifests ([`services`]); on Linux
+//! runtime calls them ([`pods`]), the cluster DNS's pods ([`cluster_dns`]) and `winnet proxy`
+//! on the manifests ([`services`]); on Linux
 //! nodes `winnet flanneld` (routes, VXLAN device) and Debian's `bridge` + `host-local` plugins.
 
+mod cluster_dns;
 mod flannel;
 mod knot;
 mod pods;
@@ -74,15 +76,19 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     }
     progress("waiting for every node's routes to the others' subnets");
     b.wait_routes()?;
+    b.route_external_to_pods()?;
     for i in 0..t.nodes.len() {
         for pod in t.nodes[i].pods.clone() {
             progress(&format!("pod {pod} on {}", t.nodes[i].name));
             b.pod(i, &pod, &plugins)?;
         }
     }
-    progress("Services (manifests) and kube-proxy");
+    progress("the cluster DNS's pods");
+    let dns = b.dns_pods(&plugins)?;
+    progress("Services (manifests), the cluster DNS and kube-proxy");
     b.services()?;
     b.dns_objects()?;
+    b.kube_dns(&dns)?;
     for i in 0..t.nodes.len() {
         match t.nodes[i].os {
             Os::Windows => b.proxy(i)?,
@@ -90,6 +96,7 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
         }
     }
     b.wait_programmed(progress)?;
+    b.wait_dns(progress)?;
     b.state.ready = true;
     b.state.save(dir)?;
     Ok(b.state)

@@ -26,7 +26,21 @@ use super::{Builder, DEBIAN_CNI};
 const FIRST_POD: u32 = 10;
 
 impl Builder {
+    /// Pod `name` on node `i`, with `winnet serve` in it.
     pub(super) fn pod(&mut self, i: usize, name: &str, plugins: &Path) -> anyhow::Result<()> {
+        let node = self.state.nodes[i].name.clone();
+        let pod = self.add_pod(i, name, plugins)?;
+        self.serve(&format!("{node}-{name}"), &pod.netns, true)
+    }
+
+    /// Pod `name`'s namespace on node `i`, added to the node's network by its CNI plugin and
+    /// recorded; nothing runs in it yet.
+    pub(super) fn add_pod(
+        &mut self,
+        i: usize,
+        name: &str,
+        plugins: &Path,
+    ) -> anyhow::Result<PodState> {
         let node = self.state.nodes[i].name.clone();
         let ns = self.ns(&format!("{node}-{name}"))?;
         let conf = self.cni_conf(i)?;
@@ -66,13 +80,14 @@ impl Builder {
             std::fs::create_dir_all(&etc).with_context(|| format!("create {}", etc.display()))?;
             std::fs::write(etc.join("resolv.conf"), linux_pod_resolv_conf())?;
         }
-        self.state.nodes[i].pods.push(PodState {
+        let pod = PodState {
             name: name.to_string(),
-            netns: ns.clone(),
+            netns: ns,
             ip,
-        });
+        };
+        self.state.nodes[i].pods.push(pod.clone());
         self.state.save(&self.dir)?;
-        self.serve(&format!("{node}-{name}"), &ns, true)
+        Ok(pod)
     }
 
     /// The node's CNI config, on the lease in its subnet.env.
