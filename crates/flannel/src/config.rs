@@ -56,6 +56,9 @@ pub struct Backend {
     pub dns_servers: Vec<Ipv4Addr>,
 }
 
+/// What VXLAN adds to each packet (outer Ethernet, IPv4, UDP and VXLAN headers).
+const VXLAN_OVERHEAD: u32 = 50;
+
 /// A checked net-conf.json.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetConf {
@@ -91,6 +94,22 @@ fn get<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 
 impl NetConf {
     /// Reads net-conf.json text.
+    /// The MTU pods get (`FLANNEL_MTU`): the NIC's, less what VXLAN adds on vxlan.
+    pub fn pod_mtu(&self, nic_mtu: u32) -> u32 {
+        match self.backend.backend_type {
+            BackendType::HostGw => nic_mtu,
+            BackendType::Vxlan => nic_mtu.saturating_sub(VXLAN_OVERHEAD),
+        }
+    }
+
+    /// The vxlan data to lease before the device or network exists (no VtepMAC yet).
+    pub fn initial_vxlan(&self, vni: u32) -> Option<crate::lease::VxlanData> {
+        (self.backend.backend_type == BackendType::Vxlan).then_some(crate::lease::VxlanData {
+            vni,
+            vtep_mac: None,
+        })
+    }
+
     pub fn parse(text: &str) -> Result<NetConf, ConfigError> {
         let v: Value =
             serde_json::from_str(text).map_err(|e| bad("(document)", format!("not JSON: {e}")))?;

@@ -18,8 +18,6 @@ use crate::{Error, Node};
 
 /// Linux's VXLAN port when net-conf gives none (flannel passes 0: the kernel's default).
 const LINUX_VXLAN_PORT: u16 = 8472;
-/// What VXLAN adds to each packet.
-const VXLAN_OVERHEAD: u32 = 50;
 /// flannel's default VNI on Linux.
 const DEFAULT_VNI: u32 = 1;
 
@@ -55,17 +53,11 @@ impl LinuxBackend {
 
     /// The vxlan data to lease before the device exists.
     pub fn initial_data(&self) -> Option<VxlanData> {
-        (self.conf.backend.backend_type == BackendType::Vxlan).then_some(VxlanData {
-            vni: self.vni,
-            vtep_mac: None,
-        })
+        self.conf.initial_vxlan(self.vni)
     }
 
     pub fn mtu(&self) -> u32 {
-        match self.conf.backend.backend_type {
-            BackendType::HostGw => self.node.mtu,
-            BackendType::Vxlan => self.node.mtu.saturating_sub(VXLAN_OVERHEAD),
-        }
+        self.conf.pod_mtu(self.node.mtu)
     }
 
     /// Makes (or adopts) the VXLAN device; the vxlan data to publish.

@@ -28,8 +28,6 @@ use crate::{Error, Node};
 pub const MIN_VNI: u32 = 4096;
 /// The only VXLAN port HNS speaks.
 pub const VXLAN_PORT: u16 = 4789;
-/// What VXLAN adds to each packet.
-const VXLAN_OVERHEAD: u32 = 50;
 /// How long flanneld waits for hnsd to make the management vNIC.
 const VNIC_WAIT: Duration = Duration::from_secs(45);
 
@@ -100,18 +98,12 @@ impl WindowsBackend {
 
     /// The vxlan data to lease before the network exists (no VtepMAC yet).
     pub fn initial_data(&self) -> Option<VxlanData> {
-        (self.conf.backend.backend_type == BackendType::Vxlan).then_some(VxlanData {
-            vni: self.vni,
-            vtep_mac: None,
-        })
+        self.conf.initial_vxlan(self.vni)
     }
 
     /// The MTU for subnet.env: the NIC's, less VXLAN's overhead on vxlan.
     pub fn mtu(&self) -> u32 {
-        match self.conf.backend.backend_type {
-            BackendType::HostGw => self.node.mtu,
-            BackendType::Vxlan => self.node.mtu.saturating_sub(VXLAN_OVERHEAD),
-        }
+        self.conf.pod_mtu(self.node.mtu)
     }
 
     /// Makes (or adopts) the node's network for `lease`; the vxlan data to publish.
