@@ -238,7 +238,9 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         None,
         Some(show(&e)),
     );
-    rows.extend(name_rows(&mut c, t, (&p1_name, p1), &opts.dns)?);
+    // The real matrix's client for names: the first Windows node's second pod, if any.
+    let (client_name, client) = pods[0].get(1).cloned().unwrap_or((p1_name, p1));
+    rows.extend(name_rows(&mut c, t, (&client_name, client), &opts.dns)?);
 
     let cells: Vec<[String; 6]> = rows
         .iter()
