@@ -57,7 +57,29 @@ pub struct Handler {
     pub metrics: Arc<Metrics>,
 }
 
+impl Pending {
+    /// What the upstreams are asked: the question, or the out-of-zone target of an
+    /// ExternalName CNAME being chased.
+    pub fn upstream_question(&self) -> (Name, RecordType, DNSClass) {
+        let name = match &self.chase {
+            Some((_, target)) => target.clone(),
+            None => self.query.name().clone(),
+        };
+        (name, self.query.query_type(), self.query.query_class())
+    }
+}
+
 impl Handler {
+    /// A handler over the view `view` of the zone `zone`, forwarding to `upstreams`.
+    pub fn new(zone: Zone, view: Cluster, upstreams: Vec<std::net::SocketAddr>) -> Handler {
+        Handler {
+            zone,
+            view: ArcSwap::from_pointee(view),
+            forwarder: Forwarder::new(upstreams),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
     /// Answers what can be answered locally; the rest is a [`Pending`].
     pub fn handle(&self, bytes: &[u8], transport: Transport) -> Reply {
         let started = Instant::now();
@@ -137,6 +159,14 @@ impl Handler {
 
     /// Answers a question that needed the upstreams (cache first).
     pub async fn finish(&self, pending: Box<Pending>) -> Vec<u8> {
+        let (name, qtype, class) = pending.upstream_question();
+        let upstream = self.upstream(&name, qtype, class).await;
+        self.complete(pending, upstream)
+    }
+
+    /// Answers a question that needed the upstreams with what they said (`None`: none
+    /// answered). [`Handler::finish`] asks them; an in-memory cluster answers for them.
+    pub fn complete(&self, pending: Box<Pending>, upstream: Option<Upstreamed>) -> Vec<u8> {
         let Pending {
             request,
             query,
@@ -145,11 +175,6 @@ impl Handler {
             started,
         } = *pending;
         let mut response = response_to(&request, &query);
-        let (name, qtype) = match &chase {
-            Some((_, target)) => (target.clone(), query.query_type()),
-            None => (query.name().clone(), query.query_type()),
-        };
-        let upstream = self.upstream(&name, qtype, query.query_class()).await;
         match (chase, upstream) {
             (Some((cname, _)), answer) => {
                 // A CNAME of ours: authoritative, NOERROR, whatever upstream adds to it.

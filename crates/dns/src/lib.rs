@@ -20,12 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use kubesrc::{Kinds, Objects, Source};
 use tokio::sync::watch;
 
 use crate::cluster::Cluster;
-use crate::forward::Forwarder;
 use crate::handler::Handler;
 use crate::metrics::Metrics;
 pub use crate::server::Sockets;
@@ -94,10 +92,8 @@ pub fn start(
     report(&first, &[]);
     metrics.ready.store(first.synced, Ordering::Relaxed);
     let handler = Arc::new(Handler {
-        zone,
-        view: ArcSwap::from_pointee(first),
-        forwarder: Forwarder::new(config.upstreams.clone()),
         metrics: Arc::clone(&metrics),
+        ..Handler::new(zone, first, config.upstreams.clone())
     });
     let addrs = sockets.local_addrs();
     let mut tasks = server::spawn(Arc::clone(&handler), sockets);

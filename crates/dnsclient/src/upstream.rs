@@ -271,8 +271,8 @@ pub async fn exchange_tcp(stream: &mut TcpStream, bytes: &[u8]) -> Option<Messag
     Message::from_vec(&buf).ok()
 }
 
-/// A recursive query for `name` `qtype` with EDNS.
-fn request(name: &Name, qtype: RecordType) -> Message {
+/// A recursive query for `name` `qtype` with EDNS: what a pod's resolver sends.
+pub fn request(name: &Name, qtype: RecordType) -> Message {
     let mut m = Message::query();
     m.metadata.recursion_desired = true;
     m.add_query(Query::query(name.clone(), qtype));
@@ -283,7 +283,7 @@ fn request(name: &Name, qtype: RecordType) -> Message {
 }
 
 /// True when `m` answers `request`: same ID, a response, the same question.
-fn matches_request(request: &Message, m: &Message) -> bool {
+pub fn matches_request(request: &Message, m: &Message) -> bool {
     m.metadata.id == request.metadata.id
         && m.metadata.message_type == MessageType::Response
         && m.metadata.op_code == OpCode::Query

@@ -236,3 +236,70 @@ fn local_routed_vip_is_reached_from_the_host_even_where_service_vips_are_not() {
     );
     assert!(!t.c.tcp_syn(Who::Node(0), ip("10.96.0.91"), 80).ok());
 }
+
+/// A UDP Service over two pods whose port 53 runs a responder (a DNS server, say): the
+/// client's payload crosses the load balancer to one of them (DNAT to its address), the
+/// responder's reply comes back from the Service address and port (un-DNAT), on both backends.
+#[test]
+fn a_udp_service_carries_payloads_to_a_responder_and_its_reply_back() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut c = Cluster::new(2, Profile::Ws2022);
+        match backend {
+            Backend::HostGw => c.flannel_host_gw().unwrap(),
+            Backend::Vxlan => c.flannel_vxlan().unwrap(),
+        }
+        let client = c.add_pod(0, "client", PodOptions::default()).unwrap();
+        let servers: Vec<Who> = (0..2)
+            .map(|i| {
+                c.add_pod(i, &format!("dns-{i}"), PodOptions::default())
+                    .unwrap()
+            })
+            .collect();
+        for (i, s) in servers.iter().enumerate() {
+            let tag = format!("from dns-{i}: ").into_bytes();
+            let responder: hns::sim::UdpResponder = std::sync::Arc::new(move |q: &[u8]| {
+                (q != b"silent").then(|| [tag.as_slice(), q].concat())
+            });
+            c.stack_mut(*s)
+                .unwrap()
+                .udp_responders
+                .insert(53, responder);
+        }
+        let svc = Service::udp(
+            "kube-system/kube-dns",
+            "10.96.0.10",
+            53,
+            53,
+            servers.clone(),
+        );
+        c.add_service(&svc).unwrap();
+        let mut answered_by = BTreeSet::new();
+        for k in 0..16 {
+            let q = format!("query {k}").into_bytes();
+            let ex = c.udp_exchange(client, svc.cluster_ip, 53, &q);
+            let (at, seen) = ex.request.clone().expect("the query arrived");
+            assert!(
+                servers.contains(&at),
+                "{backend:?}: arrived at {at:?}\n{ex}"
+            );
+            assert_eq!(
+                Some(seen.dst),
+                c.ip_of(at),
+                "{backend:?}: DNAT to the backend"
+            );
+            let reply = ex.reply.as_ref().expect("a reply");
+            assert_eq!(reply.src, svc.cluster_ip, "{backend:?}: un-DNAT\n{ex}");
+            let payload = ex.reply_payload().unwrap();
+            let i = servers.iter().position(|s| *s == at).unwrap();
+            assert_eq!(payload, [format!("from dns-{i}: ").as_bytes(), &q].concat());
+            answered_by.insert(i);
+        }
+        assert_eq!(answered_by.len(), 2, "{backend:?}: both backends answered");
+        // A responder that sends nothing back: no reply (no echo in its place).
+        let ex = c.udp_exchange(client, svc.cluster_ip, 53, b"silent");
+        assert!(ex.request.is_some() && ex.reply.is_none(), "{ex}");
+        // A port without a responder still echoes.
+        let to = c.ip_of(servers[1]).unwrap();
+        assert!(c.udp(client, to, 5353).ok());
+    }
+}

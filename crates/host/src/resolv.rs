@@ -73,8 +73,13 @@ pub fn remove_in(base: &Path, netns_name: &str) -> Result<(), HostError> {
     }
 }
 
-/// The file's text: `nameserver` lines, then `search` and `options` when there are any.
-fn render(servers: &[IpAddr], search: &[String], options: &[String]) -> Result<String, HostError> {
+/// The file's text: `nameserver` lines, then `search` and `options` when there are any;
+/// an error for a word that cannot be in the file.
+pub fn render(
+    servers: &[IpAddr],
+    search: &[String],
+    options: &[String],
+) -> Result<String, HostError> {
     for (what, words) in [("search domain", search), ("resolver option", options)] {
         if let Some(bad) = words
             .iter()

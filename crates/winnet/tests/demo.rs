@@ -130,10 +130,65 @@ fn without_root_the_demo_runs_in_memory_and_says_so() {
         assert!(t.contains("SIMULATED"), "{t}");
         assert!(t.contains("pod -> ClusterIP"), "{t}");
         assert!(!t.contains("MISMATCH"), "{t}");
-        assert!(
-            t.contains("web.default  ") && t.contains("the in-memory wires carry no DNS messages"),
-            "the rows by name are shown as not simulated:\n{t}"
-        );
+    }
+}
+
+/// The simulated matrix's row named `name` (the first line that starts with it).
+fn row<'a>(t: &'a str, name: &str) -> &'a str {
+    t.lines()
+        .find(|l| l.starts_with(&format!("{name}  ")))
+        .unwrap_or_else(|| panic!("no row {name:?} in:\n{t}"))
+}
+
+/// The Windows pod's names resolve in the simulation through the cluster DNS behind
+/// `kube-dns` and its connection follows: the dotted short names fail under the Windows
+/// profiles (the Windows DNS Client queries them as they are, once) and resolve under
+/// `unrestricted`; the Linux pod's rows are not simulated.
+#[test]
+fn the_simulated_demo_resolves_the_windows_pods_names_as_the_profile_says() {
+    let service = "10.96.1.1";
+    let outside = "10.200.0.1";
+    for mode in ["l2bridge", "overlay"] {
+        for profile in ["ws2019", "ws2022", "ws2025", "unrestricted"] {
+            let out = winnet(&["demo", "--simulate", "--mode", mode, "--profile", profile]);
+            let t = text(&out);
+            assert!(out.status.success(), "{mode} {profile}:\n{t}");
+            assert!(!t.contains("MISMATCH"), "{mode} {profile}:\n{t}");
+            let resolves = |name: &str, to: &str| {
+                let r = row(&t, name);
+                assert!(
+                    r.contains(&format!("works: resolved to {to};")) && r.ends_with("ok"),
+                    "{mode} {profile}: {r}"
+                );
+            };
+            resolves("pod -> Service by single-label name", service);
+            resolves("pod -> Service by FQDN", service);
+            resolves("pod -> external by DNS name", outside);
+            resolves("pod -> ExternalName Service", outside);
+            let peer = row(&t, "pod -> pod by name (FQDN)");
+            assert!(
+                peer.contains("works: resolved to 10.244."),
+                "{mode} {profile}: {peer}"
+            );
+            for dotted in [
+                "pod -> Service by svc.namespace",
+                "pod -> pod by name (host.svc)",
+            ] {
+                let r = row(&t, dotted);
+                if profile == "unrestricted" {
+                    assert!(r.contains("works: resolved to"), "{mode} {profile}: {r}");
+                } else {
+                    assert!(
+                        r.contains("fails (WindowsDnsClient)")
+                            && r.contains("fails: not resolved")
+                            && r.contains("a name with a dot is queried as it is, once"),
+                        "{mode} {profile}: {r}"
+                    );
+                }
+            }
+            let linux = row(&t, "Linux pod -> Service by svc.namespace");
+            assert!(linux.contains("not simulated"), "{mode} {profile}: {linux}");
+        }
     }
 }
 

@@ -52,6 +52,24 @@ pub struct PodDns {
     pub stub: Option<StubPlan>,
 }
 
+impl PodDns {
+    /// The rules the pod's names are resolved by: the stub's (the Windows DNS Client), or
+    /// glibc's over the resolv.conf the pod is given (what `POST /resolve` runs); `None` when
+    /// that file cannot be written.
+    pub fn rules(&self) -> Option<Rules> {
+        if let Some(stub) = &self.stub {
+            return Some(stub.rules.clone());
+        }
+        let f = &self.file;
+        let text = host::resolv::render(&f.servers, &f.search, &f.options).ok()?;
+        let conf = ResolvConf::parse(&text, "");
+        Some(Rules::Glibc {
+            search: conf.search,
+            ndots: conf.ndots,
+        })
+    }
+}
+
 /// A stub to run in a pod's namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StubPlan {
@@ -303,6 +321,24 @@ mod tests {
         "svc.cluster.local",
         "cluster.local",
     ];
+
+    #[test]
+    fn the_rules_are_the_stubs_or_glibcs_over_the_pods_file() {
+        let ep = endpoint("", &SEARCH, &["10.96.0.10"], &[]);
+        let netns = Path::new("/run/netns/pod");
+        let win = pod_dns(Profile::Ws2022, &ep, netns).expect("dns");
+        assert!(matches!(
+            win.rules(),
+            Some(Rules::Windows { honoured: 1, .. })
+        ));
+        let open = pod_dns(Profile::Unrestricted, &ep, netns).expect("dns");
+        let Some(Rules::Glibc { search, ndots }) = open.rules() else {
+            panic!("glibc rules under unrestricted");
+        };
+        let search: Vec<String> = search.iter().map(ToString::to_string).collect();
+        assert_eq!(search, SEARCH);
+        assert_eq!(ndots, 5, "kubelet's ndots:5 when the endpoint has none");
+    }
 
     #[test]
     fn windows_profiles_point_the_pod_at_its_stub_with_no_search_line() {

@@ -27,6 +27,9 @@ pub struct PodOptions {
     pub no_outbound_nat: bool,
     /// Addresses the pod accepts as its own besides its endpoint's (a DSR VIP).
     pub extra_addresses: Vec<IpAddr>,
+    /// The endpoint's DNS settings, as the plugin reads them from its config (`dns`,
+    /// `runtimeConfig.dns`).
+    pub dns: hcn::Dns,
 }
 
 /// TCP ports every pod answers on.
@@ -105,6 +108,7 @@ impl Cluster {
             }],
             mac_address: mac,
             policies,
+            dns: opts.dns.clone(),
             ..Endpoint::default()
         };
         self.add_pod_endpoint(

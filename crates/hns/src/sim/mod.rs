@@ -31,4 +31,5 @@ pub use cluster::{Cluster, DropRecord, Who};
 pub use cni::PodOptions;
 pub use packet::{L4, Packet};
 pub use proxy::{Service, ServiceLbs};
+pub use stack::{UdpResponder, UdpResponders};
 pub use traffic::Exchange;

@@ -63,6 +63,20 @@ impl Service {
         }
     }
 
+    /// A UDP Service `name` on `port` -> `target_port` at `cluster_ip` over `backends`.
+    pub fn udp(
+        name: &str,
+        cluster_ip: &str,
+        port: u16,
+        target_port: u16,
+        backends: Vec<Who>,
+    ) -> Service {
+        Service {
+            protocol: 17,
+            ..Service::tcp(name, cluster_ip, port, target_port, backends)
+        }
+    }
+
     fn linux_service(&self, port: u16) -> String {
         format!("{}:{port}", self.name)
     }

@@ -3,8 +3,10 @@
 //! for its own addresses, and a few listeners that answer (TCP SYN/data, UDP echo, ICMP
 //! echo). Every packet delivered to it is kept in its inbox, headers as seen.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use vfp::wire::{ArpOperation, Icmpv6Repr, MacAddr, TcpFlags};
@@ -27,6 +29,33 @@ pub struct StackRoute {
     pub via: Option<IpAddr>,
     /// The interface, when the route is on-link without a next hop.
     pub dev: Option<String>,
+}
+
+/// A program answering UDP datagrams on one port of a stack (a DNS server in a pod): the
+/// request's payload in, the reply's payload out (`None`: it sends nothing back).
+pub type UdpResponder = Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
+
+/// The UDP responders of a stack, by port; a port with one answers through it instead of
+/// echoing.
+#[derive(Clone, Default)]
+pub struct UdpResponders(BTreeMap<u16, UdpResponder>);
+
+impl UdpResponders {
+    /// Puts `responder` on `port`, replacing any there.
+    pub fn insert(&mut self, port: u16, responder: UdpResponder) {
+        self.0.insert(port, responder);
+    }
+
+    /// The responder on `port`.
+    pub fn get(&self, port: u16) -> Option<&UdpResponder> {
+        self.0.get(&port)
+    }
+}
+
+impl fmt::Debug for UdpResponders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 /// A frame a stack sends, and out of which interface.
@@ -53,6 +82,8 @@ pub struct Stack {
     pub tcp_listen: BTreeSet<u16>,
     /// UDP ports that echo (the payload with `!` appended).
     pub udp_listen: BTreeSet<u16>,
+    /// UDP ports answered by a program (before any echo on the same port).
+    pub udp_responders: UdpResponders,
     /// More addresses it accepts as its own (a DSR backend's VIP on its loopback).
     pub extra_addresses: Vec<IpAddr>,
     /// Frontends at its own addresses that it sends into the switch instead of looping back.
@@ -426,6 +457,18 @@ impl Stack {
                     return None;
                 }
             }
+            L4::Udp {
+                src_port,
+                dst_port,
+                payload,
+            } if self.udp_responders.get(*dst_port).is_some() => L4::Udp {
+                src_port: *dst_port,
+                dst_port: *src_port,
+                payload: self
+                    .udp_responders
+                    .get(*dst_port)
+                    .and_then(|r| r(payload))?,
+            },
             L4::Udp {
                 src_port,
                 dst_port,

@@ -40,6 +40,14 @@ impl Exchange {
     pub fn seen(&self) -> Option<&Packet> {
         self.request.as_ref().map(|(_, p)| p)
     }
+
+    /// The payload of a UDP reply.
+    pub fn reply_payload(&self) -> Option<&[u8]> {
+        match &self.reply.as_ref()?.l4 {
+            L4::Udp { payload, .. } => Some(payload),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Exchange {
@@ -117,15 +125,7 @@ impl Cluster {
         let token = 0x5157_0000 | self.token;
         let sport = sport.unwrap_or(30000 + (self.token % 30000) as u16);
         let Some(src) = self.stack(from).and_then(|s| s.source_for(dst)) else {
-            return Exchange {
-                request: None,
-                reply: None,
-                drops: Vec::new(),
-                stack_drops: vec![format!(
-                    "{} has no address of the family of {dst}",
-                    self.name(from)
-                )],
-            };
+            return no_source(self.name(from), dst);
         };
         let l4 = match kind {
             Kind::Syn => L4::Tcp {
@@ -157,6 +157,50 @@ impl Cluster {
             },
         };
         let request = Packet::new(src, dst, l4);
+        self.carry(
+            from,
+            request,
+            |p| carries_request(p, kind, token),
+            |p| answers(p, kind, token, dst, port, sport),
+        )
+    }
+
+    /// A UDP datagram carrying `payload` from `from` to `dst:port` (a DNS query, say); the
+    /// reply is the first datagram back from `dst:port` to the client's port, whatever it
+    /// carries ([`Exchange::reply_payload`]).
+    pub fn udp_exchange(&mut self, from: Who, dst: IpAddr, port: u16, payload: &[u8]) -> Exchange {
+        self.token = self.token.wrapping_add(1);
+        let sport = 30000 + (self.token % 30000) as u16;
+        let Some(src) = self.stack(from).and_then(|s| s.source_for(dst)) else {
+            return no_source(self.name(from), dst);
+        };
+        let l4 = L4::Udp {
+            src_port: sport,
+            dst_port: port,
+            payload: payload.to_vec(),
+        };
+        let request = Packet::new(src, dst, l4);
+        self.carry(
+            from,
+            request,
+            |p| matches!(&p.l4, L4::Udp { payload: got, .. } if got == payload),
+            |p| {
+                p.src == dst
+                    && matches!(p.l4, L4::Udp { src_port, dst_port, .. }
+                        if src_port == port && dst_port == sport)
+            },
+        )
+    }
+
+    /// Sends `request` from `from`, carries everything that follows, and reports where a
+    /// packet `is_request` arrived and the packet `is_reply` that came back to `from`.
+    fn carry(
+        &mut self,
+        from: Who,
+        request: Packet,
+        is_request: impl Fn(&Packet) -> bool,
+        is_reply: impl Fn(&Packet) -> bool,
+    ) -> Exchange {
         let marks: Vec<(Who, usize)> = self
             .all_hosts()
             .iter()
@@ -191,10 +235,10 @@ impl Cluster {
             let Some(s) = self.stack(*w) else { continue };
             for r in &s.inbox[*before..] {
                 let p = &r.packet;
-                if ex.request.is_none() && carries_request(p, kind, token) {
+                if ex.request.is_none() && is_request(p) {
                     ex.request = Some((*w, p.clone()));
                 }
-                if *w == from && ex.reply.is_none() && answers(p, kind, token, dst, port, sport) {
+                if *w == from && ex.reply.is_none() && is_reply(p) {
                     ex.reply = Some(p.clone());
                 }
             }
@@ -213,6 +257,16 @@ impl Cluster {
 
     fn inbox_len(&self, w: Who) -> usize {
         self.stack(w).map_or(0, |s| s.inbox.len())
+    }
+}
+
+/// The exchange of a host that cannot send to `dst`'s family.
+fn no_source(name: String, dst: IpAddr) -> Exchange {
+    Exchange {
+        request: None,
+        reply: None,
+        drops: Vec::new(),
+        stack_drops: vec![format!("{name} has no address of the family of {dst}")],
     }
 }
 

@@ -11,6 +11,7 @@ pub mod leases;
 pub mod procs;
 pub mod servers;
 pub mod sim_demo;
+pub mod sim_dns;
 pub mod teardown;
 pub mod topology;
 

@@ -4,14 +4,18 @@
 //! simulated (they are the Linux kernel's, which only exists for real); their rows say so.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use hns::Limitation;
 use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
 
+use super::PodState;
+use super::sim_dns;
 use super::topology::{
-    CLUSTER_DOMAIN, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, Mode, NAMESPACE, Os,
-    Topology,
+    CLUSTER_DOMAIN, DNS_POD_PREFIX, DNS_PODS, DNS_SERVICE, DNS_SERVICE_IP, EXTERNAL_NAME_SERVICE,
+    EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode, NAMESPACE, OUTSIDE_IP, Os, Topology,
+    cluster_ip,
 };
 
 struct Row {
@@ -27,9 +31,6 @@ struct Row {
 
 /// Why the Linux rows are not simulated.
 const LINUX_KERNEL: &str = "not simulated (a Linux node is the Linux kernel)";
-/// Why the rows by name are not simulated: the in-memory wires carry tokens, not DNS messages,
-/// so no DNS pod can answer there.
-const NO_DNS: &str = "not simulated (the in-memory wires carry no DNS messages)";
 
 /// Runs the simulated demo and prints its matrix.
 pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
@@ -45,17 +46,22 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         Mode::Overlay => c.flannel_vxlan(),
     }
     .map_err(|e| anyhow::anyhow!("flannel: {}", e.detail))?;
+    let opts = PodOptions {
+        dns: sim_dns::endpoint_dns()?,
+        ..PodOptions::default()
+    };
     let mut pods: Vec<Vec<(String, Who)>> = Vec::new();
     for (i, n) in wins.iter().enumerate() {
         let mut v = Vec::new();
         for p in &n.pods {
             let who = c
-                .add_pod(i, p, PodOptions::default())
+                .add_pod(i, p, opts.clone())
                 .map_err(|e| anyhow::anyhow!("pod {p}: {}", e.detail))?;
             v.push((p.clone(), who));
         }
         pods.push(v);
     }
+    cluster_dns(&mut c, t, &wins, &pods, &opts)?;
     let Some((p1_name, p1)) = pods.first().and_then(|v| v.first()).cloned() else {
         bail!("the first Windows node has no pod");
     };
@@ -78,22 +84,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             skipped: LINUX_KERNEL,
         });
     };
-    let show = |e: &Exchange| -> (bool, String) {
-        match (e.ok(), e.seen()) {
-            (true, Some(p)) => (
-                true,
-                format!("answered; the receiver saw the source {}", p.src),
-            ),
-            (true, None) => (true, "answered".into()),
-            (false, _) => (
-                false,
-                e.drops
-                    .first()
-                    .map(|d| format!("dropped at {}: {}", d.node, d.reason))
-                    .unwrap_or_else(|| "no answer".into()),
-            ),
-        }
-    };
+    let show = show_exchange;
     if let Some((q_name, q)) = pods[0].get(1).cloned() {
         let to = ip(&c, p1)?;
         let e = c.tcp_syn(q, to, 8080);
@@ -127,9 +118,10 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             .filter(|(n, _)| n.starts_with(&s.selector))
             .map(|(_, w)| *w)
             .collect();
+        let vip = cluster_ip(0).context("the first Service's ClusterIP")?;
         let mut svc = Service::tcp(
             &format!("default/{}", s.name),
-            "10.96.0.10",
+            &vip.to_string(),
             s.port,
             s.target_port,
             backends,
@@ -246,7 +238,9 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         None,
         Some(show(&e)),
     );
-    rows.extend(name_rows(t, &p1_name));
+    // The real matrix's client for names: the first Windows node's second pod, if any.
+    let (client_name, client) = pods[0].get(1).cloned().unwrap_or((p1_name, p1));
+    rows.extend(name_rows(&mut c, t, (&client_name, client), &opts.dns)?);
 
     let cells: Vec<[String; 6]> = rows
         .iter()
@@ -291,11 +285,77 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The rows by name of the real matrix, from the first Windows pod (the Windows DNS Client's
-/// rule on the dotted short names, as the profile says) and from the Linux pod: not simulated.
-fn name_rows(t: &Topology, windows_pod: &str) -> Vec<Row> {
+/// The cluster DNS of the simulation: `coredns-N` pods on the first Windows nodes, each
+/// answering UDP 53 with the `dns` crate's handler over the objects the real cluster writes
+/// for these pods, behind the `kube-dns` Service; the external host serves the outside
+/// address. Returns the DNS pods.
+fn cluster_dns(
+    c: &mut Cluster,
+    t: &Topology,
+    wins: &[&super::topology::NodeSpec],
+    pods: &[Vec<(String, Who)>],
+    opts: &PodOptions,
+) -> anyhow::Result<Vec<Who>> {
+    let state = |c: &Cluster, name: &str, w: Who| -> anyhow::Result<PodState> {
+        let ip = match c.ip_of(w) {
+            Some(IpAddr::V4(ip)) => ip,
+            other => bail!("{name}: no IPv4 address ({other:?})"),
+        };
+        Ok(PodState {
+            name: name.to_string(),
+            netns: String::new(),
+            ip,
+        })
+    };
+    let mut dns = Vec::new();
+    let mut dns_named = Vec::new();
+    for (i, n) in wins.iter().enumerate().take(DNS_PODS) {
+        let name = format!("{DNS_POD_PREFIX}{}", i + 1);
+        let who = c
+            .add_pod(i, &name, opts.clone())
+            .map_err(|e| anyhow::anyhow!("pod {name}: {}", e.detail))?;
+        dns_named.push((n.name.clone(), state(c, &name, who)?));
+        dns.push(who);
+    }
+    let mut named = Vec::new();
+    for (n, v) in wins.iter().zip(pods) {
+        for (p, w) in v {
+            named.push((n.name.clone(), state(c, p, *w)?));
+        }
+    }
+    let handler = Arc::new(sim_dns::handler(t, &named, &dns_named)?);
+    for w in &dns {
+        if let Some(s) = c.stack_mut(*w) {
+            s.udp_responders
+                .insert(53, sim_dns::responder(Arc::clone(&handler)));
+        }
+    }
+    let svc = Service::udp(
+        &format!("kube-system/{DNS_SERVICE}"),
+        &DNS_SERVICE_IP.to_string(),
+        53,
+        53,
+        dns.clone(),
+    );
+    c.add_service(&svc)
+        .map_err(|e| anyhow::anyhow!("Service {DNS_SERVICE}: {}", e.detail))?;
+    c.external.extra_addresses.push(IpAddr::V4(OUTSIDE_IP));
+    c.external.tcp_listen.insert(HTTP_PORT);
+    Ok(dns)
+}
+
+/// The rows by name of the real matrix from the first Windows pod: its resolver (the Windows
+/// DNS Client's rules, or glibc's under `unrestricted`, as hnsd decides) asks the cluster DNS
+/// through the `kube-dns` Service, then a SYN goes to the address it got. From the Linux pod:
+/// not simulated.
+fn name_rows(
+    c: &mut Cluster,
+    t: &Topology,
+    (windows_pod, client): (&str, Who),
+    dns: &hcn::Dns,
+) -> anyhow::Result<Vec<Row>> {
     let Some(s) = t.services.first() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     // The headless name's pod: one of the Service's pods, on the second Windows node if any.
     let mut ours = t
@@ -310,7 +370,7 @@ fn name_rows(t: &Topology, windows_pod: &str) -> Vec<Row> {
                 .map(move |p| (n.name.clone(), p.clone()))
         });
     let Some(first) = ours.next() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let pod = ours.find(|(n, _)| *n != first.0).unwrap_or(first).1;
     let peer = format!("{pod}.{HEADLESS_SERVICE}");
@@ -319,51 +379,104 @@ fn name_rows(t: &Topology, windows_pod: &str) -> Vec<Row> {
             "pod by name (FQDN)",
             format!("{peer}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}"),
             false,
+            HTTP_PORT,
         ),
-        ("pod by name (host.svc)", peer.clone(), true),
-        ("Service by single-label name", s.name.clone(), false),
+        ("pod by name (host.svc)", peer.clone(), true, HTTP_PORT),
+        (
+            "Service by single-label name",
+            s.name.clone(),
+            false,
+            s.port,
+        ),
         (
             "Service by svc.namespace",
             format!("{}.{NAMESPACE}", s.name),
             true,
+            s.port,
         ),
         (
             "Service by FQDN",
             format!("{}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}", s.name),
             false,
+            s.port,
         ),
         (
             "external by DNS name",
             format!("www.{EXTERNAL_ZONE}"),
             false,
+            HTTP_PORT,
         ),
         (
             "ExternalName Service",
             EXTERNAL_NAME_SERVICE.to_string(),
             false,
+            HTTP_PORT,
         ),
     ];
-    let linux = t.nodes.iter().any(|n| n.os == Os::Linux);
-    let froms = [
-        Some(("pod", windows_pod, true)),
-        linux.then_some(("Linux pod", "-", false)),
-    ];
+    let rules = sim_dns::pod_rules(t.profile, windows_pod, dns)?;
     let mut out = Vec::new();
-    for (who, from, windows) in froms.into_iter().flatten() {
-        for (what, name, dotted) in &names {
-            let lim = (windows && *dotted)
-                .then_some(Limitation::WindowsDnsClient)
-                .filter(|l| t.profile.imposes(*l));
+    for (what, name, dotted, port) in &names {
+        let lim = dotted
+            .then_some(Limitation::WindowsDnsClient)
+            .filter(|l| t.profile.imposes(*l));
+        let r = sim_dns::resolve(c, client, &rules, name)?;
+        let queries = r.walk.steps.len();
+        let result = match r.address {
+            None => (
+                false,
+                format!(
+                    "not resolved: {} after {queries} quer{} ({})",
+                    r.walk.result,
+                    if queries == 1 { "y" } else { "ies" },
+                    r.walk.end
+                ),
+            ),
+            Some(ip) => {
+                let e = c.tcp_syn(client, IpAddr::V4(ip), *port);
+                let (ok, d) = show_exchange(&e);
+                (ok, format!("resolved to {ip}; {ip}:{port} tcp {d}"))
+            }
+        };
+        out.push(Row {
+            name: format!("pod -> {what}"),
+            from: windows_pod.to_string(),
+            to: name.clone(),
+            expect_pass: lim.is_none(),
+            limitation: lim,
+            result: Some(result),
+            skipped: LINUX_KERNEL,
+        });
+    }
+    if t.nodes.iter().any(|n| n.os == Os::Linux) {
+        for (what, name, _, _) in &names {
             out.push(Row {
-                name: format!("{who} -> {what}"),
-                from: from.to_string(),
+                name: format!("Linux pod -> {what}"),
+                from: "-".into(),
                 to: name.clone(),
-                expect_pass: lim.is_none(),
-                limitation: lim,
+                expect_pass: true,
+                limitation: None,
                 result: None,
-                skipped: NO_DNS,
+                skipped: LINUX_KERNEL,
             });
         }
     }
-    out
+    Ok(out)
+}
+
+/// A TCP exchange in words: whether it was answered, and where it was dropped if not.
+fn show_exchange(e: &Exchange) -> (bool, String) {
+    match (e.ok(), e.seen()) {
+        (true, Some(p)) => (
+            true,
+            format!("answered; the receiver saw the source {}", p.src),
+        ),
+        (true, None) => (true, "answered".into()),
+        (false, _) => (
+            false,
+            e.drops
+                .first()
+                .map(|d| format!("dropped at {}: {}", d.node, d.reason))
+                .unwrap_or_else(|| "no answer".into()),
+        ),
+    }
 }

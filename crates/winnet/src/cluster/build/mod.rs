@@ -7,11 +7,11 @@
 //! on the manifests ([`services`]); on Linux
 //! nodes `winnet flanneld` (routes, VXLAN device) and Debian's `bridge` + `host-local` plugins.
 
-mod cluster_dns;
+pub(crate) mod cluster_dns;
 mod flannel;
-mod knot;
-mod pods;
-mod services;
+pub(crate) mod knot;
+pub(crate) mod pods;
+pub(crate) mod services;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

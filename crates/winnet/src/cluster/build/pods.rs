@@ -103,8 +103,8 @@ impl Builder {
             "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, FIRST_POD).to_string()}]],
             "dataDir": self.ipam_dir(i).to_string_lossy(),
         });
-        let dns =
-            json!({"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]});
+        let dns = windows_dns_conf();
+        let dns = dns["dns"].clone();
         let name = leases::network_name(self.t.mode);
         let mut conf = match (n.os, self.t.mode) {
             (Os::Windows, Mode::L2bridge) => json!({
@@ -138,16 +138,24 @@ impl Builder {
                 },
             }),
         };
-        // What containerd hands a plugin that declares the `dns` capability: kubelet's
-        // ClusterFirst DNS config (win-bridge / win-overlay put it on the HNS endpoint's Dns).
         conf["capabilities"] = json!({"dns": true});
-        conf["runtimeConfig"] = json!({"dns": {
+        conf["runtimeConfig"] = windows_dns_conf()["runtimeConfig"].clone();
+        Ok(conf)
+    }
+}
+
+/// The DNS part of a pod's CNI config: the static `dns` block, and what containerd hands a
+/// plugin that declares the `dns` capability (`runtimeConfig.dns`: kubelet's ClusterFirst DNS
+/// config; win-bridge / win-overlay put it on the HNS endpoint's Dns).
+pub fn windows_dns_conf() -> serde_json::Value {
+    json!({
+        "dns": {"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]},
+        "runtimeConfig": {"dns": {
             "servers": [DNS_SERVICE_IP.to_string()],
             "searches": pod_searches(),
             "options": ["ndots:5"],
-        }});
-        Ok(conf)
-    }
+        }},
+    })
 }
 
 /// A CNI ADD as a runtime makes it.

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
-    NAMESPACE, Os, SERVICE_CIDR, cluster_ip,
+    NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip,
 };
-use super::super::{NS_PREFIX, sh};
+use super::super::{NS_PREFIX, PodState, sh};
 use super::Builder;
 
 impl Builder {
@@ -21,114 +21,36 @@ impl Builder {
     pub(super) fn services(&mut self) -> anyhow::Result<()> {
         let dir = self.dir.join("manifests");
         std::fs::create_dir_all(&dir)?;
+        let pods = self.named_pods();
         for (k, s) in self.t.services.iter().enumerate() {
-            let ip = cluster_ip(k)
-                .with_context(|| format!("services[{}]: no ClusterIP left", s.name))?;
-            let mut spec = json!({
-                "type": if s.load_balancer_ip.is_some() { "LoadBalancer" } else if s.node_port.is_some() { "NodePort" } else { "ClusterIP" },
-                "clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()],
-                "ports": [{"name": "http", "protocol": "TCP", "port": s.port, "targetPort": s.target_port}],
-                "selector": {"app": s.selector},
-            });
-            if let Some(np) = s.node_port {
-                spec["ports"][0]["nodePort"] = json!(np);
-            }
-            let mut svc = json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": s.name, "namespace": "default"},
-                "spec": spec,
-            });
             if let Some(lb) = s.load_balancer_ip {
-                svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": lb.to_string()}]}});
                 self.route_load_balancer(lb)?;
             }
-            let endpoints: Vec<Value> = self
-                .state
-                .nodes
-                .iter()
-                .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
-                .filter(|(_, p)| p.name.starts_with(&s.selector))
-                .map(|(n, p)| {
-                    json!({
-                        "addresses": [p.ip.to_string()],
-                        "conditions": {"ready": true, "serving": true, "terminating": false},
-                        "nodeName": n.name,
-                        "targetRef": {"kind": "Pod", "name": p.name, "namespace": "default"},
-                    })
-                })
-                .collect();
-            let slice = json!({
-                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": format!("{}-1", s.name), "namespace": "default",
-                    "labels": {"kubernetes.io/service-name": s.name}},
-                "addressType": "IPv4",
-                "endpoints": endpoints,
-                "ports": [{"name": "http", "protocol": "TCP", "port": s.target_port}],
-            });
             std::fs::write(
                 dir.join(format!("{}.json", s.name)),
-                serde_json::to_vec_pretty(&json!({
-                    "apiVersion": "v1", "kind": "List", "items": [svc, slice]
-                }))?,
+                serde_json::to_vec_pretty(&service_objects(k, s, &pods)?)?,
             )?;
         }
         Ok(())
     }
 
-    /// The objects only DNS reads (kube-proxy skips them): the headless Service
-    /// [`HEADLESS_SERVICE`] over the first Service's pods, each endpoint carrying its pod's
-    /// name as hostname (as a StatefulSet's pods with that subdomain get), and the
-    /// ExternalName Service [`EXTERNAL_NAME_SERVICE`] for `www.<external zone>`.
+    /// Writes the objects only DNS reads ([`dns_objects`]).
     pub(super) fn dns_objects(&mut self) -> anyhow::Result<()> {
         let dir = self.dir.join("manifests");
         std::fs::create_dir_all(&dir)?;
-        let Some(first) = self.t.services.first() else {
-            return Ok(());
-        };
-        let selector = first.selector.clone();
-        let endpoints: Vec<Value> = self
-            .state
+        if let Some(v) = dns_objects(&self.t, &self.named_pods()) {
+            std::fs::write(dir.join("dns-objects.json"), serde_json::to_vec_pretty(&v)?)?;
+        }
+        Ok(())
+    }
+
+    /// Every pod with its node's name.
+    fn named_pods(&self) -> Vec<(String, PodState)> {
+        self.state
             .nodes
             .iter()
-            .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
-            .filter(|(_, p)| p.name.starts_with(&selector))
-            .map(|(n, p)| {
-                json!({
-                    "addresses": [p.ip.to_string()],
-                    "hostname": p.name,
-                    "conditions": {"ready": true, "serving": true, "terminating": false},
-                    "nodeName": n.name,
-                    "targetRef": {"kind": "Pod", "name": p.name, "namespace": NAMESPACE},
-                })
-            })
-            .collect();
-        let headless = json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": HEADLESS_SERVICE, "namespace": NAMESPACE},
-            "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"],
-                "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT}],
-                "selector": {"app": selector}},
-        });
-        let slice = json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("{HEADLESS_SERVICE}-1"), "namespace": NAMESPACE,
-                "labels": {"kubernetes.io/service-name": HEADLESS_SERVICE}},
-            "addressType": "IPv4",
-            "endpoints": endpoints,
-            "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT}],
-        });
-        let external = json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": EXTERNAL_NAME_SERVICE, "namespace": NAMESPACE},
-            "spec": {"type": "ExternalName", "externalName": format!("www.{EXTERNAL_ZONE}")},
-        });
-        std::fs::write(
-            dir.join("dns-objects.json"),
-            serde_json::to_vec_pretty(&json!({
-                "apiVersion": "v1", "kind": "List", "items": [headless, slice, external]
-            }))?,
-        )?;
-        Ok(())
+            .flat_map(|n| n.pods.iter().map(move |p| (n.name.clone(), p.clone())))
+            .collect()
     }
 
     /// The external load balancer hands its address to the first Windows node.
@@ -243,4 +165,95 @@ impl Builder {
         }
         Ok(())
     }
+}
+
+/// Service number `k` of the topology (`s`) and its EndpointSlice over the `pods` (node name,
+/// pod) it selects, as `kubectl get -o yaml` prints them.
+pub fn service_objects(
+    k: usize,
+    s: &ServiceSpec,
+    pods: &[(String, PodState)],
+) -> anyhow::Result<Value> {
+    let ip = cluster_ip(k).with_context(|| format!("services[{}]: no ClusterIP left", s.name))?;
+    let mut spec = json!({
+        "type": if s.load_balancer_ip.is_some() { "LoadBalancer" } else if s.node_port.is_some() { "NodePort" } else { "ClusterIP" },
+        "clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()],
+        "ports": [{"name": "http", "protocol": "TCP", "port": s.port, "targetPort": s.target_port}],
+        "selector": {"app": s.selector},
+    });
+    if let Some(np) = s.node_port {
+        spec["ports"][0]["nodePort"] = json!(np);
+    }
+    let mut svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": s.name, "namespace": "default"},
+        "spec": spec,
+    });
+    if let Some(lb) = s.load_balancer_ip {
+        svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": lb.to_string()}]}});
+    }
+    let endpoints: Vec<Value> = pods
+        .iter()
+        .filter(|(_, p)| p.name.starts_with(&s.selector))
+        .map(|(node, p)| {
+            json!({
+                "addresses": [p.ip.to_string()],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": node,
+                "targetRef": {"kind": "Pod", "name": p.name, "namespace": "default"},
+            })
+        })
+        .collect();
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{}-1", s.name), "namespace": "default",
+            "labels": {"kubernetes.io/service-name": s.name}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "protocol": "TCP", "port": s.target_port}],
+    });
+    Ok(json!({"apiVersion": "v1", "kind": "List", "items": [svc, slice]}))
+}
+
+/// The objects only DNS reads (kube-proxy skips them), over the `pods` (node name, pod): the
+/// headless Service [`HEADLESS_SERVICE`] over the first Service's pods, each endpoint carrying
+/// its pod's name as hostname (as a StatefulSet's pods with that subdomain get), and the
+/// ExternalName Service [`EXTERNAL_NAME_SERVICE`] for `www.<external zone>`; `None` without
+/// a Service.
+pub fn dns_objects(t: &Topology, pods: &[(String, PodState)]) -> Option<Value> {
+    let selector = t.services.first()?.selector.clone();
+    let endpoints: Vec<Value> = pods
+        .iter()
+        .filter(|(_, p)| p.name.starts_with(&selector))
+        .map(|(node, p)| {
+            json!({
+                "addresses": [p.ip.to_string()],
+                "hostname": p.name,
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": node,
+                "targetRef": {"kind": "Pod", "name": p.name, "namespace": NAMESPACE},
+            })
+        })
+        .collect();
+    let headless = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": HEADLESS_SERVICE, "namespace": NAMESPACE},
+        "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"],
+            "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT}],
+            "selector": {"app": selector}},
+    });
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{HEADLESS_SERVICE}-1"), "namespace": NAMESPACE,
+            "labels": {"kubernetes.io/service-name": HEADLESS_SERVICE}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT}],
+    });
+    let external = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": EXTERNAL_NAME_SERVICE, "namespace": NAMESPACE},
+        "spec": {"type": "ExternalName", "externalName": format!("www.{EXTERNAL_ZONE}")},
+    });
+    Some(json!({"apiVersion": "v1", "kind": "List", "items": [headless, slice, external]}))
 }
