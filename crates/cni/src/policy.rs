@@ -93,12 +93,14 @@ pub fn apply_outbound_nat(policies: &mut Vec<EndpointPolicy>, cidr: &str) {
     }
 }
 
-/// `ApplyDefaultPAPolicy`: the network's provider address, unless the config gives one.
+/// `ApplyDefaultPAPolicy`: the network's provider address, unless a policy already gives that
+/// same address. A config's PA for another address does not stop it: upstream appends a second
+/// policy (pkg/hns `netconf_windows_test.go`, ApplyDefaultPAPolicy "append different IP").
 pub fn apply_provider_address(policies: &mut Vec<EndpointPolicy>, pa: Option<IpAddr>) {
     let Some(pa) = pa else { return };
     if policies
         .iter()
-        .any(|p| matches!(p, EndpointPolicy::ProviderAddress(_)))
+        .any(|p| matches!(p, EndpointPolicy::ProviderAddress(s) if s.provider_address == pa))
     {
         return;
     }
@@ -147,13 +149,31 @@ impl PortMapping {
     }
 }
 
+/// What a port mapping whose protocol HNS has no number for (e.g. containerd's `sctp`) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnknownProtocol {
+    /// Refused naming the field: windows-container-networking `GetPortEnumValue` fails the ADD.
+    Refuse,
+    /// Left out, the other mappings kept: pkg/hns `ApplyPortMappingPolicy` skips it ("skip the
+    /// invalid protocol mapping"), so the pod still starts.
+    Skip,
+}
+
 /// `runtimeConfig.portMappings`, as the runtime injects it for the `portMappings` capability.
-pub fn port_mappings(runtime: Option<&Obj<'_>>) -> Result<Vec<PortMapping>, CniError> {
+pub fn port_mappings(
+    runtime: Option<&Obj<'_>>,
+    unknown: UnknownProtocol,
+) -> Result<Vec<PortMapping>, CniError> {
     let Some(rc) = runtime else {
         return Ok(Vec::new());
     };
+    let skipped = |m: &Obj<'_>| {
+        unknown == UnknownProtocol::Skip
+            && matches!(m.get("protocol"), Some(Value::String(s)) if !s.is_empty() && Protocol::parse(s).is_none())
+    };
     rc.objects("portMappings")?
         .into_iter()
+        .filter(|m| !skipped(m))
         .map(|m| {
             let port = |k: &str| -> Result<u16, CniError> {
                 match m.uint(k)? {
@@ -243,8 +263,11 @@ mod tests {
         apply_loopback_dsr(&mut p, "10.244.1.5".parse().unwrap());
         assert_eq!(p.len(), 2);
         apply_provider_address(&mut p, Some("10.0.0.1".parse().unwrap()));
-        apply_provider_address(&mut p, Some("10.0.0.2".parse().unwrap()));
+        apply_provider_address(&mut p, Some("10.0.0.1".parse().unwrap()));
         assert_eq!(p.len(), 3);
+        // Another address is a second policy, as upstream (it used to be refused here).
+        apply_provider_address(&mut p, Some("10.0.0.2".parse().unwrap()));
+        assert_eq!(p.len(), 4);
     }
 
     #[test]
@@ -257,7 +280,7 @@ mod tests {
         .unwrap();
         let root = Obj::root(&map);
         let rc = root.obj("runtimeConfig").unwrap();
-        let m = port_mappings(rc.as_ref()).unwrap();
+        let m = port_mappings(rc.as_ref(), UnknownProtocol::Refuse).unwrap();
         assert_eq!(m[0].protocol, 6);
         assert_eq!(m[1].host_ip, Some("10.0.0.4".parse().unwrap()));
         let map = parse_object(
@@ -265,7 +288,11 @@ mod tests {
         )
         .unwrap();
         let root = Obj::root(&map);
-        let e = port_mappings(root.obj("runtimeConfig").unwrap().as_ref()).unwrap_err();
+        let e = port_mappings(
+            root.obj("runtimeConfig").unwrap().as_ref(),
+            UnknownProtocol::Refuse,
+        )
+        .unwrap_err();
         assert!(
             e.msg.starts_with("runtimeConfig.portMappings[0].hostPort"),
             "{}",

@@ -233,7 +233,7 @@ fn win_overlay_sample_with_hns_ipam_gets_the_prefix_mac() {
 }
 
 #[test]
-fn win_overlay_sample_v2_keeps_its_own_provider_address() {
+fn win_overlay_sample_v2_keeps_its_own_provider_address_and_adds_the_networks() {
     let node = Node::start();
     node.overlay(
         "OVNKubernetesHybridOverlayNetwork",
@@ -259,9 +259,15 @@ fn win_overlay_sample_v2_keeps_its_own_provider_address() {
         .filter(|p| p["Type"] == "ProviderAddress")
         .cloned()
         .collect();
+    // The config's PA is kept, and the network's (another address) is appended after it:
+    // upstream's `ApplyDefaultPAPolicy` only skips a PA for the same address (pkg/hns
+    // netconf_windows_test.go "append different IP"); this test used to expect the config's alone.
     assert_eq!(
         pas,
-        [json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": "10.0.133.170"}})]
+        [
+            json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": "10.0.133.170"}}),
+            json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": "10.0.0.7"}}),
+        ]
     );
     node.verb("win-overlay", "DEL", &id, &ns, &conf).ok();
     assert!(allocations_in(&ipam).iter().all(|(_, c)| *c != id));

@@ -119,7 +119,10 @@ impl Sdn {
             static_ip,
             dns,
             flags,
-            port_mappings: policy::port_mappings(runtime.as_ref())?,
+            port_mappings: policy::port_mappings(
+                runtime.as_ref(),
+                policy::UnknownProtocol::Refuse,
+            )?,
             additional_routes,
             endpoint_policies: policy::endpoint_policies(&root, "AdditionalArgs")?,
             network_policies: policy::network_policies(&root, "AdditionalArgs")?,
@@ -198,6 +201,48 @@ fn first_host(s: IpNet) -> IpAddr {
     }
 }
 
+impl Sdn {
+    /// The policies of `runtimeConfig.portMappings` (windows-container-networking
+    /// `GetEndpointInfo`): per mapping a PortMapping (`LocalRoutedVip` when asked for), with
+    /// `enableDualStack` a second one flagged IPv6 without the host IP, and with
+    /// `allowAclPortMapping` an inbound allow ACL for the container port at priority 1000.
+    pub fn port_mapping_policies(&self) -> Vec<EndpointPolicy> {
+        const NAT_LOCAL_ROUTED_VIP: u32 = 1;
+        const NAT_IPV6: u32 = 2;
+        const PORT_MAPPING_ACL_PRIORITY: u16 = 1000;
+        let flags = if self.flags.local_routed_port_mapping {
+            NAT_LOCAL_ROUTED_VIP
+        } else {
+            0
+        };
+        let mut policies = Vec::new();
+        for m in &self.port_mappings {
+            policies.push(m.policy(flags));
+            if self.flags.enable_dual_stack {
+                let v6 = PortMapping {
+                    host_ip: None,
+                    ..m.clone()
+                };
+                policies.push(v6.policy(flags | NAT_IPV6));
+            }
+            if self.flags.allow_acl_port_mapping {
+                policies.push(EndpointPolicy::Acl(AclPolicySetting {
+                    protocols: m.protocol.to_string(),
+                    action: AclAction::Allow,
+                    direction: AclDirection::In,
+                    local_addresses: String::new(),
+                    remote_addresses: String::new(),
+                    local_ports: m.container_port.to_string(),
+                    remote_ports: String::new(),
+                    rule_type: None,
+                    priority: PORT_MAPPING_ACL_PRIORITY,
+                }));
+            }
+        }
+        policies
+    }
+}
+
 impl Driver for Sdn {
     fn conf(&self) -> &NetConf {
         &self.conf
@@ -265,27 +310,7 @@ impl Driver for Sdn {
         });
         let gateway = self.gateway(net, assigned.as_ref());
         let mut policies = self.endpoint_policies.clone();
-        let nat_flags = if self.flags.local_routed_port_mapping {
-            1
-        } else {
-            0
-        };
-        for m in &self.port_mappings {
-            policies.push(m.policy(nat_flags));
-            if self.flags.allow_acl_port_mapping {
-                policies.push(EndpointPolicy::Acl(AclPolicySetting {
-                    protocols: m.protocol.to_string(),
-                    action: AclAction::Allow,
-                    direction: AclDirection::In,
-                    local_addresses: String::new(),
-                    remote_addresses: String::new(),
-                    local_ports: m.container_port.to_string(),
-                    remote_ports: String::new(),
-                    rule_type: None,
-                    priority: 200,
-                }));
-            }
-        }
+        policies.extend(self.port_mapping_policies());
         if self.flags.loopback_dsr
             && let Some(a) = &assigned
         {

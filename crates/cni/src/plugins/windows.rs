@@ -44,7 +44,7 @@ impl WinConf {
             api_version,
             policies,
             dns,
-            port_mappings: policy::port_mappings(runtime.as_ref())?,
+            port_mappings: policy::port_mappings(runtime.as_ref(), policy::UnknownProtocol::Skip)?,
             loopback_dsr: root.bool("loopbackDSR")?,
             conf: conf.clone(),
         })

@@ -1,0 +1,152 @@
+//! microsoft/windows-container-networking (at `b96345f`): its plugin tests
+//! (`plugins/{sdnbridge,sdnoverlay,nat}/*_windows_test.go`) run containers on a Windows host, so
+//! what carries over is its example configs (`example/*.conf`) and the code they exercise:
+//! `cni/cni.go` `GetEndpointInfo` and `network/policy.go` `GetPortEnumValue`, stated through
+//! winnet's sdn* config (`cni::plugins::sdn::Sdn`).
+
+// Test names are `<upstream test or function>__<case>`, as the issue asks.
+#![allow(non_snake_case)]
+
+use cni::config::NetConf;
+use cni::plugins::sdn::Sdn;
+use hcn::{EndpointPolicy, NetworkType};
+use serde_json::{Value, json};
+
+fn sdn(doc: Value) -> Result<Sdn, cni::CniError> {
+    Sdn::parse(&NetConf::parse(doc.to_string().as_bytes())?)
+}
+
+fn wire(policies: &[EndpointPolicy]) -> Vec<Value> {
+    policies
+        .iter()
+        .map(|p| serde_json::to_value(p).unwrap())
+        .collect()
+}
+
+/// `example/l2bridge.conf`, as shipped (the three AdditionalArgs policies, `type: l2bridge`).
+fn l2bridge_example() -> Value {
+    json!({
+        "cniVersion": "0.2.0", "name": "l2bridgeNetwork", "type": "l2bridge", "master": "Ethernet",
+        "capabilities": {"portMappings": true, "dnsCapabilities": true},
+        "optionalFlags": {"loopbackDSR": false},
+        "ipam": {"subnet": "192.168.1.0/24", "routes": [{"GW": "192.168.1.2"}]},
+        "dns": {"Nameservers": ["11.0.0.10"], "Search": ["svc.cluster.local"]},
+        "AdditionalArgs": [
+            {"Name": "EndpointPolicy", "Value": {"Type": "OutBoundNAT", "Settings": {"Exceptions": ["192.168.0.0/16", "11.0.0.0/8", "10.124.24.0/23"]}}},
+            {"Name": "EndpointPolicy", "Value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "11.0.0.0/8", "NeedEncap": true}}},
+            {"Name": "EndpointPolicy", "Value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.124.24.196/32", "NeedEncap": true}}}
+        ]
+    })
+}
+
+// example/l2bridge.conf: an L2Bridge network, gateway from `ipam.routes[0].GW`, the
+// AdditionalArgs passed to HNS in order and unchanged.
+#[test]
+fn example_l2bridge_conf__policies_pass_through_in_order() {
+    let s = sdn(l2bridge_example()).unwrap();
+    assert_eq!(s.network_type, NetworkType::L2Bridge);
+    assert_eq!(s.subnet, Some("192.168.1.0/24".parse().unwrap()));
+    assert_eq!(
+        s.ipam_routes,
+        [(None, Some("192.168.1.2".parse().unwrap()))]
+    );
+    assert_eq!(
+        wire(&s.endpoint_policies),
+        [
+            json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": ["192.168.0.0/16", "11.0.0.0/8", "10.124.24.0/23"]}}),
+            json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": "11.0.0.0/8", "NeedEncap": true}}),
+            json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": "10.124.24.196/32", "NeedEncap": true}}),
+        ]
+    );
+    assert_eq!(s.dns.server_list, ["11.0.0.10"]);
+}
+
+fn with_mappings(flags: Value, mappings: Value) -> Sdn {
+    let mut doc = l2bridge_example();
+    doc["optionalFlags"] = flags;
+    doc["runtimeConfig"] = json!({"portMappings": mappings});
+    sdn(doc).unwrap()
+}
+
+// cni.go GetEndpointInfo (no upstream unit test; the code is unambiguous): one PortMapping per
+// mapping, `LocalRoutedVip` (1) with localRoutedPortMapping, the host IP as VIP.
+#[test]
+fn get_endpoint_info__port_mapping_with_local_routed_vip__code() {
+    let s = with_mappings(
+        json!({"localRoutedPortMapping": true}),
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": "10.0.0.4"}]),
+    );
+    assert_eq!(
+        wire(&s.port_mapping_policies()),
+        [
+            json!({"Type": "PortMapping", "Settings": {"Protocol": 6, "InternalPort": 80, "ExternalPort": 8080, "VIP": "10.0.0.4", "Flags": 1}})
+        ]
+    );
+}
+
+// cni.go GetEndpointInfo with enableDualStack: each mapping also gets an IPv6 PortMapping
+// (flags | NatFlagsIPv6 = 2) without the host IP. (winnet made only the IPv4 one; fixed.)
+#[test]
+fn get_endpoint_info__dual_stack_adds_an_ipv6_port_mapping__code() {
+    let s = with_mappings(
+        json!({"enableDualStack": true}),
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "udp", "hostIP": "10.0.0.4"}]),
+    );
+    assert_eq!(
+        wire(&s.port_mapping_policies()),
+        [
+            json!({"Type": "PortMapping", "Settings": {"Protocol": 17, "InternalPort": 80, "ExternalPort": 8080, "VIP": "10.0.0.4"}}),
+            json!({"Type": "PortMapping", "Settings": {"Protocol": 17, "InternalPort": 80, "ExternalPort": 8080, "Flags": 2}}),
+        ]
+    );
+}
+
+// cni.go GetEndpointInfo + getInACLRule with allowAclPortMapping: after each mapping, an
+// inbound allow ACL for the container port and protocol at priority 1000 (`aclPriority`).
+// (winnet used priority 200; fixed.)
+#[test]
+fn get_endpoint_info__allow_acl_port_mapping__code() {
+    let s = with_mappings(
+        json!({"allowAclPortMapping": true}),
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"}]),
+    );
+    let p = wire(&s.port_mapping_policies());
+    assert_eq!(p.len(), 2);
+    assert_eq!(p[0]["Type"], "PortMapping");
+    assert_eq!(p[1]["Type"], "ACL");
+    let acl = &p[1]["Settings"];
+    assert_eq!(acl["Protocols"], "6");
+    assert_eq!(acl["Action"], "Allow");
+    assert_eq!(acl["Direction"], "In");
+    assert_eq!(acl["LocalPorts"], "80");
+    assert_eq!(acl["Priority"], 1000);
+}
+
+// network/policy.go GetPortEnumValue: names tcp/udp/icmpv4/icmpv6/igmp (any case) and numbers;
+// anything else fails the ADD (unlike pkg/hns, which skips it).
+#[test]
+fn get_port_enum_value__names_numbers_and_refusal__code() {
+    for (name, number) in [
+        ("TCP", 6),
+        ("udp", 17),
+        ("icmpv4", 1),
+        ("ICMPv6", 58),
+        ("igmp", 2),
+        ("6", 6),
+    ] {
+        let s = with_mappings(
+            json!({}),
+            json!([{"hostPort": 8080, "containerPort": 80, "protocol": name}]),
+        );
+        assert_eq!(s.port_mappings[0].protocol, number, "{name}");
+    }
+    let mut doc = l2bridge_example();
+    doc["runtimeConfig"] =
+        json!({"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "sctp"}]});
+    let e = sdn(doc).unwrap_err();
+    assert!(
+        e.msg.starts_with("runtimeConfig.portMappings[0].protocol"),
+        "{}",
+        e.msg
+    );
+}
