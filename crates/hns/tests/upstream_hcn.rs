@@ -581,3 +581,221 @@ async fn supported_features__hcnsupport() {
         assert!(got.api.v2, "{profile}: hnsd speaks the V2 schema");
     }
 }
+
+// ---- hcn/hcnnamespace_test.go ----
+
+/// hcnnamespace_test.go TestNewNamespace, TestCreateDeleteNamespace,
+/// TestCreateDeleteNamespaceGuest, TestGetNamespaceById, TestListNamespaces: a namespace of
+/// each type is created (upstream always passes NamespaceId 5), read back, listed, deleted.
+#[tokio::test]
+async fn create_get_list_delete_namespace__hcnnamespace() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    for ty in ["Host", "HostDefault", "Guest", "GuestDefault"] {
+        let ns = post(
+            &h,
+            Kind::Namespace,
+            &json!({"Type": ty, "NamespaceId": 5, "SchemaVersion": {"Major": 2, "Minor": 0}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        let back = get(&h, Kind::Namespace, &id(&ns)).await;
+        assert_eq!(back["Type"], ty);
+        assert_eq!(back, ns);
+        assert_eq!(h.client().list_namespaces().await.unwrap().len(), 1);
+        delete(&h, Kind::Namespace, &id(&ns)).await;
+        assert!(h.client().list_namespaces().await.unwrap().is_empty());
+    }
+}
+
+/// The endpoint IDs a namespace holds (hcnnamespace.go GetNamespaceEndpointIds: its
+/// `Resources` of type Endpoint).
+async fn namespace_endpoint_ids(h: &Hnsd, ns: &str) -> Vec<String> {
+    get(h, Kind::Namespace, ns).await["Resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["Type"] == "Endpoint")
+        .filter_map(|r| r["Data"]["ID"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// hcnnamespace_test.go TestGetNamespaceEndpointIds, TestAddRemoveNamespaceEndpoint and
+/// TestModifyNamespaceSettings (a raw modify with `{"EndpointId": ...}`); TestGetNamespaceContainers
+/// (a fresh namespace holds no containers).
+#[tokio::test]
+async fn namespace_endpoint_ids_add_remove_and_modify__hcnnamespace() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = id(
+        &post(&h, Kind::Network, &nat_network(Some(default_subnet())))
+            .await
+            .unwrap(),
+    );
+    let ep = id(&test_endpoint(&h, &net).await);
+    let ns = id(&test_namespace(&h).await);
+    let containers = get(&h, Kind::Namespace, &ns).await["Resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["Type"] == "Container")
+        .count();
+    assert_eq!(containers, 0);
+    let path = format!("/{}/{ns}", Kind::Namespace);
+    for verb in ["Add", "Remove"] {
+        let req = json!({"ResourceType": "Endpoint", "RequestType": verb, "Settings": {"EndpointId": ep}});
+        call(&h, Method::PATCH, &path, Some(&req))
+            .await
+            .unwrap_or_else(|e| panic!("{verb}: {e}"));
+        let ids = namespace_endpoint_ids(&h, &ns).await;
+        if verb == "Add" {
+            assert_eq!(ids.len(), 1, "{ids:?}");
+            assert!(ids[0].eq_ignore_ascii_case(&ep));
+        } else {
+            assert!(ids.is_empty(), "{ids:?}");
+        }
+    }
+    delete(&h, Kind::Namespace, &ns).await;
+    delete(&h, Kind::Endpoint, &ep).await;
+    delete(&h, Kind::Network, &net).await;
+}
+
+// ---- hcn/hcnroute_test.go ----
+
+/// hcnutils_test.go HcnCreateTestSdnRoute.
+fn sdn_route(endpoints: &[&str], next_hop: &str) -> Value {
+    json!({"HostComputeEndpoints": endpoints, "SchemaVersion": {"Major": 2, "Minor": 0},
+        "Setting": [{"DestinationPrefix": "169.254.169.254/24", "NextHop": next_hop}]})
+}
+
+/// hcnroute_test.go TestCreateDeleteRoute, TestGetRouteById, TestListRoutes, TestAddRoute.
+#[tokio::test]
+async fn create_get_list_delete_route__hcnroute() {
+    let h = Hnsd::start(Profile::Unrestricted).await;
+    let net = id(&post(&h, Kind::Network, &overlay_network()).await.unwrap());
+    let ep = id(&test_endpoint(&h, &net).await);
+    assert!(h.client().list_sdn_routes().await.unwrap().is_empty());
+    for next_hop in ["127.10.0.34", "127.10.0.33"] {
+        let route = post(&h, Kind::Route, &sdn_route(&[&ep], next_hop))
+            .await
+            .unwrap();
+        assert_eq!(get(&h, Kind::Route, &id(&route)).await, route);
+        assert_eq!(route["Setting"][0]["NextHop"], next_hop);
+        assert_eq!(h.client().list_sdn_routes().await.unwrap().len(), 1);
+        delete(&h, Kind::Route, &id(&route)).await;
+    }
+    delete(&h, Kind::Endpoint, &ep).await;
+    delete(&h, Kind::Network, &net).await;
+}
+
+/// hcnroute_test.go TestRouteAddRemoveEndpoint: HCN routes have no modify, so hcsshim's
+/// AddEndpoint/RemoveEndpoint delete the route and create it again with the same ID and one
+/// endpoint more (or less). The ID must be reusable at once.
+#[tokio::test]
+async fn route_add_remove_endpoint__hcnroute() {
+    let h = Hnsd::start(Profile::Unrestricted).await;
+    let net = id(&post(&h, Kind::Network, &overlay_network()).await.unwrap());
+    let ep = id(&test_endpoint(&h, &net).await);
+    let route = post(&h, Kind::Route, &sdn_route(&[&ep], "127.10.0.34"))
+        .await
+        .unwrap();
+    let route_id = id(&route);
+    let second = id(&test_endpoint(&h, &net).await);
+    for endpoints in [vec![ep.as_str(), second.as_str()], vec![ep.as_str()]] {
+        delete(&h, Kind::Route, &route_id).await;
+        let mut doc = sdn_route(&endpoints, "127.10.0.34");
+        doc["ID"] = json!(route_id);
+        let again = post(&h, Kind::Route, &doc).await.unwrap();
+        assert_eq!(id(&again), route_id);
+        let n = get(&h, Kind::Route, &route_id).await["HostComputeEndpoints"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(n, endpoints.len());
+    }
+}
+
+// ---- hcn/hcnloadbalancer_test.go ----
+
+/// hcnloadbalancer.go AddLoadBalancer's document (hcnutils_test.go HcnCreateTestLoadBalancer
+/// is the same with ports 8080 -> 8090 and no flags).
+fn load_balancer(endpoints: &[&str], flags: u32, pm_flags: u32, external: u16) -> Value {
+    let mut pm = json!({"Protocol": 6, "InternalPort": 8080, "ExternalPort": external});
+    if pm_flags != 0 {
+        pm["Flags"] = json!(pm_flags);
+    }
+    let mut lb = json!({"HostComputeEndpoints": endpoints, "SourceVIP": "10.0.0.1",
+        "PortMappings": [pm], "FrontendVIPs": ["1.1.1.2", "1.1.1.3"],
+        "SchemaVersion": {"Major": 2, "Minor": 0}});
+    if flags != 0 {
+        lb["Flags"] = json!(flags);
+    }
+    lb
+}
+
+/// hcnloadbalancer_test.go TestCreateDeleteLoadBalancer, TestGetLoadBalancerById,
+/// TestListLoadBalancer, TestAddLoadBalancer, TestAddDSRLoadBalancer (Flags 1 = IsDSR, port
+/// mapping flag 8 = PreserveDIP kept) and TestAddILBLoadBalancer (port mapping flag 1 = ILB).
+#[tokio::test]
+async fn create_get_list_delete_load_balancers__hcnloadbalancer() {
+    let h = Hnsd::start(Profile::Unrestricted).await;
+    let net = id(&post(&h, Kind::Network, &overlay_network()).await.unwrap());
+    let ep = id(&test_endpoint(&h, &net).await);
+    assert!(h.client().list_load_balancers().await.unwrap().is_empty());
+    for (what, flags, pm_flags, port) in [
+        ("HcnCreateTestLoadBalancer", 0, 0, 8090),
+        ("AddLoadBalancer", 0, 0, 80),
+        ("DSR", 1, 8, 80),
+        ("ILB", 0, 1, 80),
+    ] {
+        let lb = post(
+            &h,
+            Kind::LoadBalancer,
+            &load_balancer(&[&ep], flags, pm_flags, port),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let found = get(&h, Kind::LoadBalancer, &id(&lb)).await;
+        assert_eq!(found, lb, "{what}");
+        assert_eq!(
+            found["Flags"].as_u64().unwrap_or(0),
+            u64::from(flags),
+            "{what}"
+        );
+        let got = found["PortMappings"][0]["Flags"].as_u64().unwrap_or(0);
+        assert_eq!(
+            got & u64::from(pm_flags),
+            u64::from(pm_flags),
+            "{what}: {found}"
+        );
+        assert_eq!(h.client().list_load_balancers().await.unwrap().len(), 1);
+        delete(&h, Kind::LoadBalancer, &id(&lb)).await;
+    }
+    delete(&h, Kind::Endpoint, &ep).await;
+    delete(&h, Kind::Network, &net).await;
+}
+
+/// hcnloadbalancer_test.go TestLoadBalancerAddRemoveEndpoint: like routes, hcsshim's
+/// AddEndpoint/RemoveEndpoint delete the load balancer and create it again with the same ID,
+/// so the frontend it held is free again at once and the ID is reusable.
+#[tokio::test]
+async fn load_balancer_add_remove_endpoint__hcnloadbalancer() {
+    let h = Hnsd::start(Profile::Unrestricted).await;
+    let net = id(&post(&h, Kind::Network, &overlay_network()).await.unwrap());
+    let ep = id(&test_endpoint(&h, &net).await);
+    let lb = post(&h, Kind::LoadBalancer, &load_balancer(&[&ep], 0, 0, 8090))
+        .await
+        .unwrap();
+    let lb_id = id(&lb);
+    let second = id(&test_endpoint(&h, &net).await);
+    for endpoints in [vec![ep.as_str(), second.as_str()], vec![ep.as_str()]] {
+        delete(&h, Kind::LoadBalancer, &lb_id).await;
+        let mut doc = load_balancer(&endpoints, 0, 0, 8090);
+        doc["ID"] = json!(lb_id);
+        let again = post(&h, Kind::LoadBalancer, &doc).await.unwrap();
+        assert_eq!(id(&again), lb_id);
+        let n = again["HostComputeEndpoints"].as_array().map_or(0, Vec::len);
+        assert_eq!(n, endpoints.len());
+    }
+    delete(&h, Kind::LoadBalancer, &lb_id).await;
+    delete(&h, Kind::Endpoint, &second).await;
+    delete(&h, Kind::Endpoint, &ep).await;
+    delete(&h, Kind::Network, &net).await;
+}
