@@ -381,12 +381,13 @@ async fn apply_policy_and_modify_endpoint_settings__hcnendpoint() {
     }
 }
 
-/// HNS refuses a second endpoint that maps the same host port (same protocol and
-/// ExternalPort) with HCN_E_PORT_ALREADY_EXISTS (0x803B0013), as hcsshim's `hcnerrors.go`
-/// names it and as the win-bridge/nat portMappings path meets on Windows. Another protocol on
-/// the same port, or another port, is fine; the refused create leaves nothing behind.
+/// hcnerrors_test.go TestEndpointAlreadyExistsError: on the test Overlay network, a second
+/// endpoint with the same PortMapping (UDP 45678 -> 56789) fails with
+/// HCN_E_PORT_ALREADY_EXISTS (0x803B0013, IsPortAlreadyExistsError). Beyond upstream: the
+/// refused create leaves nothing behind, another protocol or port on the same host is fine, and
+/// adding the taken mapping to an existing endpoint is refused the same way.
 #[tokio::test]
-async fn port_mapping_twice_is_port_already_exists__hcnerrors() {
+async fn endpoint_already_exists_error__hcnerrors() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = id(
         &post(&h, Kind::Network, &nat_network(Some(default_subnet())))
@@ -443,6 +444,34 @@ async fn dual_stack_endpoint_gets_one_address_per_family__hcnsupport() {
     let second: hcn::Endpoint = serde_json::from_value(test_endpoint(&h, &net).await).unwrap();
     let ips: Vec<String> = second.ips().map(|ip| ip.to_string()).collect();
     assert_eq!(ips, ["10.244.1.3", "fd00:10:244:1::3"]);
+}
+
+/// hcnerrors_test.go TestMissingNetworkById, TestMissingNamespaceById, TestNotFoundError
+/// (getNamespace of a missing GUID is ElementNotFound, 0x80070490) and TestMissingNetworkByName
+/// (hns::Client answers a name lookup with `None` where hcsshim makes NetworkNotFoundError).
+#[tokio::test]
+async fn missing_network_and_namespace_are_not_found__hcnerrors() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let missing = "5f0b1190-63be-4e0c-b974-bd0f55675a42";
+    let r = call(
+        &h,
+        Method::GET,
+        &format!("/{}/{missing}", Kind::Network),
+        None,
+    )
+    .await;
+    let c = code(r);
+    assert!(c.is_not_found(), "{c:?}");
+    let r = call(
+        &h,
+        Method::GET,
+        &format!("/{}/{missing}", Kind::Namespace),
+        None,
+    )
+    .await;
+    assert_eq!(code(r), HResult::ERROR_NOT_FOUND, "ElementNotFound");
+    let by_name = h.client().get_network_by_name("Not found name").await;
+    assert!(by_name.unwrap().is_none());
 }
 
 // ---- hcn/hcnsupport_test.go and hcnglobals.go ----
