@@ -444,6 +444,19 @@ async fn dual_stack_endpoint_gets_one_address_per_family__hcnsupport() {
     let second: hcn::Endpoint = serde_json::from_value(test_endpoint(&h, &net).await).unwrap();
     let ips: Vec<String> = second.ips().map(|ip| ip.to_string()).collect();
     assert_eq!(ips, ["10.244.1.3", "fd00:10:244:1::3"]);
+    // Before HNS 11.10 (Windows Server 2019 is 9.5) there is no dual-stack: one address.
+    let old = Hnsd::start(Profile::Ws2019).await;
+    assert!(
+        !old.client()
+            .get_supported_features()
+            .await
+            .unwrap()
+            .ipv6_dual_stack
+    );
+    let net = id(&post(&old, Kind::Network, &doc).await.unwrap());
+    let ep: hcn::Endpoint = serde_json::from_value(test_endpoint(&old, &net).await).unwrap();
+    let ips: Vec<String> = ep.ips().map(|ip| ip.to_string()).collect();
+    assert_eq!(ips, ["10.244.1.2"]);
 }
 
 /// hcnerrors_test.go TestMissingNetworkById, TestMissingNamespaceById, TestNotFoundError

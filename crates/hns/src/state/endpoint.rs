@@ -221,10 +221,14 @@ impl State {
 
     /// HNS IPAM for an endpoint created without addresses: one address from the first subnet
     /// of each address family the network has, IPv4 first (a dual-stack network's endpoint gets
-    /// both, as kube-proxy winkernel's dual-stack mode and hcsshim's IPv6 dual-stack support
-    /// expect). A network without subnets yields one empty configuration, which the caller
-    /// refuses with a message naming the field.
+    /// both, as kube-proxy winkernel's dual-stack mode expects). Dual-stack came with HNS 11.10
+    /// (hcsshim `hcnglobals.go` IPv6DualStackVersion); an older profile fills one address, from
+    /// the first subnet. A network without subnets yields one empty configuration, which the
+    /// caller refuses with a message naming the field.
     fn one_address_per_family(&self, net: &Network) -> Result<Vec<IpConfig>, HnsError> {
+        if !self.profile.features().ipv6_dual_stack {
+            return Ok(vec![IpConfig::default()]);
+        }
         let v4 = net
             .subnets()
             .find(|s| s.ip_address_prefix.is_some_and(|p| p.addr().is_ipv4()));
