@@ -10,7 +10,8 @@ use crate::serde_util::{is_default, opt_ip, opt_prefix, string_enum};
 use crate::types::{Dns, Guid, Health, MacAddress, SchemaVersion};
 
 string_enum! {
-    /// The network mode (`Type`). HNS omits `Type` for NAT (mode 0); an absent `Type` means NAT.
+    /// The network mode (`Type`). An absent `Type` on input means NAT; on output it is always
+    /// written (hcsshim's `Type NetworkType `json:",omitempty"``, a string, so "NAT" is kept).
     NetworkType {
         Nat = "NAT",
         Ics = "ICS",
@@ -33,10 +34,6 @@ impl Default for NetworkType {
     }
 }
 
-fn is_nat(t: &NetworkType) -> bool {
-    *t == NetworkType::Nat
-}
-
 /// Network `Flags` (hcsshim's values; the 2018 docs disagree, see the reference §2.1).
 pub struct NetworkFlags;
 
@@ -55,7 +52,7 @@ pub struct Network {
     pub id: Guid,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
-    #[serde(rename = "Type", skip_serializing_if = "is_nat")]
+    #[serde(rename = "Type")]
     pub network_type: NetworkType,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<NetworkPolicy>,

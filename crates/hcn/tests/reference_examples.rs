@@ -121,9 +121,15 @@ fn empty_values_are_left_out_and_struct_fields_kept() {
     assert_eq!(v["Health"], json!({"Extra":{}}));
 }
 
+/// A NAT network is written with `"Type": "NAT"` (hcsshim's `Type` is a string with
+/// omitempty, so "NAT" is kept; hcsshim `hcn/hcnutils_test.go` HcnGenerateNATNetwork sets it
+/// and clients compare `Type == "NAT"`). This test used to assert the reference's claim that
+/// HNS omits it; upstream's code wins. An absent `Type` still reads as NAT.
 #[test]
-fn nat_network_type_is_omitted_as_hns_does() {
+fn nat_network_type_is_written_and_absent_type_reads_as_nat() {
     let net: Network = decode(br#"{"Name":"nat","Type":"nat"}"#).unwrap();
     assert_eq!(net.network_type, hcn::NetworkType::Nat);
-    assert!(serde_json::to_value(&net).unwrap().get("Type").is_none());
+    assert_eq!(serde_json::to_value(&net).unwrap()["Type"], "NAT");
+    let untyped: Network = decode(br#"{"Name":"nat"}"#).unwrap();
+    assert_eq!(untyped.network_type, hcn::NetworkType::Nat);
 }

@@ -6,8 +6,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use hcn::error::{HResult, HnsError};
 use hcn::modify::{ModifyRequest, PolicyRequest};
+use hcn::namespace::NamespaceResourceData;
 use hcn::network::SubnetFlags;
-use hcn::{Endpoint, EndpointPolicy, Guid, IpConfig, MacAddress, Network, ResourceType, Subnet};
+use hcn::policy::PortMappingPolicySetting;
+use hcn::{
+    Endpoint, EndpointPolicy, Guid, IpConfig, MacAddress, Namespace, NamespaceResource,
+    NamespaceResourceType, Network, ResourceType, Subnet,
+};
 use ipnet::IpNet;
 
 use super::pool::LowestFree;
@@ -26,17 +31,22 @@ impl State {
             .networks
             .get(&ep.host_compute_network)
             .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
-        if !ep.host_compute_namespace.is_nil() {
-            return Err(HnsError::new(
-                HResult::E_INVALIDARG,
-                "HostComputeNamespace is read-only; create the endpoint, then add it to the namespace with a namespace modify request",
-            ));
-        }
+        let joins = self.namespace_to_join(&ep)?;
         self.assign_addresses(net, &mut ep)?;
         self.assign_mac(net, &mut ep)?;
+        self.check_host_ports(&ep)?;
+        let mut changes = Vec::new();
+        if let Some(mut ns) = joins {
+            ns.resources.push(NamespaceResource {
+                resource_type: NamespaceResourceType::Endpoint,
+                data: NamespaceResourceData { id: Some(ep.id) },
+            });
+            changes.push(Change::Put(Object::Namespace(ns)));
+        }
         let obj = Object::Endpoint(ep);
+        changes.push(Change::Put(obj.clone()));
         Ok(Plan {
-            changes: vec![Change::Put(obj.clone())],
+            changes,
             result: Some(obj),
         })
     }
@@ -67,6 +77,7 @@ impl State {
             given.policies,
             EndpointPolicy::type_name,
         )?;
+        self.check_host_ports(&ep)?;
         let obj = Object::Endpoint(ep);
         Ok(Plan {
             changes: vec![Change::Put(obj.clone())],
@@ -112,11 +123,38 @@ impl State {
         })
     }
 
+    /// The namespace an endpoint created with `HostComputeNamespace` joins, as HCN attaches it
+    /// on create (hcsshim `hcn/hcnendpoint_test.go` TestCreateEndpointWithNamespace); it must
+    /// exist and the endpoint must be local.
+    fn namespace_to_join(&self, ep: &Endpoint) -> Result<Option<Namespace>, HnsError> {
+        let id = ep.host_compute_namespace;
+        if id.is_nil() {
+            return Ok(None);
+        }
+        if ep.is_remote() {
+            return Err(HnsError::new(
+                HResult::HCN_E_INVALID_REMOTE_ENDPOINT_OPERATION,
+                "HostComputeNamespace: a remote endpoint cannot join a namespace; leave it out",
+            ));
+        }
+        let ns = self.namespaces.get(&id).cloned().ok_or_else(|| {
+            HnsError::new(
+                HResult::NAMESPACE_NOT_FOUND,
+                format!("HostComputeNamespace: namespace {id} was not found; create it first"),
+            )
+        })?;
+        Ok(Some(ns))
+    }
+
     /// Fills in missing addresses from the network's subnets (HNS IPAM) and checks given ones.
     fn assign_addresses(&self, net: &Network, ep: &mut Endpoint) -> Result<(), HnsError> {
         let remote = ep.is_remote();
         if ep.ip_configurations.is_empty() {
-            ep.ip_configurations.push(IpConfig::default());
+            ep.ip_configurations = if remote {
+                vec![IpConfig::default()]
+            } else {
+                self.one_address_per_family(net)?
+            };
         }
         let mut taken: Vec<IpAddr> = Vec::new();
         for (i, config) in ep.ip_configurations.iter_mut().enumerate() {
@@ -181,6 +219,71 @@ impl State {
         Ok(())
     }
 
+    /// HNS IPAM for an endpoint created without addresses: one address from the first subnet
+    /// of each address family the network has, IPv4 first (a dual-stack network's endpoint gets
+    /// both, as kube-proxy winkernel's dual-stack mode expects). Dual-stack came with HNS 11.10
+    /// (hcsshim `hcnglobals.go` IPv6DualStackVersion); an older profile fills one address, from
+    /// the first subnet. A network without subnets yields one empty configuration, which the
+    /// caller refuses with a message naming the field.
+    fn one_address_per_family(&self, net: &Network) -> Result<Vec<IpConfig>, HnsError> {
+        if !self.profile.features().ipv6_dual_stack {
+            return Ok(vec![IpConfig::default()]);
+        }
+        let v4 = net
+            .subnets()
+            .find(|s| s.ip_address_prefix.is_some_and(|p| p.addr().is_ipv4()));
+        let v6 = net
+            .subnets()
+            .find(|s| s.ip_address_prefix.is_some_and(|p| p.addr().is_ipv6()));
+        let mut configs = Vec::new();
+        for subnet in [v4, v6].into_iter().flatten() {
+            let ip = self.free_ip(net.id, subnet, &[]).ok_or_else(|| {
+                HnsError::new(
+                    HResult::HCN_E_ADDR_INVALID_OR_RESERVED,
+                    format!(
+                        "IpConfigurations[{}].IpAddress: no free address left in {:?}",
+                        configs.len(),
+                        subnet.ip_address_prefix
+                    ),
+                )
+            })?;
+            configs.push(IpConfig {
+                ip_address: Some(ip),
+                ..IpConfig::default()
+            });
+        }
+        if configs.is_empty() {
+            configs.push(IpConfig::default());
+        }
+        Ok(configs)
+    }
+
+    /// A local endpoint's `PortMapping` may not claim a host port (protocol + external port,
+    /// on the same VIP or on every address) that another local endpoint already maps: HNS
+    /// answers `HCN_E_PORT_ALREADY_EXISTS` (0x803B0013).
+    fn check_host_ports(&self, ep: &Endpoint) -> Result<(), HnsError> {
+        if ep.is_remote() {
+            return Ok(());
+        }
+        for (i, mine) in port_mappings(ep).enumerate() {
+            let clash = self
+                .endpoints
+                .values()
+                .filter(|o| o.id != ep.id && !o.is_remote())
+                .find(|o| port_mappings(o).any(|theirs| same_host_port(mine, theirs)));
+            if let Some(other) = clash {
+                return Err(HnsError::new(
+                    HResult::HCN_E_PORT_ALREADY_EXISTS,
+                    format!(
+                        "Policies: PortMapping {i} (protocol {}, host port {}) is already mapped by endpoint {}; pick another ExternalPort",
+                        mine.protocol, mine.external_port, other.id
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The first free host address of `subnet`, skipping the network address, the gateway, the
     /// broadcast address and addresses in use.
     fn free_ip(&self, net: Guid, subnet: &Subnet, also_taken: &[IpAddr]) -> Option<IpAddr> {
@@ -235,6 +338,24 @@ impl State {
         })?);
         Ok(())
     }
+}
+
+/// The `PortMapping` policies of an endpoint.
+fn port_mappings(ep: &Endpoint) -> impl Iterator<Item = &PortMappingPolicySetting> {
+    ep.policies.iter().filter_map(|p| match p {
+        EndpointPolicy::PortMapping(pm) => Some(pm),
+        _ => None,
+    })
+}
+
+/// Two mappings claim the same host port: same protocol and external port, and either maps
+/// every host address or both name the same VIP.
+fn same_host_port(a: &PortMappingPolicySetting, b: &PortMappingPolicySetting) -> bool {
+    let vips_overlap = match (a.vip, b.vip) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    };
+    a.protocol == b.protocol && a.external_port == b.external_port && vips_overlap
 }
 
 /// Addresses of a subnet that endpoints may not take: the gateway, unless the subnet says not

@@ -118,6 +118,7 @@ fn put(net: Network) -> Plan {
 fn check_network(net: &Network) -> Result<(), HnsError> {
     let overlay = net.network_type == NetworkType::Overlay;
     for (i, subnet) in net.subnets().enumerate() {
+        check_subnet_routes(i, subnet)?;
         match subnet.vsid() {
             Some(v) if !(MIN_VSID..=MAX_VSID).contains(&v) => {
                 return Err(HnsError::new(
@@ -150,6 +151,34 @@ fn check_network(net: &Network) -> Result<(), HnsError> {
                     "{} policies apply to Overlay networks only; this one is {}",
                     p.type_name(),
                     net.network_type
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A subnet's routes name their next hop (the gateway HNS reserves) and a destination written
+/// as a prefix, without host bits: HNS refuses `{"NextHop": "", "DestinationPrefix": ""}` and
+/// `1.1.1.1/0` (hcsshim `hcn/hcnnetwork_test.go` TestCreateDeleteNetworks expects both to fail).
+fn check_subnet_routes(i: usize, subnet: &hcn::Subnet) -> Result<(), HnsError> {
+    for (j, route) in subnet.routes.iter().enumerate() {
+        if route.next_hop.is_none() {
+            return Err(HnsError::new(
+                HResult::HCN_E_INVALID_SUBNET,
+                format!(
+                    "subnet {i}: Routes[{j}].NextHop is missing; give the subnet's gateway, e.g. the first host address"
+                ),
+            ));
+        }
+        if let Some(p) = route.destination_prefix
+            && p != p.trunc()
+        {
+            return Err(HnsError::new(
+                HResult::HCN_E_INVALID_PREFIX,
+                format!(
+                    "subnet {i}: Routes[{j}].DestinationPrefix {p} has host bits set; write it as {}",
+                    p.trunc()
                 ),
             ));
         }
