@@ -327,7 +327,12 @@ impl Proxier {
             .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
-    fn context(&self, network: &hcn::Network, snapshot: &Snapshot) -> NodeContext {
+    fn context(
+        &self,
+        network: &hcn::Network,
+        snapshot: &Snapshot,
+        reconciler: &Reconciler,
+    ) -> NodeContext {
         let node_ips = if self.config.node_ips.is_empty() {
             snapshot
                 .nodes
@@ -349,6 +354,7 @@ impl Proxier {
             .collect();
         NodeContext {
             hostname: self.config.hostname.clone(),
+            local_endpoint_ips: reconciler.local_endpoint_ips(),
             node_ips,
             overlay: self.overlay,
             remote_subnets,
@@ -390,17 +396,17 @@ impl Proxier {
                 return self.failed_sync(problem);
             }
         };
-        let context = self.context(&network, snapshot);
-        let context_changed = self
-            .context
-            .as_ref()
-            .is_none_or(|c| !same_context(c, &context));
         let retrying = std::mem::take(&mut self.retry);
         if !retrying.is_empty()
             && let Err(e) = reconciler.refresh_local_endpoints().await
         {
             self.report_once(format!("listing local endpoints: {e}"));
         }
+        let context = self.context(&network, snapshot, reconciler);
+        let context_changed = self
+            .context
+            .as_ref()
+            .is_none_or(|c| !same_context(c, &context));
         let by_service = snapshot.slices_by_service();
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
         for (key, svc) in &snapshot.services {
@@ -521,5 +527,8 @@ impl Proxier {
 }
 
 fn same_context(a: &NodeContext, b: &NodeContext) -> bool {
-    a.node_ips == b.node_ips && a.remote_subnets == b.remote_subnets && a.hostname == b.hostname
+    a.node_ips == b.node_ips
+        && a.remote_subnets == b.remote_subnets
+        && a.hostname == b.hostname
+        && a.local_endpoint_ips == b.local_endpoint_ips
 }

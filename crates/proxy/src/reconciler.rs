@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use hcn::error::HResult;
+use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::policy::ProviderAddressPolicySetting;
 use hcn::{
     Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping,
@@ -50,8 +51,10 @@ pub struct Reconciler {
 /// The frontend an HNS load balancer holds.
 fn frontend_of(lb: &LoadBalancer) -> Option<Frontend> {
     let pm = lb.port_mappings.first()?;
+    let vip = lb.frontend_vips.first().copied();
     Some(Frontend {
-        vip: lb.frontend_vips.first().copied(),
+        vip,
+        ipv6: vip.map_or(lb.flags & LoadBalancerFlags::IPV6 != 0, |v| v.is_ipv6()),
         protocol: pm.protocol,
         port: pm.external_port,
     })
@@ -102,6 +105,11 @@ impl Reconciler {
     /// Load balancers in HNS.
     pub fn load_balancer_count(&self) -> usize {
         self.lbs.len()
+    }
+
+    /// The addresses of the local (not remote) HNS endpoints on the network.
+    pub fn local_endpoint_ips(&self) -> BTreeSet<IpAddr> {
+        self.local_by_ip.keys().copied().collect()
     }
 
     /// Remote endpoints in HNS on the network.
