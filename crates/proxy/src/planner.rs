@@ -162,22 +162,17 @@ pub fn plan_service(svc: &Service, slices: &[&Slice], ctx: &NodeContext) -> Serv
             _ => None,
         })
         .collect();
-    // Overlay: each ClusterIP with a load balancer is also a remote endpoint behind this node's
-    // PA, with the host's MAC, so that VFP routes it (winkernel's svcInfo.remoteEndpoint).
+    // Overlay: each ClusterIP is also a remote endpoint behind this node's PA, with the host's
+    // MAC, so that VFP routes it (winkernel's svcInfo.remoteEndpoint). winkernel makes it for
+    // every Service it programs, before looking at backends, so a Service with none has it too
+    // (proxier_test.go TestCreateServiceVip).
     if let (true, Some(mac)) = (ctx.overlay, ctx.host_mac) {
-        for vip in &svc.cluster_ips {
-            let has_lb = plan
-                .lbs
-                .iter()
-                .any(|lb| lb.role == Role::ClusterIp && lb.frontend.vip == Some(*vip));
-            if has_lb {
-                let provider_address = node_ip(ctx, vip.is_ipv6());
-                plan.remotes.insert(RemoteEndpoint {
-                    ip: *vip,
-                    mac,
-                    provider_address,
-                });
-            }
+        for vip in svc.cluster_ips.iter().filter(|v| !v.is_ipv6() || ctx.ipv6) {
+            plan.remotes.insert(RemoteEndpoint {
+                ip: *vip,
+                mac,
+                provider_address: node_ip(ctx, vip.is_ipv6()),
+            });
         }
     }
     plan
