@@ -452,3 +452,66 @@ async fn dual_stack_node_port_frontends_in_hns__winkernel() {
     );
     assert_eq!(hcn::error::HResult::HCN_E_PORT_ALREADY_EXISTS.0, 0x803B0013);
 }
+
+/// Makes a local pod endpoint as the CNI would (after the proxy started).
+async fn add_local(n: &Node, name: &str, ip: &str) -> Guid {
+    let net = n.client.get_network_by_name("cbr0").await.unwrap().unwrap();
+    let ep = Endpoint {
+        name: name.into(),
+        host_compute_network: net.id,
+        ip_configurations: vec![hcn::IpConfig {
+            ip_address: Some(ip.parse().unwrap()),
+            prefix_length: 24,
+        }],
+        ..Default::default()
+    };
+    n.client.create_endpoint(&ep).await.unwrap().id
+}
+
+/// proxier_test.go TestClusterIPSvcWithITPLocal: ITP=Local, slices without nodeName, local
+/// endpoints known only to HNS. (1) one local endpoint: an LB on it; (2) a second local
+/// endpoint (made by the CNI after the proxy started) joins the slice: the LB holds both
+/// (upstream: LBID-1 deleted, LBID-2 made; HNS 14 cannot modify in place); (3) a remote
+/// endpoint joins: the LB is kept as it is (same ID, the local two).
+#[tokio::test]
+async fn cluster_ip_svc_with_itp_local__winkernel() {
+    let n = node(false).await;
+    let mut p = proxy(&n, false).await;
+    let svc = service("svc1", json!({"internalTrafficPolicy":"Local"}));
+    p.sync(&snapshot(&[
+        svc.clone(),
+        slice("svc1", "IPv4", &[(LOCAL, None)]),
+    ]))
+    .await;
+    let l = lbs(&n).await;
+    let first = lb_for(&l, Some("10.20.30.41"), 80).clone();
+    assert_eq!(first.host_compute_endpoints, vec![n.local]);
+
+    let second = add_local(&n, "pod-b", "10.244.1.11").await;
+    let two = [(LOCAL, None), ("10.244.1.11", None)];
+    let report = p
+        .sync(&snapshot(&[svc.clone(), slice("svc1", "IPv4", &two)]))
+        .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let l = lbs(&n).await;
+    assert_eq!(l.len(), 1, "the first LB is gone: {l:#?}");
+    let lb2 = lb_for(&l, Some("10.20.30.41"), 80).clone();
+    let mut want = vec![n.local, second];
+    want.sort();
+    let mut got = lb2.host_compute_endpoints.clone();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(
+        remotes(&n).await.is_empty(),
+        "a local pod is no remote endpoint"
+    );
+
+    let three = [(LOCAL, None), ("10.244.1.11", None), (REMOTE, None)];
+    let report = p
+        .sync(&snapshot(&[svc, slice("svc1", "IPv4", &three)]))
+        .await;
+    assert_eq!((report.created, report.deleted, report.updated), (0, 0, 0));
+    let l = lbs(&n).await;
+    assert_eq!(l.len(), 1);
+    assert_eq!(lb_for(&l, Some("10.20.30.41"), 80).id, lb2.id);
+}
