@@ -18,20 +18,26 @@ const LOCAL: &str = "10.244.1.10";
 const REMOTE: &str = "10.244.2.5";
 
 /// A node: hnsd with network `cbr0` (L2Bridge dual-stack, or Overlay with a RemoteSubnetRoute
-/// to 10.244.2.0/24), and one local pod endpoint made as the CNI makes it.
+/// to 10.244.2.0/24), the root endpoint `cbr0` (upstream's `EP-GW`), and one local pod
+/// endpoint made as the CNI makes it.
 struct Node {
     _dir: tempfile::TempDir,
     hnsd: Running,
     client: Client,
     local: Guid,
+    root: Guid,
 }
 
 async fn node(overlay: bool) -> Node {
+    node_on(Profile::Ws2022, overlay).await
+}
+
+async fn node_on(profile: Profile, overlay: bool) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let hnsd = hns::server::spawn(&HnsConfig {
         state_dir: dir.path().join("state"),
         socket: dir.path().join("hns.sock"),
-        profile: Profile::Ws2022,
+        profile,
         dataplane: None,
     })
     .unwrap();
@@ -66,11 +72,29 @@ async fn node(overlay: bool) -> Node {
         ..Default::default()
     };
     let local = client.create_endpoint(&ep).await.unwrap().id;
+    let mut gw = vec![hcn::IpConfig {
+        ip_address: Some("10.244.1.2".parse().unwrap()),
+        prefix_length: 24,
+    }];
+    if !overlay {
+        gw.push(hcn::IpConfig {
+            ip_address: Some("fd00:244:1::2".parse().unwrap()),
+            prefix_length: 64,
+        });
+    }
+    let root = Endpoint {
+        name: "cbr0".into(),
+        host_compute_network: net.id,
+        ip_configurations: gw,
+        ..Default::default()
+    };
+    let root = client.create_endpoint(&root).await.unwrap().id;
     Node {
         _dir: dir,
         hnsd,
         client,
         local,
+        root,
     }
 }
 
@@ -306,35 +330,42 @@ async fn create_load_balancer__winkernel() {
     assert_eq!(ids, want);
 }
 
-/// proxier_test.go TestCreateDsrLoadBalancer: ETP=Local with an ingress IP and a local backend:
-/// the NodePort and ingress LBs carry the DSR flag (svcInfo.localTrafficDSR) and only local
-/// backends. The backend's locality comes from its HNS endpoint.
+/// proxier_test.go TestCreateDsrLoadBalancer: `--enable-dsr`, ETP=Local, an ingress IP and a
+/// backend with a local HNS endpoint: four LBs (upstream LBID-1..4): ClusterIP, NodePort and
+/// ingress with the DSR flag (svcInfo.localTrafficDSR) and the local backend only, and the
+/// health-check LB (`--forward-healthcheck-vip`) on the ingress IP onto the root endpoint.
 #[tokio::test]
 async fn create_dsr_load_balancer__winkernel() {
     let n = node(false).await;
-    let mut p = proxy(&n, false).await;
+    let mut cfg = config(&n, false);
+    cfg.enable_dsr = true;
+    cfg.feature_gates.win_dsr = true;
+    cfg.forward_healthcheck_vip = true;
+    let mut p = Proxy::connect(cfg).await.unwrap();
     let mut svc = service(
         "svc1",
-        json!({"type":"LoadBalancer","externalTrafficPolicy":"Local",
+        json!({"type":"NodePort","externalTrafficPolicy":"Local",
             "ports":[{"name":"p80","port":80,"protocol":"TCP","nodePort":3001}]}),
     );
     svc["status"] = json!({"loadBalancer":{"ingress":[{"ip":"11.21.31.41"}]}});
-    p.sync(&snapshot(&[
-        svc,
-        slice("svc1", "IPv4", &[(LOCAL, Some(NODE)), (REMOTE, None)]),
-    ]))
-    .await;
+    let report = p
+        .sync(&snapshot(&[
+            svc,
+            slice("svc1", "IPv4", &[(LOCAL, Some(NODE)), (REMOTE, None)]),
+        ]))
+        .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
     let l = lbs(&n).await;
+    assert_eq!(l.len(), 4, "{l:#?}");
+    let cluster = lb_for(&l, Some("10.20.30.41"), 80);
+    assert_eq!(cluster.flags, 1, "--enable-dsr: the ClusterIP LB is DSR");
+    assert_eq!(cluster.host_compute_endpoints.len(), 2);
     for lb in [lb_for(&l, None, 3001), lb_for(&l, Some("11.21.31.41"), 80)] {
-        assert_eq!(lb.flags & hcn::loadbalancer::LoadBalancerFlags::DSR, 1);
+        assert_eq!(lb.flags, 1, "DSR");
         assert_eq!(lb.host_compute_endpoints, vec![n.local]);
     }
-    let cluster = lb_for(&l, Some("10.20.30.41"), 80);
-    assert_eq!(
-        cluster.flags, 0,
-        "ClusterIP LB: no DSR without --enable-dsr"
-    );
-    assert_eq!(cluster.host_compute_endpoints.len(), 2);
+    let health = lb_for(&l, Some("11.21.31.41"), 10256);
+    assert_eq!(health.host_compute_endpoints, vec![n.root]);
 }
 
 /// proxier_test.go TestClusterIPLBInCreateDsrLoadBalancer: ETP=Local with only a remote
@@ -514,4 +545,185 @@ async fn cluster_ip_svc_with_itp_local__winkernel() {
     let l = lbs(&n).await;
     assert_eq!(l.len(), 1);
     assert_eq!(lb_for(&l, Some("10.20.30.41"), 80).id, lb2.id);
+}
+
+/// proxier_test.go testDualStackService: a LoadBalancer Service with a ClusterIP, an ingress IP
+/// and a NodePort per family, `--forward-healthcheck-vip`. Per family: ClusterIP, NodePort,
+/// ingress and health-check LBs (upstream LBID-1..4 and 5..8); flags DSR (ETP=Local with
+/// `--enable-dsr`) or none, plus IPv6 (2) on the IPv6 ones; ETP=Local: the local backend only,
+/// else local and remote. Upstream runs its IPv6 proxier on an Overlay fake; winkernel itself
+/// turns dual-stack off on Overlay (`isDualStackSupported`), so this runs on L2Bridge.
+async fn dual_stack_service(etp_local: bool, family_policy: &str) {
+    let n = node(false).await;
+    let local6 = add_local(&n, "pod-a6", "fd00:244:1::10").await;
+    let mut cfg = config(&n, false);
+    cfg.enable_dsr = etp_local;
+    cfg.feature_gates.win_dsr = true;
+    cfg.forward_healthcheck_vip = true;
+    let mut p = Proxy::connect(cfg).await.unwrap();
+    let policy = if etp_local { "Local" } else { "Cluster" };
+    let mut svc = service(
+        "svc1",
+        json!({"type":"LoadBalancer","clusterIPs":["10.20.30.41","fd00::21"],"ipFamilies":["IPv4","IPv6"],
+            "ipFamilyPolicy":family_policy,"externalTrafficPolicy":policy,
+            "ports":[{"name":"p80","port":80,"protocol":"TCP","nodePort":3001}]}),
+    );
+    svc["status"] = json!({"loadBalancer":{"ingress":[{"ip":"11.21.31.41"},{"ip":"fd00::1"}]}});
+    let mut v4 = vec![(LOCAL, Some(NODE))];
+    let mut v6 = vec![("fd00:244:1::10", Some(NODE))];
+    if !etp_local {
+        v4.push((REMOTE, None));
+        v6.push(("fd00:244:2::5", None));
+    }
+    let objs = [svc, slice("svc1", "IPv4", &v4), slice("svc1", "IPv6", &v6)];
+    let report = p.sync(&snapshot(&objs)).await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let l = lbs(&n).await;
+    assert_eq!(l.len(), 8, "four LBs per family: {l:#?}");
+    let base = if etp_local { 1 } else { 0 };
+    let backends = if etp_local { 1 } else { 2 };
+    for (cluster, ingress, ipv6, local) in [
+        ("10.20.30.41", "11.21.31.41", 0, n.local),
+        ("fd00::21", "fd00::1", 2, local6),
+    ] {
+        let node_port = l
+            .iter()
+            .find(|lb| lb.frontend_vips.is_empty() && lb.flags & 2 == ipv6)
+            .unwrap_or_else(|| panic!("no NodePort LB with IPv6 flag {ipv6}: {l:#?}"));
+        for lb in [
+            lb_for(&l, Some(cluster), 80),
+            node_port,
+            lb_for(&l, Some(ingress), 80),
+        ] {
+            assert_eq!(lb.flags, base | ipv6, "{lb:#?}");
+            assert_eq!(lb.host_compute_endpoints.len(), backends, "{lb:#?}");
+            assert!(lb.host_compute_endpoints.contains(&local));
+        }
+        let health = lb_for(&l, Some(ingress), 10256);
+        assert_eq!(health.host_compute_endpoints, vec![n.root]);
+    }
+    let remote_count = remotes(&n).await.len();
+    assert_eq!(remote_count, if etp_local { 0 } else { 2 });
+}
+
+/// proxier_test.go TestETPLocalIngressIPServiceWithPreferDualStack.
+#[tokio::test]
+async fn etp_local_ingress_ip_service_with_prefer_dual_stack__winkernel() {
+    dual_stack_service(true, "PreferDualStack").await;
+}
+
+/// proxier_test.go TestETPLocalIngressIPServiceWithRequireDualStack.
+#[tokio::test]
+async fn etp_local_ingress_ip_service_with_require_dual_stack__winkernel() {
+    dual_stack_service(true, "RequireDualStack").await;
+}
+
+/// proxier_test.go TestETPClusterIngressIPServiceWithPreferDualStack.
+#[tokio::test]
+async fn etp_cluster_ingress_ip_service_with_prefer_dual_stack__winkernel() {
+    dual_stack_service(false, "PreferDualStack").await;
+}
+
+/// proxier_test.go TestETPClusterIngressIPServiceWithRequireDualStack.
+#[tokio::test]
+async fn etp_cluster_ingress_ip_service_with_require_dual_stack__winkernel() {
+    dual_stack_service(false, "RequireDualStack").await;
+}
+
+/// proxier_test.go TestUpdateLoadBalancerWhenSupported / ...WhenUnsupported (Overlay): the
+/// Service's only backend moves to another address: the old remote endpoint is deleted, a new
+/// one made; where HNS reports ModifyLoadbalancer (hnslib: 15.5 and later, so the `unrestricted`
+/// profile; WS2025's 15.4 does not count, kubernetes#131466) the LB keeps its ID (LBID-1),
+/// without it (Ws2022) it is deleted and made again with a new ID (LBID-3).
+async fn update_load_balancer(profile: Profile, kept: bool) {
+    let n = node_on(profile, true).await;
+    let mut p = proxy(&n, true).await;
+    let svc = service(
+        "svc1",
+        json!({"type":"NodePort","ports":[{"name":"p80","port":80,"protocol":"TCP","nodePort":3001}]}),
+    );
+    p.sync(&snapshot(&[
+        svc.clone(),
+        slice("svc1", "IPv4", &[(REMOTE, None)]),
+    ]))
+    .await;
+    let before = lb_for(&lbs(&n).await, Some("10.20.30.41"), 80).id;
+    let old_remote = remote_for(&remotes(&n).await, REMOTE).id;
+    let moved = "10.244.2.6";
+    let report = p
+        .sync(&snapshot(&[svc, slice("svc1", "IPv4", &[(moved, None)])]))
+        .await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let r = remotes(&n).await;
+    assert!(
+        r.iter().all(|e| e.id != old_remote),
+        "old remote endpoint deleted"
+    );
+    let new_remote = remote_for(&r, moved).id;
+    let l = lbs(&n).await;
+    let after = lb_for(&l, Some("10.20.30.41"), 80);
+    assert_eq!(after.host_compute_endpoints, vec![new_remote]);
+    assert_eq!(after.id == before, kept, "LB ID kept: {kept}");
+}
+
+/// proxier_test.go TestUpdateLoadBalancerWhenSupported.
+#[tokio::test]
+async fn update_load_balancer_when_supported__winkernel() {
+    update_load_balancer(Profile::Unrestricted, true).await;
+}
+
+/// proxier_test.go TestUpdateLoadBalancerWhenUnsupported.
+#[tokio::test]
+async fn update_load_balancer_when_unsupported__winkernel() {
+    update_load_balancer(Profile::Ws2022, false).await;
+}
+
+/// proxier_test.go TestEndpointSliceWithInternalPortDifferentFromServicePort: the LB's
+/// internal port is the EndpointSlice's port (8080), the external one the Service's (80).
+#[tokio::test]
+async fn endpoint_slice_with_internal_port_different_from_service_port__winkernel() {
+    let n = node(true).await;
+    let mut p = proxy(&n, true).await;
+    let svc = service("svc1", json!({"clusterIP":"172.20.1.1"}));
+    let mut s = slice("svc1", "IPv4", &[(REMOTE, Some("testhost2"))]);
+    s["ports"][0]["port"] = json!(8080);
+    p.sync(&snapshot(&[svc, s])).await;
+    let l = lbs(&n).await;
+    let lb = lb_for(&l, Some("172.20.1.1"), 80);
+    assert_eq!(lb.port_mappings.len(), 1);
+    assert_eq!(pm(lb), (8080, 80));
+    assert_eq!(
+        lb.host_compute_endpoints,
+        vec![remote_for(&remotes(&n).await, REMOTE).id]
+    );
+}
+
+/// proxier_test.go TestRemoteAndLocalEndpointsSameIP: one address, local by svc1's slice and
+/// on another node by svc2's; HNS has a local endpoint for it. Both Services' LBs use that
+/// local endpoint, and no remote endpoint is made for it.
+#[tokio::test]
+async fn remote_and_local_endpoints_same_ip__winkernel() {
+    let n = node(false).await;
+    let mut p = proxy(&n, false).await;
+    let objs = [
+        service("svc1", json!({})),
+        slice("svc1", "IPv4", &[(LOCAL, Some(NODE))]),
+        service("svc2", json!({"clusterIP":"10.20.30.42"})),
+        slice("svc2", "IPv4", &[(LOCAL, Some("testhost2"))]),
+    ];
+    p.sync(&snapshot(&objs)).await;
+    let l = lbs(&n).await;
+    for vip in ["10.20.30.41", "10.20.30.42"] {
+        assert_eq!(
+            lb_for(&l, Some(vip), 80).host_compute_endpoints,
+            vec![n.local]
+        );
+    }
+    assert!(remotes(&n).await.is_empty());
+    p.sync(&snapshot(&[])).await;
+    let eps = n.client.list_endpoints().await.unwrap();
+    assert!(
+        eps.iter().any(|e| e.id == n.local),
+        "the local endpoint survives"
+    );
 }
