@@ -727,3 +727,119 @@ async fn remote_and_local_endpoints_same_ip__winkernel() {
         "the local endpoint survives"
     );
 }
+
+/// The load balancers of a LoadBalancer Service (ClusterIP 10.0.0.200, NodePort 3001,
+/// external IP 50.60.70.81, ingress 50.60.70.82, ClientIP affinity, `--forward-healthcheck-vip`)
+/// on Overlay, before and after its backends go from two to three: (before, after) HNS LBs.
+async fn manage(profile: Profile) -> (Vec<LoadBalancer>, Vec<LoadBalancer>) {
+    let n = node_on(profile, true).await;
+    let mut cfg = config(&n, true);
+    cfg.forward_healthcheck_vip = true;
+    let mut p = Proxy::connect(cfg).await.unwrap();
+    let mut svc = service(
+        "svc1",
+        json!({"type":"LoadBalancer","clusterIP":"10.0.0.200","externalIPs":["50.60.70.81"],
+            "sessionAffinity":"ClientIP",
+            "ports":[{"name":"p80","port":80,"targetPort":8080,"protocol":"TCP","nodePort":3001}]}),
+    );
+    svc["status"] = json!({"loadBalancer":{"ingress":[{"ip":"50.60.70.82"}]}});
+    let backends = |ips: &[&'static str]| {
+        let eps: Vec<(&str, Option<&str>)> = ips.iter().map(|ip| (*ip, None)).collect();
+        let mut s = slice("svc1", "IPv4", &eps);
+        s["ports"][0]["port"] = json!(8080);
+        s
+    };
+    let two = ["10.244.2.10", "10.244.2.11"];
+    let report = p.sync(&snapshot(&[svc.clone(), backends(&two)])).await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let before = lbs(&n).await;
+    let three = ["10.244.2.10", "10.244.2.11", "10.244.2.12"];
+    let report = p.sync(&snapshot(&[svc, backends(&three)])).await;
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    (before, lbs(&n).await)
+}
+
+/// The LB of one frontend in `before` and `after`: with ModifyLoadbalancer the same ID, else a
+/// new one and the old ID gone from HNS; three backends after, two before.
+fn check_managed(
+    before: &[LoadBalancer],
+    after: &[LoadBalancer],
+    vip: Option<&str>,
+    port: u16,
+    modify: bool,
+) {
+    let (b, a) = (lb_for(before, vip, port), lb_for(after, vip, port));
+    assert_eq!(b.host_compute_endpoints.len(), 2);
+    assert_eq!(a.host_compute_endpoints.len(), 3);
+    assert_eq!(
+        a.id == b.id,
+        modify,
+        "{vip:?}:{port}: ID kept only where HNS modifies"
+    );
+    if !modify {
+        assert!(
+            after.iter().all(|lb| lb.id != b.id),
+            "the old LB is deleted"
+        );
+    }
+}
+
+/// loadbalancer_test.go TestManageLoadbalancer, the rows a real HNS can show: create (with and
+/// without modify support), update with modify (same ID) and without (delete and create: a new
+/// ID), skip create when no endpoints are available (no LB). The rows with injected create or
+/// update failures need a fault switch hnsd does not have.
+#[tokio::test]
+async fn manage_loadbalancer__winkernel() {
+    for (profile, modify) in [(Profile::Unrestricted, true), (Profile::Ws2022, false)] {
+        let (before, after) = manage(profile).await;
+        check_managed(&before, &after, Some("10.0.0.200"), 80, modify);
+    }
+    let n = node(true).await;
+    let mut p = proxy(&n, true).await;
+    p.sync(&snapshot(&[
+        service("svc1", json!({})),
+        slice("svc1", "IPv4", &[]),
+    ]))
+    .await;
+    assert!(lbs(&n).await.is_empty(), "no endpoints: no LB");
+}
+
+/// loadbalancer_test.go TestManageClusterIPLoadbalancer.
+#[tokio::test]
+async fn manage_cluster_ip_loadbalancer__winkernel() {
+    let (before, after) = manage(Profile::Ws2022).await;
+    check_managed(&before, &after, Some("10.0.0.200"), 80, false);
+    let lb = lb_for(&after, Some("10.0.0.200"), 80);
+    assert_eq!(pm(lb), (8080, 80));
+    assert_eq!(
+        lb.port_mappings[0].distribution_type,
+        hcn::loadbalancer::LoadBalancerDistribution::SOURCE_IP,
+        "ClientIP affinity: LoadBalancerDistributionSourceIP (2)"
+    );
+}
+
+/// loadbalancer_test.go TestManageNodePortLoadbalancer.
+#[tokio::test]
+async fn manage_node_port_loadbalancer__winkernel() {
+    let (before, after) = manage(Profile::Ws2022).await;
+    check_managed(&before, &after, None, 3001, false);
+    let (before, after) = manage(Profile::Unrestricted).await;
+    check_managed(&before, &after, None, 3001, true);
+}
+
+/// loadbalancer_test.go TestManageExternalIPLoadbalancers.
+#[tokio::test]
+async fn manage_external_ip_loadbalancers__winkernel() {
+    let (before, after) = manage(Profile::Ws2022).await;
+    check_managed(&before, &after, Some("50.60.70.81"), 80, false);
+}
+
+/// loadbalancer_test.go TestManageIngressIPLoadbalancers: the ingress LB is remade, the
+/// health-check LB (its root endpoint unchanged) keeps its ID.
+#[tokio::test]
+async fn manage_ingress_ip_loadbalancers__winkernel() {
+    let (before, after) = manage(Profile::Ws2022).await;
+    check_managed(&before, &after, Some("50.60.70.82"), 80, false);
+    let hc = |l: &[LoadBalancer]| lb_for(l, Some("50.60.70.82"), 10256).id;
+    assert_eq!(hc(&before), hc(&after), "health-check LB kept");
+}
