@@ -843,3 +843,55 @@ async fn manage_ingress_ip_loadbalancers__winkernel() {
     let hc = |l: &[LoadBalancer]| lb_for(l, Some("50.60.70.82"), 10256).id;
     assert_eq!(hc(&before), hc(&after), "health-check LB kept");
 }
+
+/// proxier_test.go TestRemoteEndpointDeleteDoesNotAffectLocalEndpointWithSameIP: svc1 and svc2
+/// share a local backend A and a remote backend B; then the CNI makes a local endpoint at B's
+/// address and svc3 (slice on this node) uses it; when svc1 and svc2 lose their endpoints, the
+/// remote endpoint at B goes, the local one at B stays and svc3's LB still uses it.
+#[tokio::test]
+async fn remote_endpoint_delete_does_not_affect_local_endpoint_with_same_ip__winkernel() {
+    let n = node(false).await;
+    let mut p = proxy(&n, false).await;
+    // B: an address of this node's subnet that no HNS endpoint holds yet (a pod elsewhere, by
+    // its slice), so that the CNI can later make a local endpoint at it.
+    let b = "10.244.1.20";
+    let np = |port: u16| json!([{"name":"p80","port":80,"protocol":"TCP","nodePort":port}]);
+    let svc1 = service("svc1", json!({"type":"NodePort","ports":np(3001)}));
+    let svc2 = service(
+        "svc2",
+        json!({"type":"NodePort","clusterIP":"10.20.30.42","ports":np(3002)}),
+    );
+    let both = [(LOCAL, Some(NODE)), (b, None)];
+    let mut objs = vec![
+        svc1,
+        slice("svc1", "IPv4", &both),
+        svc2,
+        slice("svc2", "IPv4", &both),
+    ];
+    p.sync(&snapshot(&objs)).await;
+    let remote_b = remote_for(&remotes(&n).await, b).id;
+
+    let local_b = add_local(&n, "pod-b-here", b).await;
+    objs.push(service("svc3", json!({"clusterIP":"10.20.30.43"})));
+    objs.push(slice("svc3", "IPv4", &[(b, Some(NODE))]));
+    p.sync(&snapshot(&objs)).await;
+    let l = lbs(&n).await;
+    assert_eq!(
+        lb_for(&l, Some("10.20.30.43"), 80).host_compute_endpoints,
+        vec![local_b]
+    );
+
+    objs[1] = slice("svc1", "IPv4", &[]);
+    objs[3] = slice("svc2", "IPv4", &[]);
+    let report = p.sync(&snapshot(&objs)).await;
+    assert!(report.retry.is_empty(), "{:?}", report.problems);
+    let eps = n.client.list_endpoints().await.unwrap();
+    assert!(eps.iter().all(|e| e.id != remote_b), "remote B deleted");
+    assert!(eps.iter().any(|e| e.id == local_b), "local B kept");
+    let l = lbs(&n).await;
+    assert_eq!(l.len(), 1, "{l:#?}");
+    assert_eq!(
+        lb_for(&l, Some("10.20.30.43"), 80).host_compute_endpoints,
+        vec![local_b]
+    );
+}
