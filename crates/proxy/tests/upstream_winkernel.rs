@@ -895,3 +895,45 @@ async fn remote_endpoint_delete_does_not_affect_local_endpoint_with_same_ip__win
         vec![local_b]
     );
 }
+
+/// proxier_test.go TestDsrEndpointsAreCreatedCorrectly: Overlay with `--enable-dsr`, a ClusterIP
+/// Service with a remote backend: the remote endpoint is made and the ClusterIP LB (DSR) uses it.
+#[tokio::test]
+async fn dsr_endpoints_are_created_correctly__winkernel() {
+    let n = node(true).await;
+    let mut cfg = config(&n, true);
+    cfg.enable_dsr = true;
+    cfg.feature_gates.win_dsr = true;
+    let mut p = Proxy::connect(cfg).await.unwrap();
+    p.sync(&snapshot(&[
+        service("svc1", json!({})),
+        slice("svc1", "IPv4", &[(REMOTE, None)]),
+    ]))
+    .await;
+    let remote = remote_for(&remotes(&n).await, REMOTE).id;
+    let l = lbs(&n).await;
+    let lb = lb_for(&l, Some("10.20.30.41"), 80);
+    assert_eq!(lb.host_compute_endpoints, vec![remote]);
+    assert_eq!(lb.flags, 1);
+}
+
+/// proxier_test.go TestDsrNotAppliedToClusterTrafficPolicy: with ETP=Cluster, `--enable-dsr`
+/// makes only the ClusterIP LB DSR; the NodePort LB is not (localTrafficDSR is false).
+#[tokio::test]
+async fn dsr_not_applied_to_cluster_traffic_policy__winkernel() {
+    let n = node(true).await;
+    let mut cfg = config(&n, true);
+    cfg.enable_dsr = true;
+    cfg.feature_gates.win_dsr = true;
+    let mut p = Proxy::connect(cfg).await.unwrap();
+    let svc = service(
+        "svc1",
+        json!({"type":"NodePort","externalTrafficPolicy":"Cluster",
+            "ports":[{"name":"p80","port":80,"protocol":"TCP","nodePort":3001}]}),
+    );
+    p.sync(&snapshot(&[svc, slice("svc1", "IPv4", &[(REMOTE, None)])]))
+        .await;
+    let l = lbs(&n).await;
+    assert_eq!(lb_for(&l, Some("10.20.30.41"), 80).flags, 1);
+    assert_eq!(lb_for(&l, None, 3001).flags, 0);
+}
