@@ -580,7 +580,9 @@ fn hns_lb(want: &DesiredLb, backends: Vec<Guid>) -> LoadBalancer {
     }
 }
 
-/// Same load balancer, ignoring the ID and the order of backends.
+/// Same load balancer, ignoring the ID, the order of backends and winnet's `LinuxService` label:
+/// an LB that another proxy made with the same HCN fields is adopted as it is (winkernel reuses
+/// an existing LB that matches, hns_test.go TestGetLoadBalancerExisting).
 fn same_lb(a: &LoadBalancer, b: &LoadBalancer) -> bool {
     let set = |l: &LoadBalancer| {
         l.host_compute_endpoints
@@ -593,7 +595,6 @@ fn same_lb(a: &LoadBalancer, b: &LoadBalancer) -> bool {
         && a.frontend_vips == b.frontend_vips
         && a.port_mappings == b.port_mappings
         && a.flags == b.flags
-        && a.linux_service == b.linux_service
 }
 
 /// The remote HNS endpoint winkernel creates for a backend on another node.

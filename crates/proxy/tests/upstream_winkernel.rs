@@ -937,3 +937,55 @@ async fn dsr_not_applied_to_cluster_traffic_policy__winkernel() {
     assert_eq!(lb_for(&l, Some("10.20.30.41"), 80).flags, 1);
     assert_eq!(lb_for(&l, None, 3001).flags, 0);
 }
+
+/// hns_test.go TestGetLoadBalancerExisting: an LB already in HNS with what the Service needs
+/// (made here through the HNS API, as `hcn.AddLoadBalancer` does, so without winnet's
+/// LinuxService label) is reused: no HNS call, the same ID.
+#[tokio::test]
+async fn get_load_balancer_existing__winkernel() {
+    let n = node(false).await;
+    let existing = n
+        .client
+        .create_load_balancer(&LoadBalancer {
+            host_compute_endpoints: vec![n.local],
+            frontend_vips: vec!["10.20.30.41".parse().unwrap()],
+            port_mappings: vec![hcn::LoadBalancerPortMapping {
+                protocol: 6,
+                internal_port: 80,
+                external_port: 80,
+                distribution_type: 0,
+                flags: 0,
+            }],
+            ..LoadBalancer::default()
+        })
+        .await
+        .unwrap();
+    let mut p = proxy(&n, false).await;
+    let report = p
+        .sync(&snapshot(&[
+            service("svc1", json!({})),
+            slice("svc1", "IPv4", &[(LOCAL, Some(NODE))]),
+        ]))
+        .await;
+    assert_eq!((report.created, report.updated, report.deleted), (0, 0, 0));
+    let l = lbs(&n).await;
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].id, existing.id);
+}
+
+/// hns_test.go TestDeleteLoadBalancer: when the Service goes, its LB is deleted from HNS.
+#[tokio::test]
+async fn delete_load_balancer__winkernel() {
+    let n = node(false).await;
+    let mut p = proxy(&n, false).await;
+    let objs = [
+        service("svc1", json!({})),
+        slice("svc1", "IPv4", &[(LOCAL, Some(NODE))]),
+    ];
+    p.sync(&snapshot(&objs)).await;
+    let id = lb_for(&lbs(&n).await, Some("10.20.30.41"), 80).id;
+    let report = p.sync(&snapshot(&[])).await;
+    assert_eq!(report.deleted, 1);
+    let gone = n.client.get_load_balancer_by_id(id).await.unwrap_err();
+    assert!(gone.is_not_found(), "gone from HNS: {gone}");
+}
