@@ -20,6 +20,10 @@ const VIP_EXTERNAL_IP: u32 = PortMappingFlags::VIP_EXTERNAL_IP;
 pub struct NodeContext {
     /// This node's name (`--hostname-override`): endpoints with this `nodeName` are local.
     pub hostname: String,
+    /// The addresses of the local (not remote) HNS endpoints on the network. As winkernel
+    /// decides it, a backend is local when HNS has a local endpoint for its address, whatever
+    /// its slice's `nodeName` says (or leaves out).
+    pub local_endpoint_ips: BTreeSet<IpAddr>,
     /// The node's addresses, by family: the PA of last resort and the overlay SourceVIP for
     /// backends outside the pod network.
     pub node_ips: Vec<IpAddr>,
@@ -65,10 +69,13 @@ pub enum Backend {
     Root,
 }
 
-/// The frontend an LB claims in HNS: one owner per (VIP or every node address, protocol, port).
+/// The frontend an LB claims in HNS: one owner per (VIP or every node address of a family,
+/// protocol, port). A dual-stack NodePort has one LB per family on the same port.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frontend {
     pub vip: Option<IpAddr>,
+    /// The address family (the LB's IPv6 flag); what tells two NodePort LBs apart.
+    pub ipv6: bool,
     pub protocol: u32,
     pub port: u16,
 }
@@ -155,22 +162,17 @@ pub fn plan_service(svc: &Service, slices: &[&Slice], ctx: &NodeContext) -> Serv
             _ => None,
         })
         .collect();
-    // Overlay: each ClusterIP with a load balancer is also a remote endpoint behind this node's
-    // PA, with the host's MAC, so that VFP routes it (winkernel's svcInfo.remoteEndpoint).
+    // Overlay: each ClusterIP is also a remote endpoint behind this node's PA, with the host's
+    // MAC, so that VFP routes it (winkernel's svcInfo.remoteEndpoint). winkernel makes it for
+    // every Service it programs, before looking at backends, so a Service with none has it too
+    // (proxier_test.go TestCreateServiceVip).
     if let (true, Some(mac)) = (ctx.overlay, ctx.host_mac) {
-        for vip in &svc.cluster_ips {
-            let has_lb = plan
-                .lbs
-                .iter()
-                .any(|lb| lb.role == Role::ClusterIp && lb.frontend.vip == Some(*vip));
-            if has_lb {
-                let provider_address = node_ip(ctx, vip.is_ipv6());
-                plan.remotes.insert(RemoteEndpoint {
-                    ip: *vip,
-                    mac,
-                    provider_address,
-                });
-            }
+        for vip in svc.cluster_ips.iter().filter(|v| !v.is_ipv6() || ctx.ipv6) {
+            plan.remotes.insert(RemoteEndpoint {
+                ip: *vip,
+                mac,
+                provider_address: node_ip(ctx, vip.is_ipv6()),
+            });
         }
     }
     plan
@@ -226,7 +228,17 @@ fn plan_port(
         return;
     };
     let (endpoints, internal) = port_endpoints(port, slices, &mut plan.problems, &svc.key);
-    let is_local = |e: &Endpoint| e.node_name.as_deref() == Some(ctx.hostname.as_str());
+    let is_local = |e: &Endpoint| is_local(e, ctx);
+    for e in &endpoints {
+        if let Some(node) = e.node_name.as_deref().filter(|n| *n != ctx.hostname)
+            && ctx.local_endpoint_ips.contains(&e.ip)
+        {
+            plan.problems.push(format!(
+                "{}: endpoint {} is on node {node} by its EndpointSlice, but it is a local HNS endpoint here; it is used as local (is --hostname-override this node's name?)",
+                svc.key, e.ip
+            ));
+        }
+    }
     let ext_local = svc.external_policy_local;
 
     // KEP-1669 as winkernel applies it: terminating and serving state only matter with ingress IPs.
@@ -313,6 +325,7 @@ fn plan_port(
             role,
             frontend: Frontend {
                 vip,
+                ipv6: cluster_ip.is_ipv6(),
                 protocol,
                 port: ext_port,
             },
@@ -405,6 +418,12 @@ fn plan_port(
             );
         }
     }
+}
+
+/// Whether a backend is on this node: HNS has a local endpoint for its address (winkernel's
+/// `hnsLocalEndpoints`), or its slice names this node (the CNI has not made it yet: retried).
+fn is_local(e: &Endpoint, ctx: &NodeContext) -> bool {
+    ctx.local_endpoint_ips.contains(&e.ip) || e.node_name.as_deref() == Some(ctx.hostname.as_str())
 }
 
 /// The PA of a remote endpoint on Overlay: the RemoteSubnetRoute's whose prefix holds the IP,

@@ -327,7 +327,12 @@ impl Proxier {
             .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
-    fn context(&self, network: &hcn::Network, snapshot: &Snapshot) -> NodeContext {
+    fn context(
+        &self,
+        network: &hcn::Network,
+        snapshot: &Snapshot,
+        reconciler: &Reconciler,
+    ) -> NodeContext {
         let node_ips = if self.config.node_ips.is_empty() {
             snapshot
                 .nodes
@@ -349,6 +354,7 @@ impl Proxier {
             .collect();
         NodeContext {
             hostname: self.config.hostname.clone(),
+            local_endpoint_ips: reconciler.local_endpoint_ips(),
             node_ips,
             overlay: self.overlay,
             remote_subnets,
@@ -390,25 +396,31 @@ impl Proxier {
                 return self.failed_sync(problem);
             }
         };
-        let context = self.context(&network, snapshot);
-        let context_changed = self
-            .context
-            .as_ref()
-            .is_none_or(|c| !same_context(c, &context));
         let retrying = std::mem::take(&mut self.retry);
-        if !retrying.is_empty()
+        let by_service = snapshot.slices_by_service();
+        let slices_of =
+            |key: &ServiceKey| -> Vec<&Slice> { by_service.get(key).cloned().unwrap_or_default() };
+        // Which backends are local is read from HNS (the CNI makes local endpoints), as
+        // winkernel does on every sync; here only when a Service changed or is retried.
+        let inputs_changed = snapshot
+            .services
+            .iter()
+            .any(|(key, svc)| !self.unchanged(key, svc, &slices_of(key)));
+        if (inputs_changed || !retrying.is_empty())
+            && !full
             && let Err(e) = reconciler.refresh_local_endpoints().await
         {
             self.report_once(format!("listing local endpoints: {e}"));
         }
-        let by_service = snapshot.slices_by_service();
+        let context = self.context(&network, snapshot, reconciler);
+        let context_changed = self
+            .context
+            .as_ref()
+            .is_none_or(|c| !same_context(c, &context));
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
         for (key, svc) in &snapshot.services {
-            let slices: Vec<&Slice> = by_service.get(key).cloned().unwrap_or_default();
-            let unchanged = self
-                .inputs
-                .get(key)
-                .is_some_and(|i| i.service == *svc && i.slices.iter().eq(slices.iter().copied()));
+            let slices = slices_of(key);
+            let unchanged = self.unchanged(key, svc, &slices);
             if full || context_changed || !unchanged || retrying.contains(key) {
                 updates.push((key.clone(), plan_service(svc, &slices, &context)));
             }
@@ -440,6 +452,13 @@ impl Proxier {
         let report = reconciler.sync(updates, full).await;
         self.after_sync(reconciler, snapshot, &report, started);
         report
+    }
+
+    /// Whether a Service and its slices are what the last plan was made from.
+    fn unchanged(&self, key: &ServiceKey, svc: &Service, slices: &[&Slice]) -> bool {
+        self.inputs
+            .get(key)
+            .is_some_and(|i| i.service == *svc && i.slices.iter().eq(slices.iter().copied()))
     }
 
     /// A sync that could not start: retried later, everything still wanted.
@@ -521,5 +540,8 @@ impl Proxier {
 }
 
 fn same_context(a: &NodeContext, b: &NodeContext) -> bool {
-    a.node_ips == b.node_ips && a.remote_subnets == b.remote_subnets && a.hostname == b.hostname
+    a.node_ips == b.node_ips
+        && a.remote_subnets == b.remote_subnets
+        && a.hostname == b.hostname
+        && a.local_endpoint_ips == b.local_endpoint_ips
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use hcn::error::HResult;
+use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::policy::ProviderAddressPolicySetting;
 use hcn::{
     Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping,
@@ -50,8 +51,10 @@ pub struct Reconciler {
 /// The frontend an HNS load balancer holds.
 fn frontend_of(lb: &LoadBalancer) -> Option<Frontend> {
     let pm = lb.port_mappings.first()?;
+    let vip = lb.frontend_vips.first().copied();
     Some(Frontend {
-        vip: lb.frontend_vips.first().copied(),
+        vip,
+        ipv6: vip.map_or(lb.flags & LoadBalancerFlags::IPV6 != 0, |v| v.is_ipv6()),
         protocol: pm.protocol,
         port: pm.external_port,
     })
@@ -102,6 +105,11 @@ impl Reconciler {
     /// Load balancers in HNS.
     pub fn load_balancer_count(&self) -> usize {
         self.lbs.len()
+    }
+
+    /// The addresses of the local (not remote) HNS endpoints on the network.
+    pub fn local_endpoint_ips(&self) -> BTreeSet<IpAddr> {
+        self.local_by_ip.keys().copied().collect()
     }
 
     /// Remote endpoints in HNS on the network.
@@ -572,7 +580,9 @@ fn hns_lb(want: &DesiredLb, backends: Vec<Guid>) -> LoadBalancer {
     }
 }
 
-/// Same load balancer, ignoring the ID and the order of backends.
+/// Same load balancer, ignoring the ID, the order of backends and winnet's `LinuxService` label:
+/// an LB that another proxy made with the same HCN fields is adopted as it is (winkernel reuses
+/// an existing LB that matches, hns_test.go TestGetLoadBalancerExisting).
 fn same_lb(a: &LoadBalancer, b: &LoadBalancer) -> bool {
     let set = |l: &LoadBalancer| {
         l.host_compute_endpoints
@@ -585,7 +595,6 @@ fn same_lb(a: &LoadBalancer, b: &LoadBalancer) -> bool {
         && a.frontend_vips == b.frontend_vips
         && a.port_mappings == b.port_mappings
         && a.flags == b.flags
-        && a.linux_service == b.linux_service
 }
 
 /// The remote HNS endpoint winkernel creates for a backend on another node.

@@ -88,9 +88,11 @@ impl State {
         self.check_lb_features(lb)?;
         for f in frontends(lb) {
             if let Some(owner) = self.frontends.get(&f).filter(|owner| **owner != lb.id) {
-                let vip = f
-                    .vip
-                    .map_or("every node address".to_string(), |v| v.to_string());
+                let vip = match (f.vip, f.ipv6) {
+                    (Some(v), _) => v.to_string(),
+                    (None, false) => "every IPv4 node address".to_string(),
+                    (None, true) => "every IPv6 node address".to_string(),
+                };
                 return Err(HnsError::new(
                     HResult::HCN_E_PORT_ALREADY_EXISTS,
                     format!(

@@ -17,6 +17,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use hcn::error::{HResult, HnsError};
+use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::modify::ModifyRequest;
 use hcn::{Endpoint, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
 use serde_json::Value;
@@ -189,10 +190,13 @@ pub struct Plan {
     pub result: Option<Object>,
 }
 
-/// Which frontend a load balancer port mapping claims. `None` VIP = every node address.
+/// Which frontend a load balancer port mapping claims. `None` VIP = every node address of the
+/// family: a dual-stack NodePort's IPv4 and IPv6 load balancers (flags 0 and 2) share a port
+/// without conflict, as HNS tells them apart by the IPv6 flag.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Frontend {
     vip: Option<IpAddr>,
+    ipv6: bool,
     protocol: u32,
     port: u16,
 }
@@ -543,6 +547,7 @@ fn frontends(lb: &LoadBalancer) -> Vec<Frontend> {
         .flat_map(|vip| {
             lb.port_mappings.iter().map(move |pm| Frontend {
                 vip: *vip,
+                ipv6: vip.map_or(lb.flags & LoadBalancerFlags::IPV6 != 0, |v| v.is_ipv6()),
                 protocol: pm.protocol,
                 port: pm.external_port,
             })
