@@ -17,16 +17,59 @@ fn config(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// host-local's default data dir, which configs without `dataDir` use.
-fn default_ipam_dir(network: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new("/var/lib/cni/networks");
-    std::fs::create_dir_all(dir).unwrap_or_else(|e| {
+/// host-local's default data dir for `network`, which configs without `dataDir` use. The tests
+/// of this file share it (several use `cbr0`); the last one done removes it if none of them found
+/// it there, so a run leaves no `/var/lib/cni/networks/<name>` behind.
+struct IpamDir {
+    network: String,
+    path: std::path::PathBuf,
+}
+
+/// Per network: how many tests hold its dir, and whether it was there before the first one.
+static IPAM_DIRS: std::sync::Mutex<std::collections::BTreeMap<String, (usize, bool)>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn default_ipam_dir(network: &str) -> IpamDir {
+    let base = std::path::Path::new("/var/lib/cni/networks");
+    std::fs::create_dir_all(base).unwrap_or_else(|e| {
         panic!(
             "this test needs root: host-local writes {} for configs without dataDir: {e}",
-            dir.display()
+            base.display()
         )
     });
-    dir.join(network)
+    let path = base.join(network);
+    let mut held = IPAM_DIRS.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = held
+        .entry(network.to_string())
+        .or_insert_with(|| (0, path.exists()));
+    entry.0 += 1;
+    IpamDir {
+        network: network.to_string(),
+        path,
+    }
+}
+
+impl std::ops::Deref for IpamDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for IpamDir {
+    fn drop(&mut self) {
+        let mut held = IPAM_DIRS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = held.get_mut(&self.network) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                let existed = entry.1;
+                held.remove(&self.network);
+                if !existed {
+                    let _ = std::fs::remove_dir_all(&self.path);
+                }
+            }
+        }
+    }
 }
 
 fn unique(id: &str) -> String {
