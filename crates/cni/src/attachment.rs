@@ -38,15 +38,16 @@ pub(crate) trait Driver {
             .ok_or_else(|| missing_network(&self.conf().name, self.conf().plugin_type.as_str()))
     }
 
-    /// The endpoint document for a new endpoint: `ip` is IPAM's address, or the one HNS
-    /// assigned (second pass), or none (HNS will assign one).
+    /// The endpoint document for a new endpoint: `ips` are every address IPAM returned, or
+    /// those HNS assigned (second pass), or none (HNS will assign them). Which of them the
+    /// endpoint gets is the driver's choice (win-*: the first IPv4; sdn*: one per family).
     async fn endpoint(
         &self,
         req: &Request<'_>,
         client: &Client,
         net: &Network,
         name: &str,
-        ip: Option<&IpConfig>,
+        ips: &[IpConfig],
     ) -> Result<Endpoint, CniError>;
 
     /// The ADD result for `ep`.
@@ -104,19 +105,54 @@ pub(crate) fn endpoint_gateway(ep: &Endpoint) -> Option<IpAddr> {
         .and_then(|r| r.next_hop)
 }
 
-/// The address of `ep` with the prefix length of the network's subnet that holds it (as the
-/// upstream result builders do), else the endpoint's own.
-pub(crate) fn endpoint_address(net: &Network, ep: &Endpoint) -> Option<IpNet> {
-    let config = ep
-        .ip_configurations
+/// The gateway of `ep` for addresses of `address`'s family: the next hop of its default
+/// route of that family, else of its first route of that family.
+pub(crate) fn endpoint_gateway_for(ep: &Endpoint, address: IpAddr) -> Option<IpAddr> {
+    let v4 = address.is_ipv4();
+    let same = |r: &&hcn::Route| {
+        r.destination_prefix
+            .map(|p| p.addr().is_ipv4())
+            .or_else(|| r.next_hop.map(|h| h.is_ipv4()))
+            == Some(v4)
+    };
+    let mut routes = ep.routes.iter().filter(same);
+    let default = routes
+        .clone()
+        .find(|r| r.destination_prefix.is_some_and(|p| p.prefix_len() == 0));
+    default.or_else(|| routes.next()).and_then(|r| r.next_hop)
+}
+
+/// The addresses of `ep`, in its order, each with the prefix length of the network's subnet
+/// that holds it (as the upstream result builders do), else the endpoint's own.
+pub(crate) fn endpoint_addresses(net: &Network, ep: &Endpoint) -> Vec<IpNet> {
+    ep.ip_configurations
         .iter()
-        .find(|c| c.ip_address.is_some())?;
-    let ip = config.ip_address?;
-    let len = net
-        .subnet_for(ip)
-        .and_then(|s| s.ip_address_prefix)
-        .map_or(config.prefix_length, |p| p.prefix_len());
-    IpNet::new(ip, len).ok()
+        .filter_map(|config| {
+            let ip = config.ip_address?;
+            let len = net
+                .subnet_for(ip)
+                .and_then(|s| s.ip_address_prefix)
+                .map_or(config.prefix_length, |p| p.prefix_len());
+            IpNet::new(ip, len).ok()
+        })
+        .collect()
+}
+
+/// The first address of `ep` (see [`endpoint_addresses`]).
+pub(crate) fn endpoint_address(net: &Network, ep: &Endpoint) -> Option<IpNet> {
+    endpoint_addresses(net, ep).into_iter().next()
+}
+
+/// The addresses of `ep` as IPAM-style configs, each with its family's gateway.
+fn assigned_addresses(net: &Network, ep: &Endpoint) -> Vec<IpConfig> {
+    endpoint_addresses(net, ep)
+        .into_iter()
+        .map(|address| IpConfig {
+            interface: None,
+            address,
+            gateway: endpoint_gateway_for(ep, address.addr()),
+        })
+        .collect()
 }
 
 /// The DNS of `ep` in result form.
@@ -435,9 +471,9 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
         },
         None => None,
     };
-    let ip = allocated.as_ref().and_then(CniResult::primary_ip);
+    let ips = allocated.map(|r| r.ips).unwrap_or_default();
     let ns = target.map(|(ns, _)| ns);
-    let created = match create(d, req, &client, &net, ns.as_ref(), &name, ip, &mut made).await {
+    let created = match create(d, req, &client, &net, ns.as_ref(), &name, &ips, &mut made).await {
         Ok(ep) => add_result(d, req, &client, &netns, &net, &ep).await,
         Err(e) => Err(e),
     };
@@ -482,27 +518,23 @@ async fn create<D: Driver>(
     net: &Network,
     ns: Option<&Namespace>,
     name: &str,
-    ip: Option<&IpConfig>,
+    ips: &[IpConfig],
     made: &mut Made,
 ) -> Result<Endpoint, CniError> {
-    let mut doc = d.endpoint(req, client, net, name, ip).await?;
+    let mut doc = d.endpoint(req, client, net, name, ips).await?;
     doc.linux_interface_name = req.args.ifname.clone();
     let mut ep = client
         .create_endpoint(&doc)
         .await
         .hns("create the endpoint")?;
     made.endpoint = Some(ep.clone());
-    if ip.is_none() {
-        // HNS IPAM: now that the address is known, parts that depend on it (win-overlay's MAC,
-        // the loopback DSR policy) can be computed; if they differ, the endpoint is made again
-        // with the same address.
-        if let Some(address) = endpoint_address(net, &ep) {
-            let assigned = IpConfig {
-                interface: None,
-                address,
-                gateway: endpoint_gateway(&ep),
-            };
-            let mut want = d.endpoint(req, client, net, name, Some(&assigned)).await?;
+    if ips.is_empty() {
+        // HNS IPAM: now that the addresses are known, parts that depend on them (win-overlay's
+        // MAC, the loopback DSR policy) can be computed; if they differ, the endpoint is made
+        // again with the same addresses.
+        let assigned = assigned_addresses(net, &ep);
+        if !assigned.is_empty() {
+            let mut want = d.endpoint(req, client, net, name, &assigned).await?;
             want.linux_interface_name = req.args.ifname.clone();
             if want.mac_address != doc.mac_address || want.policies != doc.policies {
                 client
@@ -627,29 +659,24 @@ pub(crate) async fn check<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), Cni
         }
         _ => {}
     }
-    let Some(address) = endpoint_address(&net, &ep) else {
+    // The addresses the plugin reports for this endpoint (win-*: one; sdn* dual-stack: one
+    // per family), each of which prevResult must hold.
+    let assigned: Vec<IpConfig> = d
+        .result(req.args, &net, &ep)
+        .ips
+        .into_iter()
+        .map(|c| IpConfig {
+            interface: None,
+            ..c
+        })
+        .collect();
+    if assigned.is_empty() {
         return failed(format!("endpoint {name} has no address"));
-    };
-    let Some(expected) = prev.ips.iter().find(|c| c.address.addr() == address.addr()) else {
-        let listed: Vec<String> = prev.ips.iter().map(|c| c.address.to_string()).collect();
-        return failed(format!(
-            "endpoint {name} has address {address}, prevResult has [{}]",
-            listed.join(", ")
-        ));
-    };
-    if expected.address.prefix_len() != address.prefix_len() {
-        return failed(format!(
-            "endpoint {name} has prefix {address}, prevResult has {}",
-            expected.address
-        ));
     }
-    let gateway = endpoint_gateway(&ep);
-    if expected.gateway.is_some() && expected.gateway != gateway {
-        return failed(format!(
-            "endpoint {name} routes via {}, prevResult's gateway is {}",
-            gateway.map_or("(none)".into(), |g| g.to_string()),
-            expected.gateway.map_or("(none)".into(), |g| g.to_string())
-        ));
+    for current in &assigned {
+        if let Err(msg) = check_address(&prev, &name, current) {
+            return failed(msg);
+        }
     }
     let mac = endpoint_mac(&ep);
     for i in prev.interfaces.iter().filter(|i| !i.mac.is_empty()) {
@@ -660,14 +687,7 @@ pub(crate) async fn check<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), Cni
             ));
         }
     }
-    let assigned = IpConfig {
-        interface: None,
-        address,
-        gateway,
-    };
-    let want = d
-        .endpoint(req, &client, &net, &name, Some(&assigned))
-        .await?;
+    let want = d.endpoint(req, &client, &net, &name, &assigned).await?;
     for p in &want.policies {
         if !ep.policies.contains(p) {
             let shown = serde_json::to_string(p).unwrap_or_default();
@@ -682,6 +702,33 @@ pub(crate) async fn check<D: Driver>(d: &D, req: &Request<'_>) -> Result<(), Cni
             .read()?
             .map_or(req.args.ifname.clone(), |r| r.ifname);
         ipam.check(&sandbox, &ifname)?;
+    }
+    Ok(())
+}
+
+/// CHECK of one endpoint address against `prevResult`: listed, same prefix, same gateway.
+fn check_address(prev: &CniResult, name: &str, current: &IpConfig) -> Result<(), String> {
+    let address = current.address;
+    let Some(expected) = prev.ips.iter().find(|c| c.address.addr() == address.addr()) else {
+        let listed: Vec<String> = prev.ips.iter().map(|c| c.address.to_string()).collect();
+        return Err(format!(
+            "endpoint {name} has address {address}, prevResult has [{}]",
+            listed.join(", ")
+        ));
+    };
+    if expected.address.prefix_len() != address.prefix_len() {
+        return Err(format!(
+            "endpoint {name} has prefix {address}, prevResult has {}",
+            expected.address
+        ));
+    }
+    let gateway = current.gateway;
+    if expected.gateway.is_some() && expected.gateway != gateway {
+        return Err(format!(
+            "endpoint {name} routes via {}, prevResult's gateway is {}",
+            gateway.map_or("(none)".into(), |g| g.to_string()),
+            expected.gateway.map_or("(none)".into(), |g| g.to_string())
+        ));
     }
     Ok(())
 }

@@ -349,11 +349,16 @@ impl CniResult {
 
     /// The first address, preferring IPv4 (what win-bridge and win-overlay use).
     pub fn primary_ip(&self) -> Option<&IpConfig> {
-        self.ips
-            .iter()
-            .find(|ip| ip.address.addr().is_ipv4())
-            .or_else(|| self.ips.first())
+        primary(&self.ips)
     }
+}
+
+/// The first of `ips`, preferring IPv4: the one address win-bridge, win-overlay and sdn*
+/// without `enableDualStack` give an endpoint.
+pub fn primary(ips: &[IpConfig]) -> Option<&IpConfig> {
+    ips.iter()
+        .find(|ip| ip.address.addr().is_ipv4())
+        .or_else(|| ips.first())
 }
 
 fn interface_json(i: &Interface, shape: ResultShape) -> Value {

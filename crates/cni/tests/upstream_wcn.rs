@@ -150,3 +150,86 @@ fn get_port_enum_value__names_numbers_and_refusal__code() {
         e.msg
     );
 }
+
+/// test/utilities/connectivity_testing.go `CreateDualStackNetworkConf`: enableDualStack with
+/// the gateways from `additionalRoutes` (0.0.0.0/0 and ::/0), here with host-local's two
+/// ranges as IPAM; the network of `GetDefaultIpams` + `GetDefaultIpv6Ipams`.
+fn dual_stack_conf() -> Sdn {
+    sdn(json!({
+        "cniVersion": "1.0.0", "name": "wnt-sdnds", "type": "sdnbridge",
+        "optionalFlags": {"enableDualStack": true, "gatewayFromAdditionalRoutes": true},
+        "additionalRoutes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.1"}, {"dst": "::/0", "gw": "fd00::1"}],
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.0.0.0/16"}], [{"subnet": "fd00::/64"}]]}
+    }))
+    .unwrap()
+}
+
+fn dual_stack_network() -> hcn::Network {
+    serde_json::from_value(json!({
+        "Name": "wnt-sdnds", "Type": "L2Bridge",
+        "Ipams": [{"Subnets": [
+            {"IpAddressPrefix": "10.0.0.0/16", "Routes": [{"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"}]},
+            {"IpAddressPrefix": "fd00::/64", "Routes": [{"NextHop": "fd00::1", "DestinationPrefix": "::/0"}]}
+        ]}]
+    }))
+    .unwrap()
+}
+
+/// host-local's answer for two ranges (IPv6 first, to show the order is the family's).
+fn host_local_dual_stack() -> Vec<cni::result::IpConfig> {
+    cni::CniResult::parse(&json!({"cniVersion": "1.0.0", "ips": [
+        {"address": "fd00::5/64", "gateway": "fd00::1"},
+        {"address": "10.0.0.5/16", "gateway": "10.0.0.1"}
+    ]}))
+    .unwrap()
+    .ips
+}
+
+// common/core/network.go allocateIpam (dual stack: IPAM's IP4 and IP6) + network/endpoint.go
+// GetHostComputeEndpoint: one IpConfiguration per family, IPv4 first, and a default route per
+// family via that family's gateway (0.0.0.0/0 via Gateway, ::/0 via Gateway6).
+// (winnet gave the endpoint only the first address; fixed.)
+#[test]
+fn allocate_ipam__dual_stack_endpoint_has_both_addresses_and_routes__code() {
+    let s = dual_stack_conf();
+    let doc = s.endpoint_doc(
+        &dual_stack_network(),
+        "c1_wnt-sdnds",
+        &host_local_dual_stack(),
+        None,
+    );
+    let doc = serde_json::to_value(&doc).unwrap();
+    assert_eq!(
+        doc["IpConfigurations"],
+        json!([
+            {"IpAddress": "10.0.0.5", "PrefixLength": 16},
+            {"IpAddress": "fd00::5", "PrefixLength": 64}
+        ])
+    );
+    let routes = doc["Routes"].as_array().unwrap();
+    assert_eq!(
+        routes[..2],
+        [
+            json!({"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"}),
+            json!({"NextHop": "fd00::1", "DestinationPrefix": "::/0"})
+        ]
+    );
+}
+
+// allocateIpam without enableDualStack reads IPAM's result as 0.2.0 `ip4`: the endpoint gets
+// the IPv4 address only, whatever else IPAM returned.
+#[test]
+fn allocate_ipam__without_dual_stack_only_ipv4__code() {
+    let mut s = dual_stack_conf();
+    s.flags.enable_dual_stack = false;
+    let doc = s.endpoint_doc(&dual_stack_network(), "c1", &host_local_dual_stack(), None);
+    let doc = serde_json::to_value(&doc).unwrap();
+    assert_eq!(
+        doc["IpConfigurations"],
+        json!([{"IpAddress": "10.0.0.5", "PrefixLength": 16}])
+    );
+    assert_eq!(
+        doc["Routes"][0],
+        json!({"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"})
+    );
+}

@@ -13,7 +13,9 @@ use hcn::{
 use hns::Client;
 use ipnet::IpNet;
 
-use crate::attachment::{Driver, endpoint_address, endpoint_dns, endpoint_gateway, endpoint_mac};
+use crate::attachment::{
+    Driver, endpoint_addresses, endpoint_dns, endpoint_gateway_for, endpoint_mac,
+};
 use crate::config::NetConf;
 use crate::dns::{self, RuntimeOptions};
 use crate::error::{CniError, HnsContext};
@@ -21,7 +23,7 @@ use crate::plugins::win_bridge::bridge_gateway;
 use crate::plugins::windows::default_route;
 use crate::policy::{self, PortMapping};
 use crate::protocol::{Args, Request};
-use crate::result::{CniResult, Interface, IpConfig};
+use crate::result::{self, CniResult, Interface, IpConfig};
 use crate::state::Store;
 
 /// `optionalFlags`.
@@ -130,25 +132,41 @@ impl Sdn {
         })
     }
 
-    /// The gateway: `.2` when forced, else the first `ipam.routes[].gw`, else the subnet's
-    /// first address, else what IPAM or the network says.
+    /// The gateway for `ip` (or, without one, for the config's subnet): `.2` when forced
+    /// (IPv4 only with `enableDualStack`, as `allocateIpam` does), else the first
+    /// `ipam.routes[].gw`, else (`gatewayFromAdditionalRoutes`) the first
+    /// `additionalRoutes[].gw`, else the subnet's first address, else what IPAM or the
+    /// network says. Only gateways of the address's family are taken.
     fn gateway(&self, net: &Network, ip: Option<&IpConfig>) -> Option<IpAddr> {
-        let subnet = self
-            .subnet
+        let v4 = ip
+            .map(|c| c.address.addr().is_ipv4())
+            .or_else(|| self.subnet.map(|s| s.addr().is_ipv4()));
+        let fits = |a: &IpAddr| v4.is_none_or(|v4| a.is_ipv4() == v4);
+        let own_subnet = self.subnet.filter(|s| fits(&s.addr()));
+        let subnet = own_subnet
             .or_else(|| ip.map(|c| c.address.trunc()))
-            .or_else(|| net.subnets().find_map(|s| s.ip_address_prefix));
-        if self.flags.force_bridge_gateway {
+            .or_else(|| {
+                net.subnets()
+                    .filter_map(|s| s.ip_address_prefix)
+                    .find(|p| fits(&p.addr()))
+            });
+        let force_applies = !(self.flags.enable_dual_stack && v4 == Some(false));
+        if self.flags.force_bridge_gateway && force_applies {
             return subnet.map(bridge_gateway);
         }
-        if let Some(gw) = self.ipam_routes.iter().find_map(|(_, gw)| *gw) {
+        if let Some(gw) = self.ipam_routes.iter().filter_map(|(_, gw)| *gw).find(fits) {
             return Some(gw);
         }
         if self.flags.gateway_from_additional_routes
-            && let Some(gw) = self.additional_routes.iter().find_map(|(_, gw)| *gw)
+            && let Some(gw) = self
+                .additional_routes
+                .iter()
+                .filter_map(|(_, gw)| *gw)
+                .find(fits)
         {
             return Some(gw);
         }
-        if let Some(s) = self.subnet {
+        if let Some(s) = own_subnet {
             return Some(first_host(s));
         }
         ip.and_then(|c| c.gateway)
@@ -156,7 +174,7 @@ impl Sdn {
                 ip.and_then(|c| net.subnet_for(c.address.addr()))
                     .and_then(Subnet::gateway)
             })
-            .or_else(|| net.subnets().find_map(Subnet::gateway))
+            .or_else(|| net.subnets().filter_map(Subnet::gateway).find(|g| fits(g)))
     }
 
     /// The network document created when the network does not exist.
@@ -243,6 +261,107 @@ impl Sdn {
     }
 }
 
+impl Sdn {
+    /// The addresses an endpoint gets of `ips` (`allocateIpam`): with `enableDualStack` the
+    /// first IPv4 and the first IPv6 (IPAM's `IP4` and `IP6`), else the first IPv4 (or, when
+    /// IPAM gave none, its first address).
+    pub fn chosen(&self, ips: &[IpConfig]) -> Vec<IpConfig> {
+        if !self.flags.enable_dual_stack {
+            return result::primary(ips).cloned().into_iter().collect();
+        }
+        let v4 = ips.iter().find(|c| c.address.addr().is_ipv4());
+        let v6 = ips.iter().find(|c| c.address.addr().is_ipv6());
+        v4.into_iter().chain(v6).cloned().collect()
+    }
+
+    /// The endpoint document (`GetEndpointInfo` + `allocateIpam` + `GetHostComputeEndpoint`):
+    /// one IpConfiguration per chosen address (or `ipam.ipAddress`), a default route per
+    /// family via that family's gateway, then `additionalRoutes`; the `AdditionalArgs`
+    /// policies, then the port mappings'. Loopback DSR, which asks HNS, is left to the caller.
+    pub fn endpoint_doc(
+        &self,
+        net: &Network,
+        name: &str,
+        ips: &[IpConfig],
+        pod_namespace: Option<&str>,
+    ) -> Endpoint {
+        let mut policies = self.endpoint_policies.clone();
+        policies.extend(self.port_mapping_policies());
+        let mut assigned = self.chosen(ips);
+        if assigned.is_empty()
+            && let Some(address) = self.static_address(net)
+        {
+            assigned.push(IpConfig {
+                interface: None,
+                address,
+                gateway: None,
+            });
+        }
+        let mut routes: Vec<Route> = if assigned.is_empty() {
+            // HNS assigns the address: the gateway comes from the config or the network.
+            self.gateway(net, None)
+                .map(default_via)
+                .into_iter()
+                .collect()
+        } else {
+            assigned
+                .iter()
+                .filter_map(|c| self.gateway(net, Some(c)).map(default_via))
+                .collect()
+        };
+        routes.extend(self.additional_routes.iter().map(|(dst, gw)| Route {
+            next_hop: *gw,
+            destination_prefix: Some(*dst),
+            metric: 0,
+        }));
+        Endpoint {
+            name: name.to_string(),
+            host_compute_network: net.id,
+            policies,
+            ip_configurations: assigned
+                .iter()
+                .map(|c| HcnIpConfig {
+                    ip_address: Some(c.address.addr()),
+                    prefix_length: c.address.prefix_len(),
+                })
+                .collect(),
+            dns: self.pod_dns(pod_namespace),
+            routes,
+            ..Endpoint::default()
+        }
+    }
+
+    /// `ipam.ipAddress` with the prefix length of `ipam.subnet` or of the network's subnet.
+    fn static_address(&self, net: &Network) -> Option<IpNet> {
+        let ip = self.static_ip?;
+        let len = self
+            .subnet
+            .or_else(|| net.subnet_for(ip)?.ip_address_prefix)?
+            .prefix_len();
+        IpNet::new(ip, len).ok()
+    }
+
+    /// The config's DNS with the pod's namespace before the first search domain.
+    fn pod_dns(&self, pod_namespace: Option<&str>) -> Dns {
+        let mut dns = self.dns.clone();
+        if let (Some(ns), Some(first)) = (pod_namespace, dns.search.first_mut())
+            && !ns.is_empty()
+        {
+            *first = format!("{ns}.{first}");
+        }
+        dns
+    }
+}
+
+/// The default route of `gw`'s family via `gw`.
+fn default_via(gw: IpAddr) -> Route {
+    Route {
+        next_hop: Some(gw),
+        destination_prefix: Some(default_route(gw)),
+        metric: 0,
+    }
+}
+
 impl Driver for Sdn {
     fn conf(&self) -> &NetConf {
         &self.conf
@@ -269,13 +388,33 @@ impl Driver for Sdn {
         Ok(Some(net))
     }
 
+    /// With `enableDualStack` the network must exist and be L2Bridge (common/core/network.go
+    /// `Add`): a dual-stack network has both subnets, which the config cannot describe.
     async fn ensure_network(
         &self,
         req: &Request<'_>,
         client: &Client,
     ) -> Result<Network, CniError> {
+        if self.flags.enable_dual_stack && self.network_type != NetworkType::L2Bridge {
+            return Err(CniError::config(
+                "optionalFlags.enableDualStack",
+                format!(
+                    "dual stack works only on L2Bridge networks, and {} makes {} networks; use type sdnbridge or drop enableDualStack",
+                    self.conf.plugin_type, self.network_type
+                ),
+            ));
+        }
         if let Some(net) = self.find_network(client).await? {
             return Ok(net);
+        }
+        if self.flags.enable_dual_stack {
+            return Err(CniError::config(
+                "optionalFlags.enableDualStack",
+                format!(
+                    "network \"{}\" does not exist; with enableDualStack it is not created from the config: create the L2Bridge network with its IPv4 and IPv6 subnets first",
+                    self.conf.name
+                ),
+            ));
         }
         let doc = self.network_doc()?;
         // One creator at a time on this node; a loser of a race finds the winner's network.
@@ -293,89 +432,43 @@ impl Driver for Sdn {
         client: &Client,
         net: &Network,
         name: &str,
-        ip: Option<&IpConfig>,
+        ips: &[IpConfig],
     ) -> Result<Endpoint, CniError> {
-        let address = ip.map(|c| c.address).or_else(|| {
-            let ip = self.static_ip?;
-            let len = self
-                .subnet
-                .or_else(|| net.subnet_for(ip)?.ip_address_prefix)?
-                .prefix_len();
-            IpNet::new(ip, len).ok()
-        });
-        let assigned = address.map(|address| IpConfig {
-            interface: None,
-            address,
-            gateway: ip.and_then(|c| c.gateway),
-        });
-        let gateway = self.gateway(net, assigned.as_ref());
-        let mut policies = self.endpoint_policies.clone();
-        policies.extend(self.port_mapping_policies());
+        let pod_namespace = req.args.cni_arg("K8S_POD_NAMESPACE");
+        let mut doc = self.endpoint_doc(net, name, ips, pod_namespace);
         if self.flags.loopback_dsr
-            && let Some(a) = &assigned
+            && let Some(address) = doc.ip_configurations.first().and_then(|c| c.ip_address)
         {
             let features = client
                 .get_supported_features()
                 .await
                 .hns("read HNS's supported features")?;
             if features.dsr {
-                policy::apply_loopback_dsr(&mut policies, a.address.addr());
+                policy::apply_loopback_dsr(&mut doc.policies, address);
             }
         }
-        let mut dns = self.dns.clone();
-        if let (Some(ns), Some(first)) = (
-            req.args.cni_arg("K8S_POD_NAMESPACE"),
-            dns.search.first_mut(),
-        ) && !ns.is_empty()
-        {
-            *first = format!("{ns}.{first}");
-        }
-        let mut routes: Vec<Route> = gateway
-            .map(|gw| Route {
-                next_hop: Some(gw),
-                destination_prefix: Some(default_route(gw)),
-                metric: 0,
-            })
-            .into_iter()
-            .collect();
-        routes.extend(self.additional_routes.iter().map(|(dst, gw)| Route {
-            next_hop: *gw,
-            destination_prefix: Some(*dst),
-            metric: 0,
-        }));
-        Ok(Endpoint {
-            name: name.to_string(),
-            host_compute_network: net.id,
-            policies,
-            ip_configurations: address
-                .map(|a| HcnIpConfig {
-                    ip_address: Some(a.addr()),
-                    prefix_length: a.prefix_len(),
-                })
-                .into_iter()
-                .collect(),
-            dns,
-            routes,
-            ..Endpoint::default()
-        })
+        Ok(doc)
     }
 
-    /// `interfaces:[{name: CNI_IFNAME, mac}]`, `ips` on interface 0.
+    /// `interfaces:[{name: CNI_IFNAME, mac}]`; the endpoint's addresses (one, or with
+    /// `enableDualStack` one per family, as `GetCurrResult` reports them) on interface 0, each
+    /// with its family's gateway.
     fn result(&self, args: &Args, net: &Network, ep: &Endpoint) -> CniResult {
+        let all: Vec<IpConfig> = endpoint_addresses(net, ep)
+            .into_iter()
+            .map(|address| IpConfig {
+                interface: Some(0),
+                address,
+                gateway: endpoint_gateway_for(ep, address.addr()),
+            })
+            .collect();
         CniResult {
             interfaces: vec![Interface {
                 name: args.ifname.clone(),
                 mac: endpoint_mac(ep),
                 ..Interface::default()
             }],
-            ips: endpoint_address(net, ep)
-                .map(|address| IpConfig {
-                    interface: Some(0),
-                    address,
-                    gateway: endpoint_gateway(ep),
-                })
-                .into_iter()
-                .collect(),
+            ips: self.chosen(&all),
             routes: Vec::new(),
             dns: endpoint_dns(ep),
         }
@@ -412,5 +505,48 @@ mod tests {
         s.flags.force_bridge_gateway = false;
         s.ipam_routes = vec![(None, Some("10.0.0.254".parse().unwrap()))];
         assert_eq!(s.gateway(&net, None), Some("10.0.0.254".parse().unwrap()));
+    }
+
+    // cni/cni.go GetCurrResult with enableDualStack (GetDualStackAddresses): the IPv4 and the
+    // IPv6 address of the endpoint, both on interface 0, each with its family's gateway.
+    #[test]
+    fn get_curr_result_dual_stack_reports_both_families() {
+        let conf = NetConf::parse(br#"{"cniVersion":"1.0.0","name":"n","type":"sdnbridge","optionalFlags":{"enableDualStack":true}}"#).unwrap();
+        let s = Sdn::parse(&conf).unwrap();
+        let ep: Endpoint = serde_json::from_value(serde_json::json!({
+            "IpConfigurations": [{"IpAddress": "10.0.0.5", "PrefixLength": 16}, {"IpAddress": "fd00::5", "PrefixLength": 64}],
+            "Routes": [{"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"}, {"NextHop": "fd00::1", "DestinationPrefix": "::/0"}]
+        }))
+        .unwrap();
+        let args = Args {
+            command: crate::protocol::Command::Add,
+            container_id: "c1".into(),
+            netns: String::new(),
+            ifname: "eth0".into(),
+            args: String::new(),
+            path: String::new(),
+        };
+        let r = s.result(&args, &Network::default(), &ep);
+        let ips: Vec<(String, Option<IpAddr>, Option<usize>)> = r
+            .ips
+            .iter()
+            .map(|c| (c.address.to_string(), c.gateway, c.interface))
+            .collect();
+        assert_eq!(
+            ips,
+            [
+                (
+                    "10.0.0.5/16".into(),
+                    Some("10.0.0.1".parse().unwrap()),
+                    Some(0)
+                ),
+                (
+                    "fd00::5/64".into(),
+                    Some("fd00::1".parse().unwrap()),
+                    Some(0)
+                ),
+            ]
+        );
+        assert_eq!(r.interfaces[0].name, "eth0");
     }
 }

@@ -78,8 +78,9 @@ impl Driver for WinBridge {
         client: &Client,
         net: &Network,
         name: &str,
-        ip: Option<&IpConfig>,
+        ips: &[IpConfig],
     ) -> Result<Endpoint, CniError> {
+        let ip = crate::result::primary(ips);
         // The IPAM gateway is ignored; with HNS IPAM the network's first subnet decides.
         let gateway = ip
             .map(|c| c.address)

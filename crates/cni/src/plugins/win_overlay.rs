@@ -100,8 +100,9 @@ impl Driver for WinOverlay {
         client: &Client,
         net: &Network,
         name: &str,
-        ip: Option<&IpConfig>,
+        ips: &[IpConfig],
     ) -> Result<Endpoint, CniError> {
+        let ip = crate::result::primary(ips);
         let v4 = match ip.map(|c| c.address.addr()) {
             Some(std::net::IpAddr::V4(v4)) => Some(v4),
             Some(std::net::IpAddr::V6(_)) => {
