@@ -52,7 +52,8 @@ pub struct Sdn {
     pub dns: Dns,
     pub flags: OptionalFlags,
     pub port_mappings: Vec<PortMapping>,
-    /// `additionalRoutes[].{dst,gw}`: more endpoint routes.
+    /// `additionalRoutes[].{dst,gw}`: with `gatewayFromAdditionalRoutes`, the default routes
+    /// (`0.0.0.0/0`, `::/0`) among them give the gateways; they are not endpoint routes.
     pub additional_routes: Vec<(IpNet, Option<IpAddr>)>,
     /// `AdditionalArgs` entries named `EndpointPolicy`.
     pub endpoint_policies: Vec<EndpointPolicy>,
@@ -134,8 +135,8 @@ impl Sdn {
 
     /// The gateway for `ip` (or, without one, for the config's subnet): `.2` when forced
     /// (IPv4 only with `enableDualStack`, as `allocateIpam` does), else the first
-    /// `ipam.routes[].gw`, else (`gatewayFromAdditionalRoutes`) the first
-    /// `additionalRoutes[].gw`, else the subnet's first address, else what IPAM or the
+    /// `ipam.routes[].gw`, else (`gatewayFromAdditionalRoutes`) the gateway of the first
+    /// default route in `additionalRoutes`, else the subnet's first address, else what IPAM or the
     /// network says. Only gateways of the address's family are taken.
     fn gateway(&self, net: &Network, ip: Option<&IpConfig>) -> Option<IpAddr> {
         let v4 = ip
@@ -161,6 +162,7 @@ impl Sdn {
             && let Some(gw) = self
                 .additional_routes
                 .iter()
+                .filter(|(dst, _)| dst.prefix_len() == 0)
                 .filter_map(|(_, gw)| *gw)
                 .find(fits)
         {
@@ -276,8 +278,8 @@ impl Sdn {
 
     /// The endpoint document (`GetEndpointInfo` + `allocateIpam` + `GetHostComputeEndpoint`):
     /// one IpConfiguration per chosen address (or `ipam.ipAddress`), a default route per
-    /// family via that family's gateway, then `additionalRoutes`; the `AdditionalArgs`
-    /// policies, then the port mappings'. Loopback DSR, which asks HNS, is left to the caller.
+    /// family via that family's gateway (`additionalRoutes` only choose gateways); the
+    /// `AdditionalArgs` policies, then the port mappings'. Loopback DSR, which asks HNS, is left to the caller.
     pub fn endpoint_doc(
         &self,
         net: &Network,
@@ -297,7 +299,7 @@ impl Sdn {
                 gateway: None,
             });
         }
-        let mut routes: Vec<Route> = if assigned.is_empty() {
+        let routes: Vec<Route> = if assigned.is_empty() {
             // HNS assigns the address: the gateway comes from the config or the network.
             self.gateway(net, None)
                 .map(default_via)
@@ -309,11 +311,6 @@ impl Sdn {
                 .filter_map(|c| self.gateway(net, Some(c)).map(default_via))
                 .collect()
         };
-        routes.extend(self.additional_routes.iter().map(|(dst, gw)| Route {
-            next_hop: *gw,
-            destination_prefix: Some(*dst),
-            metric: 0,
-        }));
         Endpoint {
             name: name.to_string(),
             host_compute_network: net.id,
