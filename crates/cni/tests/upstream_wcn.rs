@@ -234,3 +234,27 @@ fn allocate_ipam__without_dual_stack_only_ipv4__code() {
         json!({"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"})
     );
 }
+
+// common/core/network.go `allocateIpam`: the endpoint's gateway is the one IPAM returned
+// (`endpointInfo.Gateway = resultImpl.IP4.Gateway`), which overwrites the gateway
+// `GetNetworkInfo` took from `ipam.routes[0].gw`. (winnet preferred `ipam.routes`; fixed.)
+#[test]
+fn allocate_ipam__the_ipam_gateway_wins_over_ipam_routes__code() {
+    let s = sdn(json!({
+        "cniVersion": "1.0.0", "name": "wnt-sdngw", "type": "sdnbridge",
+        "ipam": {"type": "host-local", "subnet": "10.0.0.0/16",
+                 "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.254"}]}
+    }))
+    .unwrap();
+    let ips = cni::CniResult::parse(&json!({"cniVersion": "1.0.0", "ips": [
+        {"address": "10.0.0.5/16", "gateway": "10.0.0.1"}
+    ]}))
+    .unwrap()
+    .ips;
+    let doc = s.endpoint_doc(&dual_stack_network(), "c1_wnt-sdngw", &ips, None);
+    let doc = serde_json::to_value(&doc).unwrap();
+    assert_eq!(
+        doc["Routes"],
+        json!([{"NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0"}])
+    );
+}

@@ -134,10 +134,10 @@ impl Sdn {
     }
 
     /// The gateway for `ip` (or, without one, for the config's subnet): `.2` when forced
-    /// (IPv4 only with `enableDualStack`, as `allocateIpam` does), else the first
-    /// `ipam.routes[].gw`, else (`gatewayFromAdditionalRoutes`) the gateway of the first
-    /// default route in `additionalRoutes`, else the subnet's first address, else what IPAM or the
-    /// network says. Only gateways of the address's family are taken.
+    /// (IPv4 only with `enableDualStack`, as `allocateIpam` does), else the gateway IPAM gave
+    /// the address, else the first `ipam.routes[].gw`, else (`gatewayFromAdditionalRoutes`)
+    /// the gateway of the first default route in `additionalRoutes`, else the subnet's first
+    /// address, else what the network says. Only gateways of the address's family are taken.
     fn gateway(&self, net: &Network, ip: Option<&IpConfig>) -> Option<IpAddr> {
         let v4 = ip
             .map(|c| c.address.addr().is_ipv4())
@@ -154,6 +154,11 @@ impl Sdn {
         let force_applies = !(self.flags.enable_dual_stack && v4 == Some(false));
         if self.flags.force_bridge_gateway && force_applies {
             return subnet.map(bridge_gateway);
+        }
+        // With an address from IPAM, IPAM's gateway wins (`allocateIpam` overwrites the
+        // gateway `GetNetworkInfo` took from `ipam.routes`).
+        if let Some(gw) = ip.and_then(|c| c.gateway).filter(fits) {
+            return Some(gw);
         }
         if let Some(gw) = self.ipam_routes.iter().filter_map(|(_, gw)| *gw).find(fits) {
             return Some(gw);
