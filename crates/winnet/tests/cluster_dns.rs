@@ -6,7 +6,11 @@
 //! suffixed); the Linux pod and, under `unrestricted`, the Windows pod resolve every name.
 //! `winnet resolve` explains the failure. Root only (CI is root).
 
-use std::process::{Command, Output};
+mod local_cluster;
+
+use local_cluster::{require_root, text, winnet};
+
+use std::process::Command;
 use std::sync::Mutex;
 
 /// The local cluster has fixed names: one test at a time.
@@ -23,30 +27,6 @@ const FQDNS: [&str; 2] = [
     "web.default.svc.cluster.local",
     "web-2.peers.default.svc.cluster.local",
 ];
-
-fn winnet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winnet"))
-        .args(args)
-        .output()
-        .expect("run winnet")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "the cluster DNS test builds namespaces and devices: run it as root (CI does)"
-    );
-}
 
 /// The local cluster under `profile`, taken down when dropped (also when the test fails).
 struct Up;

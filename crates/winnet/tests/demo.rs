@@ -4,36 +4,16 @@
 //! Windows builds with their limitations and for `unrestricted`; the Linux node speaks standard
 //! VXLAN (or plain routed frames) made by the Linux kernel itself. Root only (CI is root).
 
+mod local_cluster;
+
+use local_cluster::{require_root, text, winnet};
+
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The local cluster has fixed names: one test at a time.
 static CLUSTER: Mutex<()> = Mutex::new(());
-
-fn winnet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winnet"))
-        .args(args)
-        .output()
-        .expect("run winnet")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "the demo test builds namespaces and devices: run it as root (CI does)"
-    );
-}
 
 /// What the cluster may leave behind: namespaces named wn-*, its directory.
 fn leftovers() -> Vec<String> {
