@@ -4,11 +4,12 @@
 //! assert the observable equivalent: the same HNS ID kept, one remote endpoint per address.
 #![allow(non_snake_case)]
 
+mod common;
+
 use std::net::IpAddr;
 use std::time::Duration;
 
 use hcn::{Endpoint, Guid, LoadBalancer};
-use hns::server::{Config as HnsConfig, Running};
 use hns::{Client, Profile};
 use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
@@ -21,8 +22,7 @@ const REMOTE: &str = "10.244.2.5";
 /// to 10.244.2.0/24), the root endpoint `cbr0` (upstream's `EP-GW`), and one local pod
 /// endpoint made as the CNI makes it.
 struct Node {
-    _dir: tempfile::TempDir,
-    hnsd: Running,
+    hnsd: common::Hnsd,
     client: Client,
     local: Guid,
     root: Guid,
@@ -33,64 +33,15 @@ async fn node(overlay: bool) -> Node {
 }
 
 async fn node_on(profile: Profile, overlay: bool) -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let hnsd = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile,
-        dataplane: None,
-    })
-    .unwrap();
-    let client = hnsd.client();
-    let net = if overlay {
-        json!({"Name":"cbr0","Type":"Overlay","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
-            "Policies":[{"Type":"VSID","Settings":{"IsolationId":4096}}],
-            "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}],
-            "Policies":[{"Type":"RemoteSubnetRoute","Settings":{"DestinationPrefix":"10.244.2.0/24",
-            "IsolationId":4096,"ProviderAddress":"192.168.0.12","DistributedRouterMacAddress":"02-00-00-00-00-01"}}]})
-    } else {
-        json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[
-            {"IpAddressPrefix":"10.244.1.0/24","Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]},
-            {"IpAddressPrefix":"fd00:244:1::/64","Routes":[{"NextHop":"fd00:244:1::1","DestinationPrefix":"::/0"}]}]}]})
-    };
-    let body = client
-        .call(
-            hns::Method::POST,
-            "/networks",
-            Some(net.to_string().into_bytes()),
-        )
-        .await
-        .unwrap();
-    let net: hcn::Network = serde_json::from_value(body).unwrap();
-    let ep = Endpoint {
-        name: "pod-a".into(),
-        host_compute_network: net.id,
-        ip_configurations: vec![hcn::IpConfig {
-            ip_address: Some(LOCAL.parse().unwrap()),
-            prefix_length: 24,
-        }],
-        ..Default::default()
-    };
-    let local = client.create_endpoint(&ep).await.unwrap().id;
-    let mut gw = vec![hcn::IpConfig {
-        ip_address: Some("10.244.1.2".parse().unwrap()),
-        prefix_length: 24,
-    }];
+    let (hnsd, net) = common::hnsd_with_cbr0(profile, overlay).await;
+    let client = hnsd.running.client();
+    let local = common::endpoint(&client, &net, "pod-a", &[(LOCAL, 24)]).await;
+    let mut gw = vec![("10.244.1.2", 24)];
     if !overlay {
-        gw.push(hcn::IpConfig {
-            ip_address: Some("fd00:244:1::2".parse().unwrap()),
-            prefix_length: 64,
-        });
+        gw.push(("fd00:244:1::2", 64));
     }
-    let root = Endpoint {
-        name: "cbr0".into(),
-        host_compute_network: net.id,
-        ip_configurations: gw,
-        ..Default::default()
-    };
-    let root = client.create_endpoint(&root).await.unwrap().id;
+    let root = common::endpoint(&client, &net, "cbr0", &gw).await;
     Node {
-        _dir: dir,
         hnsd,
         client,
         local,
@@ -112,7 +63,7 @@ fn config(n: &Node, overlay: bool) -> Config {
         node_ips: vec!["192.168.0.11".parse().unwrap(), "fd00::11".parse().unwrap()],
         healthz_bind: None,
         metrics_bind: None,
-        hns_socket: n.hnsd.socket.clone(),
+        hns_socket: n.hnsd.running.socket.clone(),
         root_hnsendpoint_name: "cbr0".into(),
         forward_healthcheck_vip: false,
         source: SourceConfig::Manifests("/nonexistent".into()),

@@ -2,12 +2,13 @@
 //! reference §5.4 the HNS load balancers and remote endpoints, with exact VIPs, ports, flags,
 //! distribution and backends.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use hcn::{Endpoint, Guid, LoadBalancer};
-use hns::server::{Config as HnsConfig, Running};
 use hns::{Client, Profile};
 use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
@@ -15,8 +16,7 @@ use serde_json::{Value, json};
 const NODE: &str = "win-1";
 
 struct Node {
-    _dir: tempfile::TempDir,
-    hnsd: Running,
+    hnsd: common::Hnsd,
     client: Client,
     /// IP -> HNS ID of the local pod endpoints the CNI made.
     locals: Vec<(IpAddr, Guid)>,
@@ -25,62 +25,15 @@ struct Node {
 
 /// An hnsd with an L2Bridge (or Overlay) network `cbr0`, the root endpoint, and two local pods.
 async fn node(profile: Profile, overlay: bool) -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let hnsd = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile,
-        dataplane: None,
-    })
-    .unwrap();
-    let client = hnsd.client();
-    let mut net = json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[
-        {"IpAddressPrefix":"10.244.1.0/24","Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]},
-        {"IpAddressPrefix":"fd00:244:1::/64","Routes":[{"NextHop":"fd00:244:1::1","DestinationPrefix":"::/0"}]}]}]});
-    if overlay {
-        net["Type"] = json!("Overlay");
-        net["Ipams"][0]["Subnets"] = json!([{"IpAddressPrefix":"10.244.1.0/24","Policies":[{"Type":"VSID","Settings":{"IsolationId":4096}}],
-            "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]);
-        net["Policies"] = json!([{"Type":"RemoteSubnetRoute","Settings":{"DestinationPrefix":"10.244.2.0/24","IsolationId":4096,
-            "ProviderAddress":"192.168.0.12","DistributedRouterMacAddress":"02-00-00-00-00-01"}}]);
-    }
-    let net: hcn::Network = serde_json::from_value(
-        client
-            .call(
-                hns::Method::POST,
-                "/networks",
-                Some(net.to_string().into_bytes()),
-            )
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let (hnsd, net) = common::hnsd_with_cbr0(profile, overlay).await;
+    let client = hnsd.running.client();
+    let root = common::endpoint(&client, &net, "cbr0", &[("10.244.1.2", 24)]).await;
     let mut locals = Vec::new();
-    let mut root = Guid::default();
-    for (name, ip) in [
-        ("cbr0", "10.244.1.2"),
-        ("pod-a", "10.244.1.10"),
-        ("pod-b", "10.244.1.11"),
-    ] {
-        let ip: IpAddr = ip.parse().unwrap();
-        let ep = Endpoint {
-            name: name.into(),
-            host_compute_network: net.id,
-            ip_configurations: vec![hcn::IpConfig {
-                ip_address: Some(ip),
-                prefix_length: 24,
-            }],
-            ..Default::default()
-        };
-        let ep = client.create_endpoint(&ep).await.unwrap();
-        if name == "cbr0" {
-            root = ep.id;
-        } else {
-            locals.push((ip, ep.id));
-        }
+    for (name, ip) in [("pod-a", "10.244.1.10"), ("pod-b", "10.244.1.11")] {
+        let id = common::endpoint(&client, &net, name, &[(ip, 24)]).await;
+        locals.push((ip.parse().unwrap(), id));
     }
     Node {
-        _dir: dir,
         hnsd,
         client,
         locals,
@@ -99,7 +52,7 @@ fn config(n: &Node) -> Config {
         node_ips: vec!["192.168.0.11".parse().unwrap()],
         healthz_bind: None,
         metrics_bind: None,
-        hns_socket: n.hnsd.socket.clone(),
+        hns_socket: n.hnsd.running.socket.clone(),
         root_hnsendpoint_name: "cbr0".into(),
         forward_healthcheck_vip: false,
         source: SourceConfig::Manifests("/nonexistent".into()),
