@@ -8,7 +8,7 @@ use std::future::Future;
 use std::net::IpAddr;
 
 use hcn::{Endpoint, Guid, Namespace, Network};
-use hns::{Client, Kind};
+use hns_client::{Client, Kind};
 use ipnet::IpNet;
 
 use crate::config::NetConf;
@@ -93,7 +93,7 @@ pub fn endpoint_name(sandbox: &str, network: &str) -> String {
 }
 
 fn client(req: &Request<'_>) -> Client {
-    Client::new(req.conf.hns_socket(req.env))
+    req.hns.clone()
 }
 
 /// The gateway of `ep`: the next hop of its default route.

@@ -302,7 +302,7 @@ impl NetConf {
         }
         match &self.hns_socket {
             Some(p) => p.clone(),
-            None => PathBuf::from(hns::DEFAULT_SOCKET),
+            None => PathBuf::from(hns_client::DEFAULT_SOCKET),
         }
     }
 }

@@ -125,13 +125,15 @@ impl CniError {
     }
 }
 
-impl From<hns::ClientError> for CniError {
+impl From<hns_client::ClientError> for CniError {
     /// hnsd not answering is transient (code 11); an HNS refusal keeps its HRESULT in the text.
-    fn from(e: hns::ClientError) -> CniError {
+    fn from(e: hns_client::ClientError) -> CniError {
         match &e {
-            hns::ClientError::Connect { .. } => CniError::new(Code::TRY_AGAIN_LATER, e.to_string()),
-            hns::ClientError::Hns { .. } => CniError::new(Code::HNS_REFUSED, e.to_string()),
-            hns::ClientError::Protocol(_) => CniError::internal(e.to_string()),
+            hns_client::ClientError::Connect { .. } => {
+                CniError::new(Code::TRY_AGAIN_LATER, e.to_string())
+            }
+            hns_client::ClientError::Hns { .. } => CniError::new(Code::HNS_REFUSED, e.to_string()),
+            hns_client::ClientError::Protocol(_) => CniError::internal(e.to_string()),
         }
     }
 }
@@ -141,7 +143,7 @@ pub trait HnsContext<T> {
     fn hns(self, what: &str) -> Result<T, CniError>;
 }
 
-impl<T> HnsContext<T> for Result<T, hns::ClientError> {
+impl<T> HnsContext<T> for Result<T, hns_client::ClientError> {
     fn hns(self, what: &str) -> Result<T, CniError> {
         self.map_err(|e| CniError::from(e).context(what))
     }

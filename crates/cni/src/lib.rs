@@ -27,7 +27,7 @@ pub mod version;
 
 pub use error::{CniError, Code};
 pub use plugins::NAMES;
-pub use protocol::{Env, Output, Plugin, run};
+pub use protocol::{Env, Output, Plugin, run, run_with_hns};
 pub use result::CniResult;
 pub use version::CniVersion;
 

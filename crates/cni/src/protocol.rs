@@ -220,6 +220,9 @@ pub struct Request<'a> {
     pub env: &'a Env,
     pub args: &'a Args,
     pub conf: NetConf,
+    /// The hnsd the plugin talks to: the socket its config and environment name, or the
+    /// in-process hnsd a caller gave [`run_with_hns`].
+    pub hns: hns_client::Client,
 }
 
 /// A plugin: what each verb does. Version checks, stdout and exit codes are [`run`]'s.
@@ -260,6 +263,21 @@ impl Output {
 /// Runs one CNI call: checks the environment and the config's version, calls the plugin and
 /// prints its answer in the config's version. Never panics on any input.
 pub fn run(plugin: &dyn Plugin, env: &Env, stdin: &[u8]) -> Output {
+    run_on(plugin, env, stdin, None)
+}
+
+/// [`run`] with the plugin talking to `hns` (e.g. an hnsd in this process) instead of the
+/// socket its config names. Call it off any async runtime: a plugin runs its own.
+pub fn run_with_hns(
+    plugin: &dyn Plugin,
+    env: &Env,
+    stdin: &[u8],
+    hns: hns_client::Client,
+) -> Output {
+    run_on(plugin, env, stdin, Some(hns))
+}
+
+fn run_on(plugin: &dyn Plugin, env: &Env, stdin: &[u8], hns: Option<hns_client::Client>) -> Output {
     let args = match Args::from_env(env) {
         Ok(a) => a,
         Err(e) => return Output::err(&e, None),
@@ -272,10 +290,12 @@ pub fn run(plugin: &dyn Plugin, env: &Env, stdin: &[u8]) -> Output {
         Err((e, version)) => return Output::err(&e, version.as_deref()),
     };
     let version = conf.cni_version;
+    let hns = hns.unwrap_or_else(|| hns_client::Client::new(conf.hns_socket(env)));
     let req = Request {
         env,
         args: &args,
         conf,
+        hns,
     };
     let answer = match args.command {
         Command::Add => plugin.add(&req).map(|r| Some(r.to_json(version))),

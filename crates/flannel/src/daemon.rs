@@ -112,7 +112,7 @@ impl Daemon {
         let mut backend = match &opts.os {
             Os::Windows { hns_socket } => {
                 windows::check(&conf)?;
-                let client = hns::Client::new(hns_socket);
+                let client = hns_client::Client::new(hns_socket);
                 Backend::Windows(WindowsBackend::new(client, conf.clone(), node.clone()))
             }
             Os::Linux => Backend::Linux(LinuxBackend::new(conf.clone(), node.clone())),
@@ -362,7 +362,7 @@ fn find_node(iface: Option<&str>, public_ip: Option<Ipv4Addr>, os: &Os) -> Resul
         name = nic.to_string();
     }
     if ip.is_none() && matches!(os, Os::Windows { .. }) {
-        let vnic = hns::dataplane::uplink::management_name(&name);
+        let vnic = hns_client::management_name(&name);
         ip = links
             .iter()
             .find(|l| l.name == vnic)

@@ -54,8 +54,8 @@ pub enum Error {
     Host(#[from] host::HostError),
 }
 
-impl From<hns::ClientError> for Error {
-    fn from(e: hns::ClientError) -> Error {
+impl From<hns_client::ClientError> for Error {
+    fn from(e: hns_client::ClientError) -> Error {
         Error::Hns(e.to_string())
     }
 }

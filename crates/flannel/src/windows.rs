@@ -33,7 +33,7 @@ const VNIC_WAIT: Duration = Duration::from_secs(45);
 
 /// The Windows backend of one node.
 pub struct WindowsBackend {
-    hns: hns::Client,
+    hns: hns_client::Client,
     conf: NetConf,
     node: Node,
     /// The HNS network name.
@@ -75,7 +75,7 @@ pub fn check(conf: &NetConf) -> Result<(), Error> {
 
 impl WindowsBackend {
     /// A backend for `conf` through `hns`; `check` it first.
-    pub fn new(hns: hns::Client, conf: NetConf, node: Node) -> WindowsBackend {
+    pub fn new(hns: hns_client::Client, conf: NetConf, node: Node) -> WindowsBackend {
         let vni = conf.backend.vni.unwrap_or(MIN_VNI);
         let name = conf
             .backend
@@ -191,7 +191,7 @@ impl WindowsBackend {
     /// Waits for hnsd's management vNIC (the interface that now holds the public IP), saying
     /// what it waits for.
     async fn wait_vnic(&self) -> Result<u32, Error> {
-        let vnic = hns::dataplane::uplink::management_name(&self.node.iface);
+        let vnic = hns_client::management_name(&self.node.iface);
         let start = Instant::now();
         let mut said = Instant::now();
         loop {

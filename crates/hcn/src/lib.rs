@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod error;
 pub mod features;
 mod keys;
+pub mod kind;
 pub mod loadbalancer;
 pub mod modify;
 pub mod namespace;
@@ -23,6 +24,7 @@ pub use decode::{DecodeError, Validate, decode, decode_value};
 pub use endpoint::{Endpoint, EndpointFlags, IpConfig};
 pub use error::{ErrorRecord, HResult, HnsError};
 pub use features::{SupportedFeatures, Version};
+pub use kind::Kind;
 pub use loadbalancer::{
     LoadBalancer, LoadBalancerDistribution, LoadBalancerFlags, LoadBalancerPortMapping,
     PortMappingFlags,

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hcn::{Endpoint, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping, MacAddress, Network};
+use hns::Profile;
 use hns::server::Config;
-use hns::{Client, ClientError, Profile};
+use hns_client::{Client, ClientError};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 

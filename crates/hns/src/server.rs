@@ -132,8 +132,8 @@ pub fn spawn(config: &Config) -> Result<Running, ServerError> {
 
 impl Running {
     /// A client of this hnsd.
-    pub fn client(&self) -> crate::Client {
-        crate::Client::new(&self.socket)
+    pub fn client(&self) -> hns_client::Client {
+        hns_client::Client::new(&self.socket)
     }
 
     /// Stops serving and closes the store.

@@ -61,6 +61,19 @@ impl Store {
             },
             other => db_err(other),
         })?;
+        Store::with_tables(db)
+    }
+
+    /// A store in memory, for an hnsd that lives as long as its process (the in-memory
+    /// cluster): the same tables and transactions, nothing on disk.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(db_err)?;
+        Store::with_tables(db)
+    }
+
+    fn with_tables(db: Database) -> Result<Store, StoreError> {
         let tx = db.begin_write().map_err(db_err)?;
         for kind in Kind::ALL {
             tx.open_table(table(kind)).map_err(db_err)?;

@@ -5,13 +5,14 @@ mod common;
 use common::{Hnsd, dump, l2bridge};
 use hcn::error::HResult;
 use hcn::{Endpoint, LoadBalancer, Network};
-use hns::{Kind, Method, Profile};
+use hns::{Kind, Profile};
+use hns_client::Method;
 use serde_json::{Value, json};
 
 const EP: &str = "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
 const EP2: &str = "6B4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
 
-async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns::ClientError> {
+async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns_client::ClientError> {
     h.client()
         .call(
             Method::POST,
@@ -21,7 +22,12 @@ async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns::ClientErr
         .await
 }
 
-async fn patch(h: &Hnsd, kind: Kind, id: &str, doc: &Value) -> Result<Value, hns::ClientError> {
+async fn patch(
+    h: &Hnsd,
+    kind: Kind,
+    id: &str,
+    doc: &Value,
+) -> Result<Value, hns_client::ClientError> {
     h.client()
         .call(
             Method::PATCH,
@@ -50,7 +56,7 @@ async fn endpoint(h: &Hnsd, net: &str, extra: Value) -> Value {
     post(h, Kind::Endpoint, &doc).await.unwrap()
 }
 
-fn code(r: Result<Value, hns::ClientError>) -> HResult {
+fn code(r: Result<Value, hns_client::ClientError>) -> HResult {
     r.expect_err("hnsd must refuse this")
         .code()
         .expect("an HNS error record")
@@ -620,7 +626,7 @@ async fn bad_input_gets_an_error_record_naming_the_field() {
     ];
     for (kind, doc, field) in cases {
         let err = post(&h, kind, &doc).await.unwrap_err();
-        let hns::ClientError::Hns { status, error, .. } = &err else {
+        let hns_client::ClientError::Hns { status, error, .. } = &err else {
             panic!("{err}")
         };
         assert!((400..500).contains(status), "{field}: status {status}");
@@ -725,8 +731,9 @@ async fn resolve_names_the_endpoint_and_says_when_no_pod_has_a_dns_client() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = network(&h).await;
     endpoint(&h, &net, json!({"Name": "pa_cbr0"})).await;
-    let ask =
-        |endpoint: &str| hns::ResolveRequest::new(endpoint, "web", "A").expect("a valid request");
+    let ask = |endpoint: &str| {
+        hns_client::ResolveRequest::new(endpoint, "web", "A").expect("a valid request")
+    };
     // Found (by the name the CNI plugin gives it), but this hnsd carries no packets.
     let e = h
         .client()

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{Hnsd, dump, l2bridge};
-use hns::{Kind, Method, Profile};
+use hns::{Kind, Profile};
+use hns_client::Method;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
@@ -132,7 +133,7 @@ fn arbitrary_json_never_panics_and_refusals_change_nothing() {
                 .await
             {
                 Ok(_) => {}
-                Err(hns::ClientError::Hns { status, error, .. }) => {
+                Err(hns_client::ClientError::Hns { status, error, .. }) => {
                     prop_assert!((400..600).contains(&status), "status {status}");
                     prop_assert!(!error.is_empty());
                     prop_assert_eq!(

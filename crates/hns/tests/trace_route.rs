@@ -7,8 +7,9 @@ mod common;
 
 use common::{Hnsd, l2bridge};
 use hcn::error::HResult;
+use hns::Profile;
 use hns::trace::NO_DATAPLANE;
-use hns::{ClientError, Kind, Method, Profile, TraceProtocol, TraceRequest};
+use hns_client::{ClientError, Kind, Method, TraceProtocol, TraceRequest};
 use serde_json::{Value, json};
 
 /// POSTs `body` to /trace: hnsd's error as (HTTP status, HRESULT, message).

@@ -11,7 +11,8 @@ mod common;
 use common::Hnsd;
 use hcn::error::HResult;
 use hcn::features::{SupportedFeatures, Version};
-use hns::{Kind, Method, Profile};
+use hns::{Kind, Profile};
+use hns_client::Method;
 use serde_json::{Value, json};
 
 async fn call(
@@ -19,13 +20,13 @@ async fn call(
     m: Method,
     path: &str,
     doc: Option<&Value>,
-) -> Result<Value, hns::ClientError> {
+) -> Result<Value, hns_client::ClientError> {
     h.client()
         .call(m, path, doc.map(|d| d.to_string().into_bytes()))
         .await
 }
 
-async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns::ClientError> {
+async fn post(h: &Hnsd, kind: Kind, doc: &Value) -> Result<Value, hns_client::ClientError> {
     call(h, Method::POST, &format!("/{kind}"), Some(doc)).await
 }
 
@@ -45,7 +46,7 @@ fn id(v: &Value) -> String {
     v["ID"].as_str().expect("an ID").to_string()
 }
 
-fn code(r: Result<Value, hns::ClientError>) -> HResult {
+fn code(r: Result<Value, hns_client::ClientError>) -> HResult {
     r.expect_err("hnsd must refuse this")
         .code()
         .expect("an HNS error record")
@@ -461,7 +462,7 @@ async fn dual_stack_endpoint_gets_one_address_per_family__hcnsupport() {
 
 /// hcnerrors_test.go TestMissingNetworkById, TestMissingNamespaceById, TestNotFoundError
 /// (getNamespace of a missing GUID is ElementNotFound, 0x80070490) and TestMissingNetworkByName
-/// (hns::Client answers a name lookup with `None` where hcsshim makes NetworkNotFoundError).
+/// (hns_client::Client answers a name lookup with `None` where hcsshim makes NetworkNotFoundError).
 #[tokio::test]
 async fn missing_network_and_namespace_are_not_found__hcnerrors() {
     let h = Hnsd::start(Profile::Ws2022).await;

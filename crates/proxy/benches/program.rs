@@ -1,6 +1,6 @@
 //! Programming Services into hnsd: N Services x 5 endpoints from a folder of manifests to every
 //! load balancer in HNS, and the latency of one endpoint change. Baseline in the same run: the
-//! same load balancers created straight through `hns::Client` with the same concurrency (the
+//! same load balancers created straight through `hns_client::Client` with the same concurrency (the
 //! floor any proxy pays to hnsd). Run: `cargo bench -p proxy --bench program`.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -85,7 +85,7 @@ async fn node() -> Node {
         "Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
     let net: hcn::Network = serde_json::from_value(
         c.call(
-            hns::Method::POST,
+            hns_client::Method::POST,
             "/networks",
             Some(net.to_string().into_bytes()),
         )

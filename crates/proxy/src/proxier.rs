@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hcn::{NetworkPolicy, NetworkType, SupportedFeatures};
-use hns::Client;
+use hns_client::Client;
 
 use crate::health::{self, Health, ServiceHealth};
 use crate::model::{Service, ServiceKey, Slice};
@@ -85,7 +85,7 @@ pub enum ProxyError {
     #[error("{0}")]
     Startup(String),
     #[error(transparent)]
-    Hns(#[from] hns::ClientError),
+    Hns(#[from] hns_client::ClientError),
 }
 
 /// A connected proxy: HNS observed, ready to sync snapshots.
@@ -100,7 +100,14 @@ impl Proxy {
     /// Startup as winkernel does it: HNS V2, the feature gates, the network (waited for), the
     /// Overlay requirements; then HNS's load balancers and endpoints are read, once.
     pub async fn connect(config: Config) -> Result<Proxy, ProxyError> {
-        let client = Arc::new(Client::new(&config.hns_socket));
+        let client = Client::new(&config.hns_socket);
+        Proxy::connect_with(config, client).await
+    }
+
+    /// [`Proxy::connect`] on the hnsd `client` reaches (e.g. one in this process) instead of
+    /// the socket the config names.
+    pub async fn connect_with(config: Config, client: Client) -> Result<Proxy, ProxyError> {
+        let client = Arc::new(client);
         let features = client.get_supported_features().await?;
         if !features.api.v2 {
             return Err(ProxyError::Startup(

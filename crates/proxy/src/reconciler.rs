@@ -13,7 +13,7 @@ use hcn::{
     Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping,
     Network,
 };
-use hns::{Client, ClientError};
+use hns_client::{Client, ClientError};
 
 use crate::model::ServiceKey;
 use crate::planner::{Backend, DesiredLb, Frontend, RemoteEndpoint, ServicePlan};

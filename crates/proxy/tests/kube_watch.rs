@@ -75,7 +75,11 @@ fn slice(ips: &[&str]) -> Value {
         "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],"endpoints":eps})
 }
 
-async fn wait_for(what: &str, client: &hns::Client, check: impl Fn(&[hcn::LoadBalancer]) -> bool) {
+async fn wait_for(
+    what: &str,
+    client: &hns_client::Client,
+    check: impl Fn(&[hcn::LoadBalancer]) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(lbs) = client.list_load_balancers().await
@@ -130,7 +134,7 @@ async fn services_come_from_a_kube_api_watch() {
         "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
     client
         .call(
-            hns::Method::POST,
+            hns_client::Method::POST,
             "/networks",
             Some(net.to_string().into_bytes()),
         )

@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use hcn::{Endpoint, Guid, LoadBalancer};
-use hns::{Client, Profile};
+use hns::Profile;
+use hns_client::Client;
 use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
 

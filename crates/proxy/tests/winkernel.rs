@@ -9,7 +9,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use hcn::{Endpoint, Guid, LoadBalancer};
-use hns::{Client, Profile};
+use hns::Profile;
+use hns_client::Client;
 use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
 
@@ -676,7 +677,7 @@ async fn a_restarted_proxy_changes_nothing() {
     proxy.sync(&snap).await;
     let before = n
         .client
-        .list_raw(hns::Kind::LoadBalancer, None)
+        .list_raw(hns_client::Kind::LoadBalancer, None)
         .await
         .unwrap();
     drop(proxy);
@@ -694,7 +695,7 @@ async fn a_restarted_proxy_changes_nothing() {
     );
     assert_eq!(
         n.client
-            .list_raw(hns::Kind::LoadBalancer, None)
+            .list_raw(hns_client::Kind::LoadBalancer, None)
             .await
             .unwrap(),
         before,

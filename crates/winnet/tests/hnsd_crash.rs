@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hcn::{Endpoint, Guid, IpConfig, MacAddress, Network};
-use hns::Client;
+use hns_client::Client;
 
 /// Endpoint creates in the crash test.
 const CREATES: usize = 200;
@@ -193,7 +193,7 @@ fn address_of(e: &Endpoint) -> (IpAddr, MacAddress) {
 async fn check_store(client: &Client, network: Guid) -> HashMap<String, Endpoint> {
     // The raw documents must decode as HNS endpoints, not just as JSON.
     for raw in client
-        .list_raw(hns::Kind::Endpoint, None)
+        .list_raw(hns_client::Kind::Endpoint, None)
         .await
         .expect("list endpoints")
     {

@@ -97,7 +97,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
     let net: hcn::Network = serde_json::from_value(
         client
             .call(
-                hns::Method::POST,
+                hns_client::Method::POST,
                 "/networks",
                 Some(net.to_string().into_bytes()),
             )

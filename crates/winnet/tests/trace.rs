@@ -28,7 +28,7 @@ impl Node {
         }
     }
 
-    fn client(&self) -> hns::Client {
+    fn client(&self) -> hns_client::Client {
         self.c.client(0)
     }
 

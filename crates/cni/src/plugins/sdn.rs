@@ -10,7 +10,7 @@ use hcn::{
     Dns, Endpoint, EndpointPolicy, IpConfig as HcnIpConfig, Ipam, Network, NetworkPolicy, Route,
     Subnet,
 };
-use hns::Client;
+use hns_client::Client;
 use ipnet::IpNet;
 
 use crate::attachment::{

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use hcn::network::NetworkType;
 use hcn::{Endpoint, Network};
-use hns::Client;
+use hns_client::Client;
 use ipnet::IpNet;
 
 use crate::attachment::Driver;

@@ -4,7 +4,7 @@
 
 use hcn::network::NetworkType;
 use hcn::{Endpoint, MacAddress, Network, NetworkPolicy};
-use hns::Client;
+use hns_client::Client;
 
 use crate::attachment::Driver;
 use crate::config::NetConf;

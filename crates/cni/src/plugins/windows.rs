@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use hcn::{Dns, Endpoint, EndpointPolicy, IpConfig as HcnIpConfig, Network, Route};
-use hns::Client;
+use hns_client::Client;
 use ipnet::IpNet;
 
 use crate::attachment::{endpoint_address, endpoint_dns, endpoint_gateway, endpoint_mac};

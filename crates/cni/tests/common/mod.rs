@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hcn::Guid;
-use hns::Client;
+use hns_client::Client;
 use serde_json::{Value, json};
 
 /// Debian's plugins (containernetworking-plugins).
@@ -367,7 +367,7 @@ impl Node {
 
     /// Every HNS object, for before/after comparisons.
     pub fn dump(&self) -> Vec<Vec<Value>> {
-        hns::Kind::ALL
+        hns_client::Kind::ALL
             .iter()
             .map(|k| self.hns(self.client().list_raw(*k, None)).expect("list"))
             .collect()

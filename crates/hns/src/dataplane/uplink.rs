@@ -29,13 +29,7 @@ pub fn is_external(t: NetworkType) -> bool {
     )
 }
 
-/// The management vNIC's name for `nic` (Windows: `vEthernet (<nic>)`; Linux names have at
-/// most 15 bytes and no spaces).
-pub fn management_name(nic: &str) -> String {
-    let mut name = String::from("vEthernet-");
-    name.extend(nic.chars().take(15 - name.len()));
-    name
-}
+pub use hns_client::management_name;
 
 /// What was moved off the NIC.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -330,16 +324,4 @@ fn write_record(path: &Path, r: &Record) -> Result<(), HostError> {
         .and_then(|f| f.sync_all())
         .map_err(|e| io("sync", e))?;
     std::fs::rename(&tmp, path).map_err(|e| io("rename", e))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn management_names_fit_linux() {
-        assert_eq!(management_name("eth0"), "vEthernet-eth0");
-        assert_eq!(management_name("enp0s31f6"), "vEthernet-enp0s");
-        assert!(management_name("a-very-long-nic-name").len() <= 15);
-    }
 }

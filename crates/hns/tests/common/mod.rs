@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hns::Profile;
 use hns::server::Config;
-use hns::{Client, Profile};
+use hns_client::Client;
 use tokio::sync::oneshot;
 
 /// A running hnsd; stopped and its files removed when dropped.

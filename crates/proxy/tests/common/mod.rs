@@ -2,8 +2,9 @@
 //! network `cbr0` as flannel makes it, and pod endpoints made as the CNI makes them.
 
 use hcn::{Endpoint, Guid};
+use hns::Profile;
 use hns::server::{Config as HnsConfig, Running};
-use hns::{Client, Profile};
+use hns_client::Client;
 use serde_json::json;
 
 /// An hnsd in a scratch dir (removed when this goes).
@@ -38,7 +39,7 @@ pub async fn hnsd_with_cbr0(profile: Profile, overlay: bool) -> (Hnsd, hcn::Netw
     };
     let body = client
         .call(
-            hns::Method::POST,
+            hns_client::Method::POST,
             "/networks",
             Some(net.to_string().into_bytes()),
         )

@@ -64,11 +64,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let named_socket = args.hns_socket.is_some() || std::env::var_os("HNS_SOCKET").is_some();
     let os = match args.node_os {
         Some(NodeOs::Windows) => Os::Windows {
-            hns_socket: hns::socket_path(args.hns_socket.as_deref()),
+            hns_socket: hns_client::socket_path(args.hns_socket.as_deref()),
         },
         Some(NodeOs::Linux) => Os::Linux,
         None if named_socket => Os::Windows {
-            hns_socket: hns::socket_path(args.hns_socket.as_deref()),
+            hns_socket: hns_client::socket_path(args.hns_socket.as_deref()),
         },
         None => Os::Linux,
     };

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use hns::{Client, Kind, Method};
+use hns_client::{Client, Kind, Method};
 use serde_json::{Map, Value};
 
 #[derive(clap::Args)]
@@ -61,7 +61,7 @@ enum Verb {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let client = Client::new(hns::socket_path(args.hns_socket.as_deref()));
+    let client = Client::new(hns_client::socket_path(args.hns_socket.as_deref()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -12,7 +12,7 @@ pub struct Args {
     #[arg(long, default_value = "/var/lib/winnet/hns")]
     state_dir: PathBuf,
     /// The Unix socket to serve the HCN API on (mode 0600).
-    #[arg(long, env = "HNS_SOCKET", default_value = hns::DEFAULT_SOCKET)]
+    #[arg(long, env = "HNS_SOCKET", default_value = hns_client::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Which Windows build to reproduce: ws2019, ws2022, ws2025 or unrestricted.
     #[arg(long, default_value = "ws2022")]

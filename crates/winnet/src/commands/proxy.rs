@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect(),
         healthz_bind: addr("healthz-bind-address", &args.healthz_bind_address)?,
         metrics_bind: addr("metrics-bind-address", &args.metrics_bind_address)?,
-        hns_socket: hns::socket_path(args.hns_socket.as_deref()),
+        hns_socket: hns_client::socket_path(args.hns_socket.as_deref()),
         root_hnsendpoint_name: args.root_hnsendpoint_name,
         forward_healthcheck_vip: args.forward_healthcheck_vip,
         source,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use dnsclient::Walk;
 use dnsclient::resolv_conf::ResolvConf;
-use hns::{Client, ResolveRequest};
+use hns_client::{Client, ResolveRequest};
 
 use crate::cluster::{self, Os};
 

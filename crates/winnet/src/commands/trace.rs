@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use hns::{Client, TraceProtocol, TraceRequest};
+use hns_client::{Client, TraceProtocol, TraceRequest};
 use serde_json::Value;
 
 #[derive(clap::Args)]
@@ -77,7 +77,7 @@ fn socket(node: &str, flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     if in_cluster.exists() {
         return Ok(in_cluster);
     }
-    Ok(hns::socket_path(flag))
+    Ok(hns_client::socket_path(flag))
 }
 
 fn s(v: &Value) -> &str {

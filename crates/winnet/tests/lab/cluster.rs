@@ -102,7 +102,7 @@ impl Cluster {
         self.lab.hnsds[i].node.clone()
     }
 
-    pub fn client(&self, i: usize) -> hns::Client {
+    pub fn client(&self, i: usize) -> hns_client::Client {
         self.lab.hnsds[i].client()
     }
 

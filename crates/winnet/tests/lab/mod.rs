@@ -126,8 +126,8 @@ impl Hnsd {
     }
 
     /// An HCN client of this hnsd.
-    pub fn client(&self) -> hns::Client {
-        hns::Client::new(&self.socket)
+    pub fn client(&self) -> hns_client::Client {
+        hns_client::Client::new(&self.socket)
     }
 }
 

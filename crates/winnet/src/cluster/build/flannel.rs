@@ -221,7 +221,7 @@ impl Builder {
 
     /// The subnets of `others` that node `i`'s Overlay network has no RemoteSubnetRoute to.
     async fn missing_rsrs(&self, i: usize, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>> {
-        let client = hns::Client::new(self.socket(i));
+        let client = hns_client::Client::new(self.socket(i));
         let name = leases::network_name(Mode::Overlay);
         let net = client.get_network_by_name(&name).await?;
         let have: Vec<IpNet> = net

@@ -147,7 +147,7 @@ impl Builder {
             if n.os != Os::Windows {
                 continue;
             }
-            let client = hns::Client::new(self.socket(i));
+            let client = hns_client::Client::new(self.socket(i));
             loop {
                 let count = rt.block_on(client.list_load_balancers())?.len();
                 if count >= self.t.services.len() {

@@ -1,25 +1,21 @@
-//! `hns::Client`: hnsd over its Unix socket, with hcsshim's function names.
+//! [`Client`]: the HCN functions with hcsshim's names, over a [`Transport`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
-use bytes::Bytes;
 use hcn::error::{ErrorRecord, HResult};
 use hcn::modify::{ModifyRequest, NamespaceEndpointRequest, PolicyRequest};
 use hcn::{
     Endpoint, EndpointPolicy, Guid, LoadBalancer, Namespace, Network, NetworkPolicy, RequestType,
     ResourceType, SdnRoute, SupportedFeatures, Version,
 };
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::net::UnixStream;
 
-use crate::state::Kind;
+use crate::Kind;
 use crate::trace::TraceRequest;
+use crate::transport::{Transport, UnixSocket};
 
 /// A failed call.
 #[derive(Debug, thiserror::Error)]
@@ -58,47 +54,35 @@ impl ClientError {
 
 type Result<T> = std::result::Result<T, ClientError>;
 
-/// A client of one hnsd. Cheap to share; keeps idle connections for reuse.
+/// A client of one hnsd: the HCN functions with hcsshim's names. Cheap to clone; clones share
+/// the transport (and, on a socket, its idle connections).
+#[derive(Clone)]
 pub struct Client {
-    socket: PathBuf,
-    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("hnsd", &self.transport.endpoint())
+            .finish()
+    }
 }
 
 impl Client {
+    /// A client of the hnsd serving on `socket`.
     pub fn new(socket: impl AsRef<Path>) -> Client {
-        Client {
-            socket: socket.as_ref().to_path_buf(),
-            idle: Mutex::new(Vec::new()),
-        }
+        Client::over(Arc::new(UnixSocket::new(socket)))
     }
 
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    /// A client over any transport, e.g. an hnsd in this process.
+    pub fn over(transport: Arc<dyn Transport>) -> Client {
+        Client { transport }
     }
 
-    async fn connection(&self) -> Result<SendRequest<Full<Bytes>>> {
-        loop {
-            let reused = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-            let Some(mut sender) = reused else { break };
-            // A connection hnsd closed (e.g. it restarted) is dropped and the next one tried.
-            if sender.ready().await.is_ok() {
-                return Ok(sender);
-            }
-        }
-        let connect_err = |reason: String| ClientError::Connect {
-            socket: self.socket.clone(),
-            reason,
-        };
-        let stream = UnixStream::connect(&self.socket)
-            .await
-            .map_err(|e| connect_err(e.to_string()))?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| connect_err(e.to_string()))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(sender)
+    /// Where the calls go: the socket, or the in-process hnsd's name.
+    pub fn endpoint(&self) -> String {
+        self.transport.endpoint()
     }
 
     /// One call: method, path, optional JSON body; the answer's JSON (Null for 204).
@@ -108,34 +92,13 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<serde_json::Value> {
-        let mut sender = self.connection().await?;
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "hnsd")
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| ClientError::Connect {
-                socket: self.socket.clone(),
-                reason: e.to_string(),
-            })?;
-        let status = resp.status();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ClientError::Protocol(e.to_string()))?
-            .to_bytes();
-        self.idle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(sender);
-        if status == StatusCode::NO_CONTENT || bytes.is_empty() {
-            return if status.is_success() {
+        let (status, bytes) = self
+            .transport
+            .exchange(method, path, body.unwrap_or_default())
+            .await?;
+        let success = (200..300).contains(&status);
+        if status == 204 || bytes.is_empty() {
+            return if success {
                 Ok(serde_json::Value::Null)
             } else {
                 Err(ClientError::Protocol(format!(
@@ -143,7 +106,7 @@ impl Client {
                 )))
             };
         }
-        if !status.is_success() {
+        if !success {
             let rec: ErrorRecord = serde_json::from_slice(&bytes).map_err(|_| {
                 ClientError::Protocol(format!(
                     "status {status}: {}",
@@ -151,7 +114,7 @@ impl Client {
                 ))
             })?;
             return Err(ClientError::Hns {
-                status: status.as_u16(),
+                status,
                 code: rec.error_code,
                 error: rec.error,
             });
