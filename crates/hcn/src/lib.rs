@@ -4,6 +4,7 @@
 //! out, `Settings` as a nested object); input is matched case-insensitively and the v1 spellings
 //! found in real CNI configs are normalised (see [`decode`]).
 
+pub mod acl;
 pub mod decode;
 pub mod endpoint;
 pub mod error;

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::acl::{AclAddresses, AclList, AclPorts, AclProtocols, PortRange};
 use crate::serde_util::{is_default, opt_ip, opt_prefix, prefix_list, protocol, string_enum};
 use crate::types::MacAddress;
 
@@ -153,38 +154,18 @@ string_enum! {
 #[serde(rename_all = "PascalCase")]
 pub struct AclPolicySetting {
     /// Protocol numbers, comma separated ("6", "6,17").
-    #[serde(
-        default,
-        deserialize_with = "acl_protocols",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub protocols: String,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub protocols: AclProtocols,
     pub action: AclAction,
     pub direction: AclDirection,
-    #[serde(
-        default,
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_addresses: String,
-    #[serde(
-        default,
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_addresses: String,
-    #[serde(
-        default,
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_ports: String,
-    #[serde(
-        default,
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_ports: String,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_ports: AclPorts,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_ports: AclPorts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_type: Option<AclRuleType>,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -268,31 +249,16 @@ pub struct L4ProxyPolicySetting {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct FiveTuple {
-    #[serde(
-        deserialize_with = "acl_protocols",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub protocols: String,
-    #[serde(
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_addresses: String,
-    #[serde(
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_addresses: String,
-    #[serde(
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_ports: String,
-    #[serde(
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_ports: String,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub protocols: AclProtocols,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_ports: AclPorts,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_ports: AclPorts,
     #[serde(skip_serializing_if = "is_default")]
     pub priority: u16,
 }
@@ -382,33 +348,18 @@ pub struct InterfaceConstraintPolicySetting {
 pub struct TierAclRule {
     #[serde(rename = "Id", alias = "ID", skip_serializing_if = "String::is_empty")]
     pub id: String,
-    #[serde(
-        deserialize_with = "acl_protocols",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub protocols: String,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub protocols: AclProtocols,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub tier_acl_rule_action: String,
-    #[serde(
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_addresses: String,
-    #[serde(
-        deserialize_with = "acl_addresses",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_addresses: String,
-    #[serde(
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub local_ports: String,
-    #[serde(
-        deserialize_with = "acl_ports",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub remote_ports: String,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_addresses: AclAddresses,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub local_ports: AclPorts,
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub remote_ports: AclPorts,
     #[serde(skip_serializing_if = "is_default")]
     pub priority: u16,
 }
@@ -535,53 +486,6 @@ pub struct NeighborDiscoveryPolicySetting {
 #[serde(rename_all = "PascalCase", default)]
 pub struct IsolationIdSetting {
     pub isolation_id: u32,
-}
-
-/// `Protocols` of an ACL: comma-separated protocol numbers.
-fn acl_protocols<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if p.parse::<u8>().is_err() {
-            return Err(serde::de::Error::custom(format!(
-                "\"{p}\" is not a protocol number; write numbers separated by commas, e.g. \"6,17\""
-            )));
-        }
-    }
-    Ok(s)
-}
-
-/// Addresses of an ACL: comma-separated IPs or prefixes.
-fn acl_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    for a in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        crate::serde_util::parse_prefix(a).map_err(serde::de::Error::custom)?;
-    }
-    Ok(s)
-}
-
-/// Ports of an ACL: comma-separated ports or `low-high` ranges.
-fn acl_ports<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        parse_port_range(p).map_err(serde::de::Error::custom)?;
-    }
-    Ok(s)
-}
-
-/// Parses `80` or `8000-8080` into an inclusive range.
-pub fn parse_port_range(p: &str) -> Result<(u16, u16), String> {
-    let bad =
-        || format!("\"{p}\" is not a port or port range; write e.g. 80 or 8000-8080 (0-65535)");
-    let (lo, hi) = match p.split_once('-') {
-        Some((a, b)) => (a.trim(), b.trim()),
-        None => (p, p),
-    };
-    let lo: u16 = lo.parse().map_err(|_| bad())?;
-    let hi: u16 = hi.parse().map_err(|_| bad())?;
-    if lo > hi {
-        return Err(bad());
-    }
-    Ok((lo, hi))
 }
 
 /// `PolicyType` of a set policy: `IPSET` or `NESTEDIPSET`; the PowerShell module sends 0 or 1.

@@ -81,6 +81,29 @@ fn acl_fields_are_checked() {
 }
 
 #[test]
+fn every_acl_list_is_checked_entry_by_entry_and_named() {
+    for (field, value, bad) in [
+        ("Protocols", "6,tcp", "tcp"),
+        ("LocalAddresses", "10.0.0.0/8,10.1.0.0/33", "10.1.0.0/33"),
+        (
+            "RemoteAddresses",
+            "10.244.2.0/24, 10.244.3.300",
+            "10.244.3.300",
+        ),
+        ("LocalPorts", "80,90-85", "90-85"),
+        ("RemotePorts", "53,65536", "65536"),
+    ] {
+        let doc = format!(
+            r#"{{"Policies":[{{"Type":"ACL","Settings":{{"Action":"Block","Direction":"Out","{field}":"{value}"}}}}]}}"#
+        );
+        let e = err::<Endpoint>(&doc);
+        assert_eq!(e.code, HResult::E_INVALIDARG, "{field}: {e}");
+        assert_eq!(e.path, format!("Policies[0].Settings.{field}"), "{e}");
+        assert!(e.message.contains(bad), "quotes the bad entry {bad}: {e}");
+    }
+}
+
+#[test]
 fn mixed_case_and_v1_spellings_are_accepted() {
     let ep: Endpoint = decode(
         br#"{"NAME":"ep","ipconfigurations":[{"IPAddress":"10.244.1.5","prefixLength":24}],

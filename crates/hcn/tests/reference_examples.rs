@@ -2,6 +2,7 @@
 //! in hcsshim's shape.
 
 use hcn::modify::{ModifyRequest, PolicyRequest};
+use hcn::policy::PortRange;
 use hcn::{Endpoint, EndpointPolicy, LoadBalancer, Network, NetworkPolicy, SdnRoute, decode};
 use serde_json::{Value, json};
 
@@ -83,6 +84,36 @@ fn acl_policy() {
         "RemoteAddresses":"192.168.100.0/24,10.0.0.21","LocalPorts":"80,8080","RemotePorts":"80,8080","RuleType":"Switch","Priority":200}}]});
     let req: PolicyRequest<EndpointPolicy> = hcn::decode_value(doc.clone()).unwrap();
     assert_eq!(serde_json::to_value(&req).unwrap(), doc);
+}
+
+#[test]
+fn acl_lists_come_back_as_written_and_are_read_entry_by_entry() {
+    let doc = json!({"Policies":[{"Type":"ACL","Settings":{"Protocols":"6, 17","Action":"Block","Direction":"Out",
+        "LocalAddresses":" 10.0.0.21 ,fd00::/64","RemotePorts":"80, 8000-8080","Priority":300}}]});
+    let req: PolicyRequest<EndpointPolicy> = hcn::decode_value(doc.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&req).unwrap(), doc);
+    let EndpointPolicy::Acl(acl) = &req.policies[0] else {
+        panic!("an ACL: {req:?}")
+    };
+    assert_eq!(acl.protocols.entries(), [6, 17]);
+    assert_eq!(
+        acl.local_addresses.entries(),
+        [
+            "10.0.0.21/32".parse::<ipnet::IpNet>().unwrap(),
+            "fd00::/64".parse().unwrap()
+        ]
+    );
+    assert!(acl.remote_addresses.is_any() && acl.local_ports.is_any());
+    assert_eq!(
+        acl.remote_ports.entries(),
+        [
+            PortRange::one(80),
+            PortRange {
+                first: 8000,
+                last: 8080
+            }
+        ]
+    );
 }
 
 #[test]

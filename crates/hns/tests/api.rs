@@ -649,6 +649,61 @@ async fn bad_input_gets_an_error_record_naming_the_field() {
 }
 
 #[tokio::test]
+async fn an_acl_with_a_bad_list_is_refused_naming_the_field() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let id = endpoint(&h, &net, json!({})).await["ID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = dump(&h.client()).await;
+    for (field, value) in [
+        ("RemoteAddresses", "10.244.2.0/24,10.244.3.0/33"),
+        ("LocalAddresses", "10.244.1.5,not-an-address"),
+        ("RemotePorts", "53,70000"),
+        ("LocalPorts", "8080-80"),
+    ] {
+        let mut settings =
+            json!({"Action":"Block","Direction":"Out","Protocols":"17","Priority":300});
+        settings[field] = json!(value);
+        let acl = json!({"Type":"ACL","Settings":settings});
+        let created = post(
+            &h,
+            Kind::Endpoint,
+            &json!({"HostComputeNetwork": net, "Policies":[acl]}),
+        )
+        .await;
+        let added = patch(
+            &h,
+            Kind::Endpoint,
+            &id,
+            &json!({"ResourceType":"Policy","RequestType":"Add","Settings":{"Policies":[acl]}}),
+        )
+        .await;
+        for (call, r) in [("create", created), ("add policy", added)] {
+            let err = r.expect_err("a Block ACL with a bad list must be refused, not widened");
+            let hns::ClientError::Hns { error, .. } = &err else {
+                panic!("{call} {field}: {err}")
+            };
+            assert_eq!(
+                err.code(),
+                Some(HResult::E_INVALIDARG),
+                "{call} {field}: {err}"
+            );
+            assert!(
+                error.contains(&format!("Policies[0].Settings.{field}")),
+                "{call}: the error names {field}: {error}"
+            );
+        }
+    }
+    assert_eq!(
+        dump(&h.client()).await,
+        before,
+        "refused ACLs change nothing"
+    );
+}
+
+#[tokio::test]
 async fn objects_survive_a_restart() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = network(&h).await;

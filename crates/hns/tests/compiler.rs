@@ -97,13 +97,13 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
         // An ACL added to a running pod.
         let Who::Pod(_, b) = t.b else { unreachable!() };
         let acl = EndpointPolicy::Acl(AclPolicySetting {
-            protocols: "17".into(),
+            protocols: "17".parse().unwrap(),
             action: AclAction::Block,
             direction: AclDirection::Out,
-            local_addresses: String::new(),
-            remote_addresses: "10.244.2.0/24".into(),
-            local_ports: String::new(),
-            remote_ports: "53".into(),
+            local_addresses: Default::default(),
+            remote_addresses: "10.244.2.0/24".parse().unwrap(),
+            local_ports: Default::default(),
+            remote_ports: "53".parse().unwrap(),
             rule_type: None,
             priority: 300,
         });

@@ -75,13 +75,13 @@ fn a_trace_of_a_blocked_packet_names_the_acl_policy_that_blocked_it() {
     let a = t.a;
     let acl = |action, priority, ports: &str| {
         EndpointPolicy::Acl(AclPolicySetting {
-            protocols: "6".into(),
+            protocols: "6".parse().unwrap(),
             action,
             direction: AclDirection::In,
-            local_addresses: String::new(),
-            remote_addresses: String::new(),
-            local_ports: ports.into(),
-            remote_ports: String::new(),
+            local_addresses: Default::default(),
+            remote_addresses: Default::default(),
+            local_ports: ports.parse().unwrap(),
+            remote_ports: Default::default(),
             rule_type: Some(AclRuleType::Switch),
             priority,
         })

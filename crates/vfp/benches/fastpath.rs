@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vfp::layer::{ACL, NAT, ROUTE, SLB};
-use vfp::wire::{EthernetRepr, Ipv4Repr, MacAddr, TcpFlags, TcpRepr, proto};
+use vfp::wire::{MacAddr, TcpFlags, proto};
 use vfp::*;
 
 const LBS: u32 = 10_000;
@@ -32,25 +32,18 @@ fn vip(i: u32) -> IpAddr {
     v4(0x0a60_0000 + i) // 10.96.0.0/16 + i
 }
 
-fn frame(src: IpAddr, sport: u16, dst: IpAddr, dport: u16, flags: u8) -> Vec<u8> {
-    let tcp = TcpRepr::new(sport, dport, flags);
-    let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
-        unreachable!()
+fn frame(src: IpAddr, src_port: u16, dst: IpAddr, dst_port: u16, flags: u8) -> Vec<u8> {
+    let l4 = packet::L4::Tcp {
+        src_port,
+        dst_port,
+        flags,
+        seq: 0,
+        ack: 0,
+        payload: vec![],
     };
-    let mut b = vec![0u8; 14 + 20 + tcp.len()];
-    EthernetRepr {
-        src: mac(10),
-        dst: mac(1),
-        vlan_tci: None,
-        ethertype: 0x0800,
-    }
-    .emit(&mut b)
-    .unwrap();
-    Ipv4Repr::simple(s, d, proto::TCP, tcp.len())
-        .emit(&mut b[14..])
-        .unwrap();
-    tcp.emit(&mut b[34..], src, dst).unwrap();
-    b
+    packet::Packet::new(src, dst, l4)
+        .frame(mac(10), mac(1))
+        .expect("a TCP segment between two addresses of one family")
 }
 
 /// A node like kube-proxy programs it: a client pod, 8 local backend pods, a host vNIC, an

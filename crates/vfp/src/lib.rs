@@ -49,6 +49,7 @@ pub mod layer;
 pub mod lb;
 pub mod nat;
 mod neighbor;
+pub mod packet;
 mod parse;
 mod pipeline;
 pub mod port;

@@ -63,7 +63,7 @@ fn dnat_to_b(n: &mut Net, protocol: u8, port: u16, to: u16) {
 #[test]
 fn allow_passes_the_frame_unchanged() {
     let mut n = net();
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 80, SYN).macs(mac(10), mac(11));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 80, SYN).with_macs(mac(10), mac(11));
     let (d, out) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Deliver(n.b));
     assert_eq!(out, p.build());
@@ -80,7 +80,7 @@ fn block_drops_with_a_typed_reason_and_counts_it() {
     n.sw.layer_mut(n.a, ACL)
         .unwrap()
         .set_rules(origin("no-ssh"), vec![rule]);
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 22, SYN).macs(mac(10), mac(11));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 22, SYN).with_macs(mac(10), mac(11));
     let (d, _) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Drop(DropReason::BlockedByRule));
     let port = n.sw.port(n.a).unwrap();
@@ -89,7 +89,7 @@ fn block_drops_with_a_typed_reason_and_counts_it() {
     assert_eq!((acl.counters.rule_hits, acl.counters.drops), (1, 1));
     assert_eq!(acl.groups()[0].rules().next().unwrap().hits, 1);
     // Port 23 is not blocked.
-    let ok = Pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 23, SYN).macs(mac(10), mac(11));
+    let ok = pkt::tcp("10.244.1.10", 40000, "10.244.1.11", 23, SYN).with_macs(mac(10), mac(11));
     assert_eq!(
         run(&mut n.sw, n.a, &ok.build()).0,
         Disposition::Deliver(n.b)
@@ -102,7 +102,7 @@ fn layer_default_block_drops_unmatched_packets() {
     n.sw.layer_mut(n.b, ACL)
         .unwrap()
         .set_default(Direction::In, DefaultAction::Block);
-    let p = Pkt::udp("10.244.1.10", 5000, "10.244.1.11", 53, b"q").macs(mac(10), mac(11));
+    let p = pkt::udp("10.244.1.10", 5000, "10.244.1.11", 53, b"q").with_macs(mac(10), mac(11));
     assert_eq!(
         run(&mut n.sw, n.a, &p.build()).0,
         Disposition::Drop(DropReason::BlockedByDefault)
@@ -124,26 +124,27 @@ fn mac_rewrite_is_byte_exact() {
     n.sw.layer_mut(n.a, MAC)
         .unwrap()
         .set_rules(origin("l2bridge"), vec![rule]);
-    let p = Pkt::udp("10.244.1.10", 5000, "8.8.8.8", 53, b"query").macs(mac(10), mac(1));
+    let p = pkt::udp("10.244.1.10", 5000, "8.8.8.8", 53, b"query").with_macs(mac(10), mac(1));
     let (d, out) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Uplink(n.uplink));
-    assert_eq!(out, p.clone().macs(host_mac, mac(99)).build());
+    assert_eq!(out, p.clone().with_macs(host_mac, mac(99)).build());
 }
 
 #[test]
 fn dnat_rewrites_address_and_port_with_valid_checksums() {
     let mut n = net();
     dnat_to_b(&mut n, proto::TCP, 80, 8080);
-    let mut p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, ACK | 0x08).macs(mac(10), mac(1));
+    let mut p =
+        pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, ACK | 0x08).with_macs(mac(10), mac(1));
     if let L4::Tcp { payload, .. } = &mut p.l4 {
         *payload = b"GET / HTTP/1.1\r\n\r\n".to_vec();
     }
     let (d, out) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Deliver(n.b));
-    let mut want = p.clone().macs(mac(1), mac(11)); // routed through the gateway MAC
+    let mut want = p.clone().with_macs(mac(1), mac(11)); // routed through the gateway MAC
     want.dst = ip("10.244.1.11");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8080;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8080;
     }
     assert_eq!(out, want.build());
     verify_checksums(&out);
@@ -160,21 +161,21 @@ fn snat_allocates_ports_per_protocol_and_maps_replies_back() {
         origin("outboundnat"),
         vec![Rule::new(1, c, Action::Snat { pool })],
     );
-    let udp = Pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"dns?").macs(mac(10), mac(1));
+    let udp = pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"dns?").with_macs(mac(10), mac(1));
     let (d, out) = run(&mut n.sw, n.a, &udp.build());
     assert_eq!(d, Disposition::Uplink(n.uplink));
     let mut want = udp.clone();
     want.src = ip("192.168.1.5");
     want.l4 = L4::Udp {
-        sport: 40000,
-        dport: 53,
+        src_port: 40000,
+        dst_port: 53,
         payload: b"dns?".to_vec(),
     };
     assert_eq!(out, want.build());
     verify_checksums(&out);
 
     // ICMP echo: the identifier is the port, from its own namespace.
-    let ping = Pkt::echo("10.244.1.10", "8.8.8.8", true, 0x1234).macs(mac(10), mac(1));
+    let ping = pkt::echo("10.244.1.10", "8.8.8.8", true, 0x1234).with_macs(mac(10), mac(1));
     let (_, out) = run(&mut n.sw, n.a, &ping.build());
     let mut want = ping.clone();
     want.src = ip("192.168.1.5");
@@ -182,20 +183,21 @@ fn snat_allocates_ports_per_protocol_and_maps_replies_back() {
         request: true,
         ident: 40000,
         seq: 1,
+        data: ECHO_DATA.to_vec(),
     };
     assert_eq!(out, want.build());
     // The reply from the uplink goes back to the pod with its own identifier.
-    let pong = Pkt::echo("8.8.8.8", "192.168.1.5", false, 40000).macs(mac(50), mac(20));
+    let pong = pkt::echo("8.8.8.8", "192.168.1.5", false, 40000).with_macs(mac(50), mac(20));
     let (d, out) = run(&mut n.sw, n.uplink, &pong.build());
     assert_eq!(d, Disposition::Deliver(n.a));
-    let mut want = Pkt::echo("8.8.8.8", "10.244.1.10", false, 0x1234).macs(mac(1), mac(10));
+    let mut want = pkt::echo("8.8.8.8", "10.244.1.10", false, 0x1234).with_macs(mac(1), mac(10));
     want.ttl = 64;
     assert_eq!(out, want.build());
     verify_checksums(&out);
 
     // Two UDP ports in the pool: the third UDP connection is refused.
-    let u2 = Pkt::udp("10.244.1.10", 5354, "8.8.8.8", 53, b"x").macs(mac(10), mac(1));
-    let u3 = Pkt::udp("10.244.1.10", 5355, "8.8.8.8", 53, b"x").macs(mac(10), mac(1));
+    let u2 = pkt::udp("10.244.1.10", 5354, "8.8.8.8", 53, b"x").with_macs(mac(10), mac(1));
+    let u3 = pkt::udp("10.244.1.10", 5355, "8.8.8.8", 53, b"x").with_macs(mac(10), mac(1));
     assert_eq!(
         run(&mut n.sw, n.a, &u2.build()).0,
         Disposition::Uplink(n.uplink)
@@ -223,13 +225,13 @@ fn load_balancer_over_ipv6_rewrites_to_the_backend() {
         origin("lb6"),
         vec![Rule::new(1, c, Action::LoadBalance(lb))],
     );
-    let p = Pkt::tcp("fd00::10", 33000, "fd96::10", 443, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("fd00::10", 33000, "fd96::10", 443, SYN).with_macs(mac(10), mac(1));
     let (d, out) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Deliver(n.b));
-    let mut want = p.clone().macs(mac(10), mac(11));
+    let mut want = p.clone().with_macs(mac(10), mac(11));
     want.dst = ip("fd00::11");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8443;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8443;
     }
     assert_eq!(out, want.build());
     verify_checksums(&out);
@@ -286,12 +288,12 @@ fn encap_wraps_the_frame_in_vxlan_byte_exact() {
     n.sw.layer_mut(n.a, ROUTE)
         .unwrap()
         .set_rules(Origin::new("RemoteSubnetRoute", "node2"), vec![rule]);
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.244.2.7", 80, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.244.2.7", 80, SYN).with_macs(mac(10), mac(1));
     let (d, out) = run(&mut n.sw, n.a, &p.build());
     assert_eq!(d, Disposition::Uplink(n.uplink));
     let sport = u16::from_be_bytes([out[34], out[35]]);
     assert!(sport >= 49152, "RFC 7348 entropy port in the dynamic range");
-    let inner = p.clone().macs(mac(10), dr_mac).build();
+    let inner = p.clone().with_macs(mac(10), dr_mac).build();
     assert_eq!(out, vxlan_frame(&e, sport, &inner));
     verify_checksums(&out);
     // The same flow keeps its entropy port.
@@ -315,7 +317,7 @@ fn decap_delivers_the_inner_frame_and_replies_are_encapsulated_back() {
     sw.layer_mut(a, ROUTE)
         .unwrap()
         .set_rules(Origin::new("Network", "overlay"), vec![decap]);
-    let inner = Pkt::tcp("10.244.2.7", 50000, "10.244.1.10", 80, SYN).macs(mac(40), mac(10));
+    let inner = pkt::tcp("10.244.2.7", 50000, "10.244.1.10", 80, SYN).with_macs(mac(40), mac(10));
     let from_remote = outer(4096).reversed();
     let wire = vxlan_frame(&from_remote, 51000, &inner.build());
     let (d, out) = run(&mut sw, uplink, &wire);
@@ -328,7 +330,8 @@ fn decap_delivers_the_inner_frame_and_replies_are_encapsulated_back() {
         Disposition::Drop(DropReason::UnknownVni)
     );
     // The reply follows the connection back into the tunnel it came from.
-    let reply = Pkt::tcp("10.244.1.10", 80, "10.244.2.7", 50000, SYN | ACK).macs(mac(10), mac(40));
+    let reply =
+        pkt::tcp("10.244.1.10", 80, "10.244.2.7", 50000, SYN | ACK).with_macs(mac(10), mac(40));
     let (d, out) = run(&mut sw, a, &reply.build());
     assert_eq!(d, Disposition::Uplink(uplink));
     let sport = u16::from_be_bytes([out[34], out[35]]);
@@ -345,23 +348,13 @@ fn icmp_errors_are_transposed_with_the_connection_they_quote() {
         origin("outboundnat"),
         vec![Rule::new(1, c, Action::Snat { pool })],
     );
-    let udp = Pkt::udp("10.244.1.10", 5353, "198.51.100.9", 9999, b"hello").macs(mac(10), mac(1));
+    let udp =
+        pkt::udp("10.244.1.10", 5353, "198.51.100.9", 9999, b"hello").with_macs(mac(10), mac(1));
     let (_, sent) = run(&mut n.sw, n.a, &udp.build());
     // A router answers "port unreachable" quoting the translated packet (IP header + 8 bytes).
     let quote = |p: &[u8]| p[14..14 + 28].to_vec();
-    let err = |src: &str, dst: &str, q: Vec<u8>| Pkt {
-        src_mac: mac(50),
-        dst_mac: mac(20),
-        src: ip(src),
-        dst: ip(dst),
-        ttl: 64,
-        l4: L4::IcmpRaw {
-            msg_type: 3,
-            code: 3,
-            rest: [0; 4],
-            data: q,
-        },
-    };
+    let err =
+        |src: &str, dst: &str, q: Vec<u8>| pkt::icmp(src, dst, 3, 3, q).with_macs(mac(50), mac(20));
     let incoming = err("203.0.113.1", "192.168.1.5", quote(&sent));
     let (d, out) = run(&mut n.sw, n.uplink, &incoming.build());
     assert_eq!(d, Disposition::Deliver(n.a));
@@ -515,7 +508,7 @@ fn later_fragments_follow_the_first_fragments_connection() {
     let mut n = net();
     dnat_to_b(&mut n, proto::UDP, 53, 5353);
     // A 24-byte UDP datagram (8 header + 16 data) split after 16 bytes.
-    let udp = Pkt::udp("10.244.1.10", 4000, "10.96.0.10", 53, &[0xab; 16]);
+    let udp = pkt::udp("10.244.1.10", 4000, "10.96.0.10", 53, &[0xab; 16]);
     let dgram = udp.ip_bytes()[20..].to_vec();
     let first = fragment("10.96.0.10", 77, 0, true, &dgram[..16]);
     let second = fragment("10.96.0.10", 77, 16, false, &dgram[16..]);
@@ -526,7 +519,7 @@ fn later_fragments_follow_the_first_fragments_connection() {
         (Disposition::Deliver(n.b), Disposition::Deliver(n.b))
     );
     // Reassembled, the two rewritten fragments are the datagram the backend should get.
-    let want = Pkt::udp("10.244.1.10", 4000, "10.244.1.11", 5353, &[0xab; 16]).ip_bytes();
+    let want = pkt::udp("10.244.1.10", 4000, "10.244.1.11", 5353, &[0xab; 16]).ip_bytes();
     let mut joined = out1[34..].to_vec();
     joined.extend_from_slice(&out2[34..]);
     assert_eq!(joined, want[20..].to_vec());
@@ -550,13 +543,13 @@ fn vlan_tagged_frames_are_rewritten_behind_the_tag() {
         t.extend_from_slice(&frame[12..]);
         t
     };
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).with_macs(mac(10), mac(1));
     let (d, out) = run(&mut n.sw, n.a, &tag(p.build()));
     assert_eq!(d, Disposition::Deliver(n.b));
-    let mut want = p.clone().macs(mac(1), mac(11));
+    let mut want = p.clone().with_macs(mac(1), mac(11));
     want.dst = ip("10.244.1.11");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8080;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8080;
     }
     assert_eq!(out, tag(want.build()));
 }

@@ -62,36 +62,36 @@ fn set_backends(n: &mut Lb, backends: &[(&str, u8)]) {
         .set_rules(origin, vec![rule]);
 }
 
-fn send(sw: &mut Switch, from: PortId, p: &Pkt, t: u64) -> (Disposition, Vec<u8>) {
+fn send(sw: &mut Switch, from: PortId, p: &Packet, t: u64) -> (Disposition, Vec<u8>) {
     let mut f = Frame::new(&p.build());
     let d = sw.process(from, &mut f, Timestamp::from_secs(t));
     (d, f.bytes().to_vec())
 }
 
 /// Client side of the connection as the client sees it.
-fn c2s(flags: u8, seq: u32, ack: u32) -> Pkt {
-    Pkt::tcp("10.244.1.10", 40000, VIP, 80, flags)
-        .macs(mac(10), mac(1))
-        .seq_ack(seq, ack)
+fn c2s(flags: u8, seq: u32, ack: u32) -> Packet {
+    pkt::tcp("10.244.1.10", 40000, VIP, 80, flags)
+        .with_macs(mac(10), mac(1))
+        .with_seq_ack(seq, ack)
 }
 
 /// The same segment as the backend must receive it.
-fn c2s_at_backend(flags: u8, seq: u32, ack: u32, sport: u16) -> Pkt {
-    Pkt::tcp(SVIP, sport, "10.244.1.11", 8080, flags)
-        .macs(mac(10), mac(11))
-        .seq_ack(seq, ack)
+fn c2s_at_backend(flags: u8, seq: u32, ack: u32, sport: u16) -> Packet {
+    pkt::tcp(SVIP, sport, "10.244.1.11", 8080, flags)
+        .with_macs(mac(10), mac(11))
+        .with_seq_ack(seq, ack)
 }
 
-fn s2c(flags: u8, seq: u32, ack: u32, dport: u16) -> Pkt {
-    Pkt::tcp("10.244.1.11", 8080, SVIP, dport, flags)
-        .macs(mac(11), mac(10))
-        .seq_ack(seq, ack)
+fn s2c(flags: u8, seq: u32, ack: u32, dport: u16) -> Packet {
+    pkt::tcp("10.244.1.11", 8080, SVIP, dport, flags)
+        .with_macs(mac(11), mac(10))
+        .with_seq_ack(seq, ack)
 }
 
-fn s2c_at_client(flags: u8, seq: u32, ack: u32) -> Pkt {
-    Pkt::tcp(VIP, 80, "10.244.1.10", 40000, flags)
-        .macs(mac(1), mac(10))
-        .seq_ack(seq, ack)
+fn s2c_at_client(flags: u8, seq: u32, ack: u32) -> Packet {
+    pkt::tcp(VIP, 80, "10.244.1.10", 40000, flags)
+        .with_macs(mac(1), mac(10))
+        .with_seq_ack(seq, ack)
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn tcp_handshake_data_and_close_through_dnat_and_snat() {
     let mut n = lb(&[("10.244.1.11", 11)]);
     let (a, b) = (n.a, n.b);
     let sport = 50000; // first port of the SourceVIP pool
-    let steps: [(PortId, Pkt, PortId, Pkt); 7] = [
+    let steps: [(PortId, Packet, PortId, Packet); 7] = [
         (a, c2s(SYN, 100, 0), b, c2s_at_backend(SYN, 100, 0, sport)),
         (
             b,
@@ -196,7 +196,7 @@ fn a_new_syn_on_a_closed_tuple_starts_a_new_connection() {
 #[test]
 fn rule_changes_reevaluate_lazily_and_keep_live_backends() {
     let mut n = lb(&[("10.244.1.11", 11), ("10.244.1.12", 12)]);
-    let client = |port: u16| Pkt::tcp("10.244.1.10", port, VIP, 80, SYN).macs(mac(10), mac(1));
+    let client = |port: u16| pkt::tcp("10.244.1.10", port, VIP, 80, SYN).with_macs(mac(10), mac(1));
     let mut first = std::collections::HashMap::new();
     for p in 0..20u16 {
         let (d, _) = send(&mut n.sw, n.a, &client(41000 + p), 0);
@@ -211,7 +211,12 @@ fn rule_changes_reevaluate_lazily_and_keep_live_backends() {
         .set_rules(Origin::new("ACL", "x"), vec![acl]);
     assert_eq!(n.sw.flows().len(), 20);
     for p in 0..20u16 {
-        let (d, _) = send(&mut n.sw, n.a, &client(41000 + p).macs(mac(10), mac(1)), 1);
+        let (d, _) = send(
+            &mut n.sw,
+            n.a,
+            &client(41000 + p).with_macs(mac(10), mac(1)),
+            1,
+        );
         assert_eq!(d, first[&p], "connection {p} kept its backend");
     }
     assert_eq!(n.sw.flow_counters().reevaluated, 20);
@@ -242,7 +247,7 @@ fn the_flow_table_limit_refuses_new_connections_and_counts_them() {
         .unwrap();
     sw.add_port(PortConfig::pod("b", mac(11), vec![ip("10.0.0.2")]))
         .unwrap();
-    let p = |port| Pkt::udp("10.0.0.1", port, "10.0.0.2", 53, b"q").macs(mac(10), mac(11));
+    let p = |port| pkt::udp("10.0.0.1", port, "10.0.0.2", 53, b"q").with_macs(mac(10), mac(11));
     for port in [1, 2] {
         assert!(matches!(
             send(&mut sw, a, &p(port), 0).0,
@@ -290,10 +295,10 @@ fn stateless_rules_cache_no_reverse_entry() {
     sw.layer_mut(a, ACL)
         .unwrap()
         .set_rules(Origin::new("ACL", "in"), vec![block_in]);
-    let req = Pkt::udp("10.0.0.1", 5000, "10.0.0.2", 53, b"q").macs(mac(10), mac(11));
+    let req = pkt::udp("10.0.0.1", 5000, "10.0.0.2", 53, b"q").with_macs(mac(10), mac(11));
     assert_eq!(send(&mut sw, a, &req, 0).0, Disposition::Deliver(b));
     // The reply is judged by A's inbound rules, which block it.
-    let rep = Pkt::udp("10.0.0.2", 53, "10.0.0.1", 5000, b"r").macs(mac(11), mac(10));
+    let rep = pkt::udp("10.0.0.2", 53, "10.0.0.1", 5000, b"r").with_macs(mac(11), mac(10));
     assert_eq!(
         send(&mut sw, b, &rep, 0).0,
         Disposition::Drop(DropReason::BlockedByRule)
@@ -311,7 +316,7 @@ fn internal_switch_drops_unknown_destinations_external_sends_them_up() {
         .add_port(PortConfig::pod("a", mac(10), vec![ip("10.0.0.1")]))
         .unwrap();
     assert!(sw.add_port(PortConfig::uplink("eth0")).is_err());
-    let p = Pkt::udp("10.0.0.1", 1, "10.9.9.9", 2, b"").macs(mac(10), mac(77));
+    let p = pkt::udp("10.0.0.1", 1, "10.9.9.9", 2, b"").with_macs(mac(10), mac(77));
     assert_eq!(
         send(&mut sw, a, &p, 0).0,
         Disposition::Drop(DropReason::UnknownDestination)
@@ -361,24 +366,25 @@ fn nodeport_at_the_uplink_and_dsr_rewrite_at_the_backends_own_port() {
     sw.layer_mut(b, SLB)
         .unwrap()
         .set_rules(Origin::new("LoadBalancer", "ingress/dsr"), vec![dsr]);
-    let client = Pkt::tcp("198.51.100.7", 33000, "203.0.113.10", 80, SYN).macs(mac(60), mac(20));
+    let client =
+        pkt::tcp("198.51.100.7", 33000, "203.0.113.10", 80, SYN).with_macs(mac(60), mac(20));
     let (d, out) = send(&mut sw, up, &client, 0);
     assert_eq!(d, Disposition::Deliver(b));
-    let mut want = client.clone().macs(mac(60), mac(11));
+    let mut want = client.clone().with_macs(mac(60), mac(11));
     want.dst = ip("10.244.1.11");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8080;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8080;
     }
     assert_eq!(out, want.build());
     // The backend answers from its own address; the client sees the VIP.
     let reply =
-        Pkt::tcp("10.244.1.11", 8080, "198.51.100.7", 33000, SYN | ACK).macs(mac(11), mac(60));
+        pkt::tcp("10.244.1.11", 8080, "198.51.100.7", 33000, SYN | ACK).with_macs(mac(11), mac(60));
     let (d, out) = send(&mut sw, b, &reply, 0);
     assert_eq!(d, Disposition::Uplink(up));
-    let mut want = reply.clone().macs(mac(20), mac(60));
+    let mut want = reply.clone().with_macs(mac(20), mac(60));
     want.src = ip("203.0.113.10");
-    if let L4::Tcp { sport, .. } = &mut want.l4 {
-        *sport = 80;
+    if let L4::Tcp { src_port, .. } = &mut want.l4 {
+        *src_port = 80;
     }
     assert_eq!(out, want.build());
     verify_checksums(&out);

@@ -30,12 +30,12 @@ fn a_mac_on_two_virtual_networks_reaches_the_port_on_the_senders_network() {
     let b2 = sw
         .add_port(PortConfig::pod("b2", mac(11), vec![ip("10.244.1.11")]).on_vni(5000))
         .unwrap();
-    let p = Pkt::udp("10.244.1.10", 1000, "10.244.1.11", 53, b"x").macs(mac(10), mac(11));
+    let p = pkt::udp("10.244.1.10", 1000, "10.244.1.11", 53, b"x").with_macs(mac(10), mac(11));
     assert_eq!(run(&mut sw, a1, &p.build()).0, Disposition::Deliver(b1));
     assert_eq!(run(&mut sw, a2, &p.build()).0, Disposition::Deliver(b2));
     // Removing one copy leaves the other reachable.
     sw.remove_port(b1).unwrap();
-    let back = Pkt::udp("10.244.1.11", 53, "10.244.1.10", 1000, b"y").macs(mac(11), mac(10));
+    let back = pkt::udp("10.244.1.11", 53, "10.244.1.10", 1000, b"y").with_macs(mac(11), mac(10));
     assert_eq!(run(&mut sw, b2, &back.build()).0, Disposition::Deliver(a2));
 }
 
@@ -64,16 +64,16 @@ fn a_rewritten_packet_may_leave_by_the_uplink_it_came_in_on_an_unchanged_one_may
         Origin::new("Route", "node2"),
         vec![Rule::route("10.244.2.0/24".parse().unwrap(), next)],
     );
-    let p = Pkt::tcp("192.168.1.100", 40000, "192.168.1.5", 30080, SYN).macs(mac(60), mac(20));
+    let p = pkt::tcp("192.168.1.100", 40000, "192.168.1.5", 30080, SYN).with_macs(mac(60), mac(20));
     let (d, out) = run(&mut sw, up, &p.build());
     assert_eq!(d, Disposition::Uplink(up));
-    let mut want = p.clone().macs(mac(20), mac(30));
+    let mut want = p.clone().with_macs(mac(20), mac(30));
     want.dst = ip("10.244.2.7");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8080;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8080;
     }
     assert_eq!(out, want.build());
-    let stray = Pkt::udp("192.168.1.100", 1, "192.168.1.77", 2, b"").macs(mac(60), mac(77));
+    let stray = pkt::udp("192.168.1.100", 1, "192.168.1.77", 2, b"").with_macs(mac(60), mac(77));
     assert_eq!(
         run(&mut sw, up, &stray.build()).0,
         Disposition::Drop(DropReason::Hairpin)
@@ -96,7 +96,7 @@ fn an_unsupported_rule_drops_with_its_own_reason_and_the_trace_names_its_origin(
             Action::Unsupported,
         )],
     );
-    let ping = Pkt::echo("10.244.1.10", "203.0.113.10", true, 7).macs(mac(10), mac(1));
+    let ping = pkt::echo("10.244.1.10", "203.0.113.10", true, 7).with_macs(mac(10), mac(1));
     assert_eq!(
         run(&mut sw, a, &ping.build()).0,
         Disposition::Drop(DropReason::Unsupported)
@@ -141,10 +141,10 @@ fn preserve_dip_keeps_the_vip_for_local_backends_and_translates_remote_ones() {
             mac: Some(mac(11)),
         },
     );
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).with_macs(mac(10), mac(1));
     let (d, out) = run(&mut sw, a, &p.build());
     assert_eq!(d, Disposition::Deliver(b));
-    assert_eq!(out, p.clone().macs(mac(10), mac(11)).build());
+    assert_eq!(out, p.clone().with_macs(mac(10), mac(11)).build());
     set(
         &mut sw,
         Backend {
@@ -153,13 +153,13 @@ fn preserve_dip_keeps_the_vip_for_local_backends_and_translates_remote_ones() {
             mac: None,
         },
     );
-    let p = Pkt::tcp("10.244.1.10", 40001, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("10.244.1.10", 40001, "10.96.0.10", 80, SYN).with_macs(mac(10), mac(1));
     let (d, out) = run(&mut sw, a, &p.build());
     assert_eq!(d, Disposition::Uplink(up));
     let mut want = p.clone();
     want.dst = ip("10.244.2.7");
-    if let L4::Tcp { dport, .. } = &mut want.l4 {
-        *dport = 8080;
+    if let L4::Tcp { dst_port, .. } = &mut want.l4 {
+        *dst_port = 8080;
     }
     assert_eq!(out, want.build());
 }

@@ -238,30 +238,30 @@ fn busy_switch() -> (Switch, Vec<PortId>) {
 }
 
 fn seed_frames() -> Vec<Vec<u8>> {
-    let inner = Pkt::udp("10.1.2.3", 5, "10.0.0.11", 7, b"x")
-        .macs(mac(40), mac(11))
+    let inner = pkt::udp("10.1.2.3", 5, "10.0.0.11", 7, b"x")
+        .with_macs(mac(40), mac(11))
         .build();
-    let mut vx = Pkt::udp("192.168.0.6", 5000, "192.168.0.5", 4789, &[]).build();
+    let mut vx = pkt::udp("192.168.0.6", 5000, "192.168.0.5", 4789, &[]).build();
     let mut payload = vec![0x08, 0, 0, 0, 0, 0x10, 0, 0];
     payload.extend_from_slice(&inner);
     vx = {
-        let mut p = Pkt::udp("192.168.0.6", 5000, "192.168.0.5", 4789, &payload);
+        let mut p = pkt::udp("192.168.0.6", 5000, "192.168.0.5", 4789, &payload);
         p.src_mac = mac(30);
         let _ = vx;
         p.build()
     };
     vec![
-        Pkt::tcp("10.0.0.10", 1, "10.96.0.1", 80, SYN)
-            .macs(mac(10), mac(1))
+        pkt::tcp("10.0.0.10", 1, "10.96.0.1", 80, SYN)
+            .with_macs(mac(10), mac(1))
             .build(),
-        Pkt::udp("10.0.0.10", 1, "8.8.8.8", 53, b"abc")
-            .macs(mac(10), mac(1))
+        pkt::udp("10.0.0.10", 1, "8.8.8.8", 53, b"abc")
+            .with_macs(mac(10), mac(1))
             .build(),
-        Pkt::echo("10.0.0.10", "10.1.0.9", true, 3)
-            .macs(mac(10), mac(1))
+        pkt::echo("10.0.0.10", "10.1.0.9", true, 3)
+            .with_macs(mac(10), mac(1))
             .build(),
-        Pkt::tcp("fd00::10", 1, "fd00::99", 22, SYN)
-            .macs(mac(10), mac(1))
+        pkt::tcp("fd00::10", 1, "fd00::99", 22, SYN)
+            .with_macs(mac(10), mac(1))
             .build(),
         vx,
     ]
@@ -310,9 +310,9 @@ proptest! {
     fn rewritten_frames_keep_valid_checksums(sport in 1u16..65535, dport in 1u16..65535, payload in bytes(40), v6 in any::<bool>()) {
         let (mut sw, ports) = busy_switch();
         let p = if v6 {
-            Pkt::udp("fd00::10", sport, "fd00::99", dport, &payload).macs(mac(10), mac(1))
+            pkt::udp("fd00::10", sport, "fd00::99", dport, &payload).with_macs(mac(10), mac(1))
         } else {
-            Pkt::udp("10.0.0.10", sport, "8.8.8.8", dport, &payload).macs(mac(10), mac(1))
+            pkt::udp("10.0.0.10", sport, "8.8.8.8", dport, &payload).with_macs(mac(10), mac(1))
         };
         let mut f = Frame::new(&p.build());
         let d = sw.process(ports[0], &mut f, Timestamp(0));

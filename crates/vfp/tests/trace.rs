@@ -52,7 +52,7 @@ fn setup() -> (Switch, PortId, PortId, PoolId) {
 #[test]
 fn trace_names_each_rule_and_its_origin_and_the_disposition() {
     let (mut sw, a, b, _) = setup();
-    let p = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let p = pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).with_macs(mac(10), mac(1));
     let t = sw.trace(a, &p.build(), Timestamp(0));
     assert_eq!(t.disposition, Disposition::Deliver(b));
     let slb = t.steps.iter().find(|s| s.layer == SLB).expect("SLB step");
@@ -92,7 +92,7 @@ fn trace_names_each_rule_and_its_origin_and_the_disposition() {
 #[test]
 fn trace_has_no_side_effects() {
     let (mut sw, a, _, pool) = setup();
-    let p = Pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"q").macs(mac(10), mac(1));
+    let p = pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"q").with_macs(mac(10), mac(1));
     let before_counters = sw.port(a).unwrap().counters;
     let t = sw.trace(a, &p.build(), Timestamp(0));
     assert!(matches!(t.disposition, Disposition::Uplink(_)));
@@ -109,10 +109,10 @@ fn trace_has_no_side_effects() {
 #[test]
 fn trace_of_a_reply_shows_the_cached_connection_and_drops_show_the_rule() {
     let (mut sw, a, b, _) = setup();
-    let syn = Pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).macs(mac(10), mac(1));
+    let syn = pkt::tcp("10.244.1.10", 40000, "10.96.0.10", 80, SYN).with_macs(mac(10), mac(1));
     sw.process(a, &mut Frame::new(&syn.build()), Timestamp(0));
     let reply =
-        Pkt::tcp("10.244.1.11", 8080, "10.244.1.10", 40000, SYN | ACK).macs(mac(11), mac(1));
+        pkt::tcp("10.244.1.11", 8080, "10.244.1.10", 40000, SYN | ACK).with_macs(mac(11), mac(1));
     let t = sw.trace(b, &reply.build(), Timestamp(0));
     let cached = t.cached.expect("reply is on the fast path");
     assert_eq!(cached.side, vfp::tcp_state::FlowSide::Reverse);
@@ -127,7 +127,7 @@ fn trace_of_a_reply_shows_the_cached_connection_and_drops_show_the_rule() {
     sw.layer_mut(a, ACL)
         .unwrap()
         .set_rules(Origin::new("ACL", "no-dns"), vec![block]);
-    let dns = Pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"q").macs(mac(10), mac(1));
+    let dns = pkt::udp("10.244.1.10", 5353, "8.8.8.8", 53, b"q").with_macs(mac(10), mac(1));
     let t = sw.trace(a, &dns.build(), Timestamp(0));
     assert_eq!(t.disposition, Disposition::Drop(DropReason::BlockedByRule));
     let last = t.steps.last().unwrap();

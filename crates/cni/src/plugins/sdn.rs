@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use hcn::network::{IpamType, NetworkType};
-use hcn::policy::{AclAction, AclDirection, AclPolicySetting};
+use hcn::policy::{AclAction, AclDirection, AclList, AclPolicySetting, PortRange};
 use hcn::{
     Dns, Endpoint, EndpointPolicy, IpConfig as HcnIpConfig, Ipam, Network, NetworkPolicy, Route,
     Subnet,
@@ -250,15 +250,18 @@ impl Sdn {
                 };
                 policies.push(v6.policy(flags | NAT_IPV6));
             }
-            if self.flags.allow_acl_port_mapping {
+            // The config reader keeps protocol numbers within 0-255, so every mapping has one.
+            if self.flags.allow_acl_port_mapping
+                && let Ok(protocol) = u8::try_from(m.protocol)
+            {
                 policies.push(EndpointPolicy::Acl(AclPolicySetting {
-                    protocols: m.protocol.to_string(),
+                    protocols: AclList::from(vec![protocol]),
                     action: AclAction::Allow,
                     direction: AclDirection::In,
-                    local_addresses: String::new(),
-                    remote_addresses: String::new(),
-                    local_ports: m.container_port.to_string(),
-                    remote_ports: String::new(),
+                    local_addresses: AclList::any(),
+                    remote_addresses: AclList::any(),
+                    local_ports: AclList::from(vec![PortRange::one(m.container_port)]),
+                    remote_ports: AclList::any(),
                     rule_type: None,
                     priority: PORT_MAPPING_ACL_PRIORITY,
                 }));

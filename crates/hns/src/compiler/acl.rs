@@ -3,13 +3,11 @@
 //! trace names the very policy that decided. Rules are stateful: the replies of an allowed
 //! connection follow its flow without meeting the ACLs again.
 
-use hcn::policy::{AclAction, AclDirection, AclPolicySetting};
+use hcn::policy::{AclAction, AclDirection, AclList, AclPolicySetting};
 use hcn::{Endpoint, EndpointPolicy};
-use ipnet::IpNet;
 use vfp::layer::ACL;
 use vfp::{Action, Conditions, Direction, Origin, PortRange, Rule};
 
-use super::nat::parse_net;
 use super::placement::{Compiled, Target};
 
 /// The owner kind of ACL rules.
@@ -43,11 +41,11 @@ fn name(ep: &Endpoint) -> String {
 pub fn describe(a: &AclPolicySetting) -> String {
     let mut s = format!("{} {} priority {}", a.action, a.direction, a.priority);
     for (k, v) in [
-        ("protocols", &a.protocols),
-        ("local", &a.local_addresses),
-        ("remote", &a.remote_addresses),
-        ("local ports", &a.local_ports),
-        ("remote ports", &a.remote_ports),
+        ("protocols", a.protocols.as_str()),
+        ("local", a.local_addresses.as_str()),
+        ("remote", a.remote_addresses.as_str()),
+        ("local ports", a.local_ports.as_str()),
+        ("remote ports", a.remote_ports.as_str()),
     ] {
         if !v.is_empty() {
             s.push_str(&format!(" {k} {v}"));
@@ -57,21 +55,20 @@ pub fn describe(a: &AclPolicySetting) -> String {
 }
 
 /// One ACL policy as a rule. "Local" is the endpoint's side: the source of what it sends
-/// (`Out`), the destination of what it receives (`In`).
+/// (`Out`), the destination of what it receives (`In`). The lists were parsed when the policy
+/// was decoded; each becomes a condition entry for entry, so the rule matches exactly what the
+/// policy names (an empty list, and only an empty list, matches anything).
 pub fn rule(a: &AclPolicySetting) -> Rule {
     let dir = match a.direction {
         AclDirection::In => Direction::In,
         AclDirection::Out => Direction::Out,
     };
     let mut c = Conditions::any().direction(dir);
-    let protocols: Vec<u8> = list(&a.protocols).filter_map(|p| p.parse().ok()).collect();
-    if !protocols.is_empty() {
-        c.protocols = Some(protocols);
-    }
-    let local = nets(&a.local_addresses);
-    let remote = nets(&a.remote_addresses);
-    let local_ports = ports(&a.local_ports);
-    let remote_ports = ports(&a.remote_ports);
+    c.protocols = restriction(&a.protocols, |p| *p);
+    let local = restriction(&a.local_addresses, |n| *n);
+    let remote = restriction(&a.remote_addresses, |n| *n);
+    let local_ports = restriction(&a.local_ports, port_range);
+    let remote_ports = restriction(&a.remote_ports, port_range);
     match dir {
         Direction::Out => {
             (c.src, c.dst) = (local, remote);
@@ -89,21 +86,16 @@ pub fn rule(a: &AclPolicySetting) -> Rule {
     Rule::new(a.priority, c, action)
 }
 
-fn list(s: &str) -> impl Iterator<Item = &str> {
-    s.split(',').map(str::trim).filter(|p| !p.is_empty())
+/// A list as a rule condition: `None` (anything) for an empty list, else every entry.
+fn restriction<T, U>(list: &AclList<T>, entry: impl Fn(&T) -> U) -> Option<Vec<U>> {
+    (!list.is_any()).then(|| list.entries().iter().map(entry).collect())
 }
 
-fn nets(s: &str) -> Option<Vec<IpNet>> {
-    let v: Vec<IpNet> = list(s).filter_map(parse_net).collect();
-    (!v.is_empty()).then_some(v)
-}
-
-fn ports(s: &str) -> Option<Vec<PortRange>> {
-    let v: Vec<PortRange> = list(s)
-        .filter_map(|p| hcn::policy::parse_port_range(p).ok())
-        .map(|(first, last)| PortRange { first, last })
-        .collect();
-    (!v.is_empty()).then_some(v)
+fn port_range(r: &hcn::policy::PortRange) -> PortRange {
+    PortRange {
+        first: r.first,
+        last: r.last,
+    }
 }
 
 #[cfg(test)]
@@ -116,13 +108,13 @@ mod tests {
 
     fn acl(direction: AclDirection, local_ports: &str, remote: &str) -> AclPolicySetting {
         AclPolicySetting {
-            protocols: "6,17".into(),
+            protocols: "6,17".parse().unwrap(),
             action: AclAction::Block,
             direction,
-            local_addresses: String::new(),
-            remote_addresses: remote.into(),
-            local_ports: local_ports.into(),
-            remote_ports: String::new(),
+            local_addresses: AclList::any(),
+            remote_addresses: remote.parse().unwrap(),
+            local_ports: local_ports.parse().unwrap(),
+            remote_ports: AclList::any(),
             rule_type: Some(AclRuleType::Switch),
             priority: 250,
         }
@@ -169,5 +161,174 @@ mod tests {
     fn description_names_the_settings() {
         let d = describe(&acl(AclDirection::In, "80", ""));
         assert_eq!(d, "Block In priority 250 protocols 6,17 local ports 80");
+    }
+
+    mod exactness {
+        //! The rule compiled from a policy matches exactly the packets the policy names: never
+        //! more (a Block that widens blocks traffic the user allowed, an Allow that widens lets
+        //! through what a later Block was for), never less. The reference reads the policy's
+        //! own text, independently of `hcn`'s parser and of the compiler.
+        use super::*;
+        use ipnet::IpNet;
+        use proptest::prelude::*;
+
+        const PROTOCOLS: [u8; 4] = [proto::ICMP, proto::TCP, proto::UDP, proto::ICMPV6];
+
+        fn address(v6: bool, host: u8) -> IpAddr {
+            if v6 {
+                IpAddr::V6(std::net::Ipv6Addr::new(
+                    0xfd00,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    host.into(),
+                ))
+            } else {
+                IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, host))
+            }
+        }
+
+        /// An address or prefix as HNS clients write them, over a space small enough to hit.
+        fn address_entry() -> impl Strategy<Value = String> {
+            (any::<bool>(), 0u8..16, 0u8..5, any::<bool>()).prop_map(|(v6, host, shorter, bare)| {
+                let a = address(v6, host);
+                let max = if v6 { 128 } else { 32 };
+                if bare {
+                    a.to_string()
+                } else {
+                    format!("{a}/{}", max - shorter)
+                }
+            })
+        }
+
+        fn port_entry() -> impl Strategy<Value = String> {
+            (0u16..20, 0u16..4).prop_map(|(p, width)| match width {
+                0 => p.to_string(),
+                w => format!("{p}-{}", p + w),
+            })
+        }
+
+        fn list(entry: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+            (prop::collection::vec(entry, 0..3), any::<bool>())
+                .prop_map(|(v, spaced)| v.join(if spaced { ", " } else { "," }))
+        }
+
+        fn policy() -> impl Strategy<Value = serde_json::Value> {
+            (
+                prop::sample::subsequence(PROTOCOLS.to_vec(), 0..3),
+                any::<bool>(),
+                any::<bool>(),
+                [list(address_entry()), list(address_entry())],
+                [list(port_entry()), list(port_entry())],
+            )
+                .prop_map(|(protocols, block, inbound, [local, remote], [lp, rp])| {
+                    let protocols: Vec<String> = protocols.iter().map(u8::to_string).collect();
+                    serde_json::json!({
+                        "Protocols": protocols.join(","),
+                        "Action": if block { "Block" } else { "Allow" },
+                        "Direction": if inbound { "In" } else { "Out" },
+                        "LocalAddresses": local, "RemoteAddresses": remote,
+                        "LocalPorts": lp, "RemotePorts": rp, "Priority": 200,
+                    })
+                })
+        }
+
+        fn packet() -> impl Strategy<Value = (Headers, Direction)> {
+            (
+                prop::sample::select(PROTOCOLS.to_vec()),
+                any::<bool>(),
+                [0u8..16, 0u8..16],
+                [0u16..24, 0u16..24],
+                any::<bool>(),
+            )
+                .prop_map(|(proto, v6, [s, d], [sp, dp], inbound)| {
+                    let h = Headers {
+                        src_ip: address(v6, s),
+                        dst_ip: address(v6, d),
+                        proto,
+                        src_port: sp,
+                        dst_port: dp,
+                        ..Headers::empty()
+                    };
+                    (
+                        h,
+                        if inbound {
+                            Direction::In
+                        } else {
+                            Direction::Out
+                        },
+                    )
+                })
+        }
+
+        /// True when `text` (a comma-separated list) is empty or an entry admits the value.
+        fn admits(text: &str, entry: impl Fn(&str) -> bool) -> bool {
+            let entries: Vec<&str> = text
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .collect();
+            entries.is_empty() || entries.into_iter().any(entry)
+        }
+
+        fn net_has(e: &str, ip: IpAddr) -> bool {
+            let net = e
+                .parse::<IpNet>()
+                .unwrap_or_else(|_| IpNet::from(e.parse::<IpAddr>().unwrap()));
+            net.contains(&ip)
+        }
+
+        fn range_has(e: &str, h: &Headers, port: u16) -> bool {
+            let (lo, hi) = e.split_once('-').unwrap_or((e, e));
+            let carries_ports = h.proto == proto::TCP || h.proto == proto::UDP;
+            carries_ports
+                && (lo.parse::<u16>().unwrap()..=hi.parse::<u16>().unwrap()).contains(&port)
+        }
+
+        /// The policy's meaning, read from its JSON: "local" is the endpoint's side.
+        fn policy_names(p: &serde_json::Value, h: &Headers, dir: Direction) -> bool {
+            let field = |k: &str| p[k].as_str().unwrap().to_string();
+            let inbound = field("Direction") == "In";
+            if inbound != (dir == Direction::In) {
+                return false;
+            }
+            let (local, remote) = if inbound {
+                (h.dst_ip, h.src_ip)
+            } else {
+                (h.src_ip, h.dst_ip)
+            };
+            let (lport, rport) = if inbound {
+                (h.dst_port, h.src_port)
+            } else {
+                (h.src_port, h.dst_port)
+            };
+            admits(&field("Protocols"), |e| e.parse::<u8>().unwrap() == h.proto)
+                && admits(&field("LocalAddresses"), |e| net_has(e, local))
+                && admits(&field("RemoteAddresses"), |e| net_has(e, remote))
+                && admits(&field("LocalPorts"), |e| range_has(e, h, lport))
+                && admits(&field("RemotePorts"), |e| range_has(e, h, rport))
+        }
+
+        proptest! {
+            #[test]
+            fn a_compiled_acl_matches_exactly_what_its_policy_names(
+                doc in policy(),
+                packets in prop::collection::vec(packet(), 32),
+            ) {
+                let a: AclPolicySetting = serde_json::from_value(doc.clone()).unwrap();
+                let r = rule(&a);
+                let block = doc["Action"] == "Block";
+                prop_assert_eq!(r.action == Action::Block, block);
+                for (h, dir) in &packets {
+                    let named = policy_names(&doc, h, *dir);
+                    let matched = r.conditions.matches(h, None, *dir);
+                    prop_assert!(named || !matched, "broader than the policy {}: {} {:?}", doc, h, dir);
+                    prop_assert!(matched || !named, "narrower than the policy {}: {} {:?}", doc, h, dir);
+                }
+            }
+        }
     }
 }

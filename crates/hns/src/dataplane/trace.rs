@@ -16,13 +16,13 @@ use hcn::error::{HResult, HnsError};
 use hcn::{Endpoint, Guid};
 use ipnet::IpNet;
 use serde_json::{Value, json};
+use vfp::packet::{self, L4, Packet, Parsed};
 use vfp::trace::{LayerDecision, TraceStep};
 use vfp::wire::{Icmpv6Repr, MacAddr, TcpFlags};
 use vfp::{Action, Disposition, DropReason, Headers, Origin, PacketHeaders, PortId, Timestamp};
 
 use super::Shared;
 use crate::compiler::{Compiler, limitation};
-use crate::sim::packet::{self, L4, Packet, Parsed};
 use crate::state::State;
 use crate::trace::{NO_DATAPLANE, TraceProtocol, TraceRequest, TraceSource, Tracer};
 

@@ -2,10 +2,7 @@
 #![allow(dead_code)]
 
 use std::net::IpAddr;
-use vfp::wire::{
-    EtherType, EthernetRepr, Icmpv4Repr, Icmpv6Repr, Ipv4Repr, Ipv6Repr, MacAddr, TcpFlags,
-    TcpRepr, UdpRepr, proto,
-};
+use vfp::wire::{MacAddr, TcpFlags};
 
 pub fn mac(n: u8) -> MacAddr {
     MacAddr([0x02, 0, 0, 0, 0, n])
@@ -15,247 +12,85 @@ pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// The L4 part of a test packet.
-#[derive(Clone, Debug)]
-pub enum L4 {
-    Tcp {
-        sport: u16,
-        dport: u16,
-        flags: u8,
-        seq: u32,
-        ack: u32,
-        payload: Vec<u8>,
-    },
-    Udp {
-        sport: u16,
-        dport: u16,
-        payload: Vec<u8>,
-    },
-    Echo {
-        request: bool,
-        ident: u16,
-        seq: u16,
-    },
-    /// Raw ICMPv4/v6 message bytes (type, code, rest, data) to be checksummed by emit.
-    IcmpRaw {
-        msg_type: u8,
-        code: u8,
-        rest: [u8; 4],
-        data: Vec<u8>,
-    },
-}
+pub use vfp::packet::{L4, Packet};
 
-/// A test packet: Ethernet + IPv4/IPv6 + L4, built with full (non-incremental) checksums.
-#[derive(Clone, Debug)]
-pub struct Pkt {
-    pub src_mac: MacAddr,
-    pub dst_mac: MacAddr,
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub ttl: u8,
-    pub l4: L4,
-}
+/// The data the test echo requests carry.
+pub const ECHO_DATA: [u8; 8] = [7; 8];
 
-impl Pkt {
-    pub fn tcp(src: &str, sport: u16, dst: &str, dport: u16, flags: u8) -> Pkt {
-        Pkt {
-            src_mac: mac(1),
-            dst_mac: mac(2),
-            src: ip(src),
-            dst: ip(dst),
-            ttl: 64,
-            l4: L4::Tcp {
-                sport,
-                dport,
-                flags,
-                seq: 1,
-                ack: 0,
-                payload: vec![],
-            },
-        }
+/// Test packets from `vfp::packet` with fixed defaults: MACs `mac(1)` to `mac(2)`, TCP sequence
+/// 1, echo sequence 1 carrying [`ECHO_DATA`].
+pub mod pkt {
+    use super::{ECHO_DATA, L4, Packet, ip, mac};
+
+    fn packet(src: &str, dst: &str, l4: L4) -> Packet {
+        Packet::new(ip(src), ip(dst), l4).with_macs(mac(1), mac(2))
     }
 
-    pub fn udp(src: &str, sport: u16, dst: &str, dport: u16, payload: &[u8]) -> Pkt {
-        Pkt {
-            src_mac: mac(1),
-            dst_mac: mac(2),
-            src: ip(src),
-            dst: ip(dst),
-            ttl: 64,
-            l4: L4::Udp {
-                sport,
-                dport,
-                payload: payload.to_vec(),
-            },
-        }
-    }
-
-    pub fn echo(src: &str, dst: &str, request: bool, ident: u16) -> Pkt {
-        Pkt {
-            src_mac: mac(1),
-            dst_mac: mac(2),
-            src: ip(src),
-            dst: ip(dst),
-            ttl: 64,
-            l4: L4::Echo {
-                request,
-                ident,
-                seq: 1,
-            },
-        }
-    }
-
-    pub fn macs(mut self, src: MacAddr, dst: MacAddr) -> Pkt {
-        self.src_mac = src;
-        self.dst_mac = dst;
-        self
-    }
-
-    pub fn seq_ack(mut self, s: u32, a: u32) -> Pkt {
-        if let L4::Tcp { seq, ack, .. } = &mut self.l4 {
-            *seq = s;
-            *ack = a;
-        }
-        self
-    }
-
-    fn l4_bytes(&self) -> (u8, Vec<u8>) {
-        let v6 = self.src.is_ipv6();
-        match &self.l4 {
-            L4::Tcp {
-                sport,
-                dport,
-                flags,
-                seq,
-                ack,
-                payload,
-            } => {
-                let mut r = TcpRepr::new(*sport, *dport, *flags);
-                (r.seq, r.ack, r.payload) = (*seq, *ack, payload.clone());
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b, self.src, self.dst).unwrap();
-                (proto::TCP, b)
-            }
-            L4::Udp {
-                sport,
-                dport,
-                payload,
-            } => {
-                let r = UdpRepr {
-                    src_port: *sport,
-                    dst_port: *dport,
-                    payload: payload.clone(),
-                };
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b, self.src, self.dst).unwrap();
-                (proto::UDP, b)
-            }
-            L4::Echo {
-                request,
-                ident,
-                seq,
-            } if !v6 => {
-                let r = Icmpv4Repr::Echo {
-                    request: *request,
-                    ident: *ident,
-                    seq: *seq,
-                    data: vec![7; 8],
-                };
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b).unwrap();
-                (proto::ICMP, b)
-            }
-            L4::Echo {
-                request,
-                ident,
-                seq,
-            } => {
-                let r = Icmpv6Repr::Echo {
-                    request: *request,
-                    ident: *ident,
-                    seq: *seq,
-                    data: vec![7; 8],
-                };
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b, v6addr(self.src), v6addr(self.dst)).unwrap();
-                (proto::ICMPV6, b)
-            }
-            L4::IcmpRaw {
-                msg_type,
-                code,
-                rest,
-                data,
-            } if !v6 => {
-                let r = Icmpv4Repr::Other {
-                    msg_type: *msg_type,
-                    code: *code,
-                    rest: *rest,
-                    data: data.clone(),
-                };
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b).unwrap();
-                (proto::ICMP, b)
-            }
-            L4::IcmpRaw {
-                msg_type,
-                code,
-                rest,
-                data,
-            } => {
-                let r = Icmpv6Repr::Other {
-                    msg_type: *msg_type,
-                    code: *code,
-                    rest: *rest,
-                    data: data.clone(),
-                };
-                let mut b = vec![0; r.len()];
-                r.emit(&mut b, v6addr(self.src), v6addr(self.dst)).unwrap();
-                (proto::ICMPV6, b)
-            }
-        }
-    }
-
-    /// The IP datagram (no Ethernet header).
-    pub fn ip_bytes(&self) -> Vec<u8> {
-        let (p, l4) = self.l4_bytes();
-        let mut out;
-        match (self.src, self.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut r = Ipv4Repr::simple(s, d, p, l4.len());
-                r.ttl = self.ttl;
-                out = vec![0; 20];
-                r.emit(&mut out).unwrap();
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let mut r = Ipv6Repr::simple(s, d, p, l4.len());
-                r.hop_limit = self.ttl;
-                out = vec![0; 40];
-                r.emit(&mut out).unwrap();
-            }
-            _ => panic!("mixed families"),
-        }
-        out.extend_from_slice(&l4);
-        out
-    }
-
-    /// The whole Ethernet frame.
-    pub fn build(&self) -> Vec<u8> {
-        let ethertype = if self.src.is_ipv4() {
-            EtherType::IPV4
-        } else {
-            EtherType::IPV6
+    pub fn tcp(src: &str, src_port: u16, dst: &str, dst_port: u16, flags: u8) -> Packet {
+        let l4 = L4::Tcp {
+            src_port,
+            dst_port,
+            flags,
+            seq: 1,
+            ack: 0,
+            payload: vec![],
         };
-        let mut out = vec![0; 14];
-        EthernetRepr {
-            src: self.src_mac,
-            dst: self.dst_mac,
-            vlan_tci: None,
-            ethertype,
+        packet(src, dst, l4)
+    }
+
+    pub fn udp(src: &str, src_port: u16, dst: &str, dst_port: u16, payload: &[u8]) -> Packet {
+        let l4 = L4::Udp {
+            src_port,
+            dst_port,
+            payload: payload.to_vec(),
+        };
+        packet(src, dst, l4)
+    }
+
+    pub fn echo(src: &str, dst: &str, request: bool, ident: u16) -> Packet {
+        let l4 = L4::Echo {
+            request,
+            ident,
+            seq: 1,
+            data: ECHO_DATA.to_vec(),
+        };
+        packet(src, dst, l4)
+    }
+
+    /// An ICMP/ICMPv6 message other than echo (type, code, rest of header, data).
+    pub fn icmp(src: &str, dst: &str, msg_type: u8, code: u8, data: Vec<u8>) -> Packet {
+        Packet::icmp(ip(src), ip(dst), msg_type, code, [0; 4], data)
+            .expect("an ICMP message of one address family")
+            .with_macs(mac(1), mac(2))
+    }
+}
+
+/// What the tests do with a `Packet`; the builder's refusals become panics saying why.
+pub trait TestPacket {
+    /// The whole Ethernet frame, between the packet's own MACs.
+    fn build(&self) -> Vec<u8>;
+    /// The IP datagram (no Ethernet header).
+    fn ip_bytes(&self) -> Vec<u8>;
+    /// The same TCP segment with this sequence and acknowledgement number.
+    fn with_seq_ack(self, seq: u32, ack: u32) -> Self;
+}
+
+impl TestPacket for Packet {
+    fn build(&self) -> Vec<u8> {
+        self.to_frame()
+            .unwrap_or_else(|e| panic!("building {self}: {e}"))
+    }
+
+    fn ip_bytes(&self) -> Vec<u8> {
+        self.ip_datagram()
+            .unwrap_or_else(|e| panic!("building {self}: {e}"))
+    }
+
+    fn with_seq_ack(mut self, s: u32, a: u32) -> Packet {
+        if let L4::Tcp { seq, ack, .. } = &mut self.l4 {
+            (*seq, *ack) = (s, a);
         }
-        .emit(&mut out)
-        .unwrap();
-        out.extend_from_slice(&self.ip_bytes());
-        out
+        self
     }
 }
 
