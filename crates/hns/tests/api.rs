@@ -682,7 +682,7 @@ async fn an_acl_with_a_bad_list_is_refused_naming_the_field() {
         .await;
         for (call, r) in [("create", created), ("add policy", added)] {
             let err = r.expect_err("a Block ACL with a bad list must be refused, not widened");
-            let hns::ClientError::Hns { error, .. } = &err else {
+            let hns_client::ClientError::Hns { error, .. } = &err else {
                 panic!("{call} {field}: {err}")
             };
             assert_eq!(
