@@ -11,6 +11,7 @@ pub mod kube;
 pub mod lease;
 pub mod linux;
 pub mod masq;
+pub mod stack;
 pub mod subnet_env;
 pub mod windows;
 

@@ -131,7 +131,13 @@ impl LinuxBackend {
                         metric: None,
                     })
                     .collect();
-                sync_routes(&self.conf, self.subnet, &want, None)
+                crate::stack::sync_routes(
+                    &mut crate::stack::Kernel,
+                    &self.conf,
+                    self.subnet,
+                    &want,
+                    None,
+                )
             }
             BackendType::Vxlan => self.sync_vxlan(remote),
         }
@@ -198,53 +204,12 @@ impl LinuxBackend {
                 metric: None,
             })
             .collect();
-        sync_routes(&self.conf, self.subnet, &want, Some(index))
+        crate::stack::sync_routes(
+            &mut crate::stack::Kernel,
+            &self.conf,
+            self.subnet,
+            &want,
+            Some(index),
+        )
     }
-}
-
-/// Makes the kernel's routes into the cluster network (other than `own`) exactly `want`:
-/// missing ones added (on-link when `onlink_dev` is their device), others removed.
-pub(crate) fn sync_routes(
-    conf: &NetConf,
-    own: Option<Ipv4Net>,
-    want: &[RouteEntry],
-    onlink_dev: Option<u32>,
-) -> Result<(), Error> {
-    let mut nl = Netlink::open()?;
-    let cluster = IpNet::V4(conf.network);
-    let have: Vec<RouteEntry> = nl
-        .routes()?
-        .into_iter()
-        .filter(|r| {
-            r.gateway.is_some()
-                && cluster.contains(&r.destination)
-                && own.is_none_or(|o| r.destination != IpNet::V4(o))
-        })
-        .collect();
-    for r in &have {
-        let wanted = want.iter().any(|w| {
-            w.destination == r.destination
-                && w.gateway == r.gateway
-                && w.oif.is_none_or(|o| Some(o) == r.oif)
-        });
-        if !wanted {
-            nl.del_route(r)?;
-        }
-    }
-    for w in want {
-        let present = have.iter().any(|r| {
-            r.destination == w.destination
-                && r.gateway == w.gateway
-                && w.oif.is_none_or(|o| Some(o) == r.oif)
-        });
-        if present {
-            continue;
-        }
-        if onlink_dev.is_some() && w.oif == onlink_dev {
-            nl.add_onlink_route(w)?;
-        } else {
-            nl.add_route(w)?;
-        }
-    }
-    Ok(())
 }

@@ -17,11 +17,12 @@ use hcn::{
     Endpoint, IpConfig, Ipam, MacAddress, Namespace, NamespaceType, Network, NetworkFlags,
     NetworkPolicy, NetworkType, RequestType, Route, Subnet, SubnetPolicy,
 };
-use host::link::{Netlink, RouteEntry};
+use host::link::RouteEntry;
 use ipnet::{IpNet, Ipv4Net};
 
 use crate::config::{BackendType, NetConf};
 use crate::lease::{Lease, Mac, VxlanData};
+use crate::stack::{Kernel, NodeStack};
 use crate::{Error, Node};
 
 /// The smallest VNI Windows takes (VSIDs below 4096 are reserved).
@@ -34,6 +35,8 @@ const VNIC_WAIT: Duration = Duration::from_secs(45);
 /// The Windows backend of one node.
 pub struct WindowsBackend {
     hns: hns_client::Client,
+    /// The node's own IP stack (the kernel; a simulated host in the in-memory cluster).
+    stack: Box<dyn NodeStack>,
     conf: NetConf,
     node: Node,
     /// The HNS network name.
@@ -76,6 +79,16 @@ pub fn check(conf: &NetConf) -> Result<(), Error> {
 impl WindowsBackend {
     /// A backend for `conf` through `hns`; `check` it first.
     pub fn new(hns: hns_client::Client, conf: NetConf, node: Node) -> WindowsBackend {
+        WindowsBackend::on_stack(hns, Box::new(Kernel), conf, node)
+    }
+
+    /// The backend of a node whose own IP stack is `stack`.
+    pub fn on_stack(
+        hns: hns_client::Client,
+        stack: Box<dyn NodeStack>,
+        conf: NetConf,
+        node: Node,
+    ) -> WindowsBackend {
         let vni = conf.backend.vni.unwrap_or(MIN_VNI);
         let name = conf
             .backend
@@ -87,6 +100,7 @@ impl WindowsBackend {
             });
         WindowsBackend {
             hns,
+            stack,
             conf,
             node,
             name,
@@ -190,16 +204,15 @@ impl WindowsBackend {
 
     /// Waits for hnsd's management vNIC (the interface that now holds the public IP), saying
     /// what it waits for.
-    async fn wait_vnic(&self) -> Result<u32, Error> {
+    async fn wait_vnic(&mut self) -> Result<u32, Error> {
         let vnic = hns_client::management_name(&self.node.iface);
         let start = Instant::now();
         let mut said = Instant::now();
         loop {
-            if let Some(index) = address_holder(self.node.public_ip)?
-                && let Ok(mut nl) = Netlink::open()
-                && nl.link_by_index(index)?.is_some_and(|l| l.name == vnic)
+            if let Some(holder) = self.stack.holder_of(self.node.public_ip)?
+                && holder.name == vnic
             {
-                return Ok(index);
+                return Ok(holder.index);
             }
             if start.elapsed() > VNIC_WAIT {
                 return Err(Error::Hns(format!(
@@ -270,12 +283,12 @@ impl WindowsBackend {
     /// Turns IPv4 forwarding on for the management vNIC and the interface of `<name>_ep`, as
     /// flannel's host-gw does on Windows (forwarding is per interface there and off by
     /// default): pods reach other nodes by the host routing from the endpoint to the vNIC.
-    async fn enable_forwarding(&self, subnet: Ipv4Net) -> Result<(), Error> {
+    async fn enable_forwarding(&mut self, subnet: Ipv4Net) -> Result<(), Error> {
         let ep_ip = host_of(subnet, 2);
         let start = Instant::now();
         let ep = loop {
-            if let Some(index) = address_holder(ep_ip)? {
-                break index;
+            if let Some(holder) = self.stack.holder_of(ep_ip)? {
+                break holder;
             }
             if start.elapsed() > VNIC_WAIT {
                 return Err(Error::Hns(format!(
@@ -285,12 +298,9 @@ impl WindowsBackend {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let mut nl = Netlink::open()?;
-        for index in self.vnic.into_iter().chain([ep]) {
-            let Some(link) = nl.link_by_index(index)? else {
-                continue;
-            };
-            host::link::set_sysctl(&format!("net/ipv4/conf/{}/forwarding", link.name), "1")?;
+        let vnic = hns_client::management_name(&self.node.iface);
+        for name in [vnic, ep.name] {
+            self.stack.enable_forwarding(&name)?;
         }
         Ok(())
     }
@@ -332,9 +342,8 @@ impl WindowsBackend {
             oif: self.vnic,
             metric: None,
         };
-        let mut nl = Netlink::open()?;
-        if !nl.routes()?.contains(&route) {
-            nl.add_route(&route)?;
+        if !self.stack.routes()?.contains(&route) {
+            self.stack.add_route(&route, false)?;
         }
         Ok(VxlanData {
             vni: self.vni,
@@ -350,7 +359,7 @@ impl WindowsBackend {
         }
     }
 
-    fn host_gw_routes(&self, remote: &[Lease]) -> Result<(), Error> {
+    fn host_gw_routes(&mut self, remote: &[Lease]) -> Result<(), Error> {
         let want: Vec<RouteEntry> = remote
             .iter()
             .filter(|l| l.attrs.backend_type == BackendType::HostGw)
@@ -361,7 +370,7 @@ impl WindowsBackend {
                 metric: None,
             })
             .collect();
-        crate::linux::sync_routes(&self.conf, self.subnet, &want, None)
+        crate::stack::sync_routes(self.stack.as_mut(), &self.conf, self.subnet, &want, None)
     }
 
     async fn remote_subnet_routes(&self, remote: &[Lease]) -> Result<(), Error> {
@@ -431,16 +440,6 @@ fn same_shape(have: &Network, want: &Network) -> bool {
 /// Host number `n` of `subnet`.
 pub fn host_of(subnet: Ipv4Net, n: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(subnet.network()).saturating_add(n))
-}
-
-/// The interface that holds `ip`, if one does.
-fn address_holder(ip: Ipv4Addr) -> Result<Option<u32>, Error> {
-    let mut nl = Netlink::open()?;
-    Ok(nl
-        .addresses(None)?
-        .into_iter()
-        .find(|a| a.net.addr() == IpAddr::V4(ip))
-        .map(|a| a.index))
 }
 
 #[cfg(test)]

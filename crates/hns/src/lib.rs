@@ -1,6 +1,6 @@
 //! hnsd, the Host Networking Service: HNS objects in a durable store behind an HCN-compatible
-//! HTTP/JSON API on a Unix socket or in process ([`InProcess`], for `hns_client::Client`); the compiler from those objects to the node's VFP switch
-//! ([`compiler`]); and an in-memory cluster of such nodes for tests and the demo ([`sim`]).
+//! HTTP/JSON API, served on a Unix socket or in process ([`InProcess`]); the compiler from
+//! those objects to the node's VFP switch ([`compiler`]); the device data plane.
 
 pub mod api;
 pub mod compiler;
@@ -10,7 +10,6 @@ pub mod profile;
 pub mod resolve;
 pub mod server;
 pub mod service;
-pub mod sim;
 pub mod state;
 pub mod store;
 pub mod trace;

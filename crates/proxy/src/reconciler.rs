@@ -575,7 +575,12 @@ fn hns_lb(want: &DesiredLb, backends: Vec<Guid>) -> LoadBalancer {
             flags: want.port_mapping_flags,
         }],
         flags: want.lb_flags,
-        linux_service: format!("{}:{}", want.service, want.port_name),
+        // kube-proxy's ServicePortName: `ns/name`, and `:port` only for a named port.
+        linux_service: if want.port_name.is_empty() {
+            want.service.to_string()
+        } else {
+            format!("{}:{}", want.service, want.port_name)
+        },
         ..LoadBalancer::default()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use hns::Limitation;
-use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
+use lab::{Cluster, Exchange, PodOptions, Service, Who};
 
 use super::PodState;
 use super::sim_dns;
@@ -40,7 +40,8 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
          Run as root for the real cluster.\n"
     );
     let wins: Vec<_> = t.nodes.iter().filter(|n| n.os == Os::Windows).collect();
-    let mut c = Cluster::new(wins.len(), t.profile);
+    let mut c = Cluster::new(wins.len(), t.profile)
+        .map_err(|e| anyhow::anyhow!("cluster: {}", e.detail))?;
     match t.mode {
         Mode::L2bridge => c.flannel_host_gw(),
         Mode::Overlay => c.flannel_vxlan(),
@@ -66,7 +67,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         bail!("the first Windows node has no pod");
     };
     let ip = |c: &Cluster, w: Who| c.ip_of(w).context("no address");
-    let node_ip = |i: usize| hns::sim::cluster::addr::node(i);
+    let node_ip = |i: usize| lab::sim::cluster::addr::node(i);
     let mut rows: Vec<Row> = Vec::new();
     let mut add = |name: &str,
                    from: &str,
@@ -121,7 +122,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
         let vip = cluster_ip(0).context("the first Service's ClusterIP")?;
         let mut svc = Service::tcp(
             &format!("default/{}", s.name),
-            &vip.to_string(),
+            IpAddr::V4(vip),
             s.port,
             s.target_port,
             backends,
@@ -183,7 +184,7 @@ pub fn run(t: &Topology, markdown: bool) -> anyhow::Result<()> {
             Some(show(&e)),
         );
     }
-    let internet: IpAddr = hns::sim::cluster::addr::INTERNET
+    let internet: IpAddr = lab::sim::cluster::addr::INTERNET
         .parse()
         .context("address")?;
     let e = c.tcp_syn(p1, internet, 80);
@@ -332,7 +333,7 @@ fn cluster_dns(
     }
     let svc = Service::udp(
         &format!("kube-system/{DNS_SERVICE}"),
-        &DNS_SERVICE_IP.to_string(),
+        IpAddr::V4(DNS_SERVICE_IP),
         53,
         53,
         dns.clone(),

@@ -17,7 +17,7 @@ use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::rdata::{A, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hns::Profile;
-use hns::sim::{Cluster, UdpResponder, Who};
+use lab::{Cluster, UdpResponder, Who};
 
 use super::PodState;
 use super::build::cluster_dns::kube_dns_objects;

@@ -6,7 +6,7 @@ mod topology;
 use hcn::EndpointPolicy;
 use hcn::policy::{AclAction, AclDirection, AclPolicySetting, AclRuleType};
 use hns::Profile;
-use hns::sim::{L4, Packet, PodOptions, Who};
+use lab::{L4, Packet, PodOptions, Who};
 use topology::*;
 use vfp::trace::LayerDecision;
 use vfp::wire::TcpFlags;
@@ -34,11 +34,12 @@ fn a_trace_of_pod_to_cluster_ip_names_the_load_balancer_its_service_and_the_back
         // Resolve the pod's gateway first, as any first packet would.
         assert!(t.c.tcp_syn(a, ip(WEB_LOCAL), 80).ok());
         let lb = t.c.nodes[0]
-            .state
-            .load_balancers()
-            .find(|l| l.frontend_vips == vec![ip(WEB_LOCAL)])
-            .unwrap()
-            .id;
+            .read(|s| {
+                s.load_balancers()
+                    .find(|l| l.frontend_vips == vec![ip(WEB_LOCAL)])
+                    .map(|l| l.id)
+            })
+            .unwrap();
         let tr =
             t.c.trace(a, &syn(t.ip(a), ip(WEB_LOCAL), 41000, 80))
                 .unwrap();
@@ -52,13 +53,14 @@ fn a_trace_of_pod_to_cluster_ip_names_the_load_balancer_its_service_and_the_back
         };
         assert_eq!(origin.owner.kind, "LoadBalancer");
         assert_eq!(origin.owner.id, lb.to_string());
-        assert_eq!(origin.source.as_deref(), Some("Service default/web:80"));
+        // kube-proxy's name of the Service port (the Service's one port is unnamed).
+        assert_eq!(origin.source.as_deref(), Some("Service default/web"));
         // The chosen backend is b, port 8080.
         assert_eq!(step.after.inner.dst_ip, t.ip(b));
         assert_eq!(step.after.inner.dst_port, 8080);
         let text = tr.to_string();
         assert!(
-            text.contains(&format!("LoadBalancer {lb} (Service default/web:80)")),
+            text.contains(&format!("LoadBalancer {lb} (Service default/web)")),
             "{text}"
         );
         assert!(text.contains(&format!("{}:8080", t.ip(b))), "{text}");

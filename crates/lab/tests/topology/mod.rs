@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 
 use hns::Profile;
-use hns::sim::cluster::addr;
-use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
+use lab::sim::cluster::addr;
+use lab::{Cluster, Exchange, PodOptions, Service, Who};
 
 /// ClusterIP of the Service backed by pod b (on node1).
 pub const WEB_LOCAL: &str = "10.96.0.10";
@@ -37,7 +37,7 @@ pub enum Backend {
 }
 
 pub fn topo(backend: Backend, profile: Profile) -> Topo {
-    let mut c = Cluster::new(2, profile);
+    let mut c = Cluster::new(2, profile).unwrap();
     match backend {
         Backend::HostGw => c.flannel_host_gw().unwrap(),
         Backend::Vxlan => c.flannel_vxlan().unwrap(),
@@ -45,12 +45,18 @@ pub fn topo(backend: Backend, profile: Profile) -> Topo {
     let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
     let b = c.add_pod(0, "b", PodOptions::default()).unwrap();
     let d = c.add_pod(1, "d", PodOptions::default()).unwrap();
-    let mut local = Service::tcp("default/web", WEB_LOCAL, 80, 8080, vec![b]);
+    let mut local = Service::tcp("default/web", ip(WEB_LOCAL), 80, 8080, vec![b]);
     local.node_port = Some(NODE_PORT);
     local.ingress_ip = Some(ip(INGRESS));
     c.add_service(&local).unwrap();
-    c.add_service(&Service::tcp("default/api", WEB_REMOTE, 80, 8080, vec![d]))
-        .unwrap();
+    c.add_service(&Service::tcp(
+        "default/api",
+        ip(WEB_REMOTE),
+        80,
+        8080,
+        vec![d],
+    ))
+    .unwrap();
     c.external_route(format!("{INGRESS}/32").parse().unwrap(), addr::node(0));
     Topo { c, a, b, d }
 }

@@ -5,8 +5,8 @@
 mod topology;
 
 use hns::Profile;
-use hns::sim::Who;
-use hns::sim::cluster::addr;
+use lab::Who;
+use lab::sim::cluster::addr;
 use topology::*;
 
 fn t() -> Topo {

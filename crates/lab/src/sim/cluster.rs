@@ -11,11 +11,14 @@ use ipnet::IpNet;
 use vfp::wire::MacAddr;
 use vfp::{Disposition, DropReason, Frame, PortId, Timestamp};
 
+use hcn::error::HnsError;
+use hns::compiler::{Resolver, limitation};
+use hns::{Limitation, Profile};
+use vfp::packet::Packet;
+
 use super::fabric::{AttachmentId, Fabric};
 use super::node::Node;
 use super::stack::{Interface, Out, Stack, StackRoute};
-use crate::compiler::{Resolver, limitation};
-use crate::profile::{Limitation, Profile};
 
 /// A host in the cluster that sends and receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +86,8 @@ pub mod addr {
 /// The cluster.
 #[derive(Debug)]
 pub struct Cluster {
+    /// The Windows build every node reproduces.
+    pub profile: Profile,
     pub fabric: Fabric,
     pub nodes: Vec<Node>,
     /// The external host.
@@ -94,11 +99,15 @@ pub struct Cluster {
     pub(crate) token: u32,
     /// Every switch drop, in order.
     pub drops: Vec<DropRecord>,
+    /// Each node's kube-proxy and the objects it syncs.
+    pub(crate) proxies: super::agents::proxy::Proxies,
+    /// Where the nodes' CNI state and IPAM leases live; removed with the cluster.
+    work: tempfile::TempDir,
 }
 
 impl Cluster {
     /// A cluster of `n` nodes with the profile `profile` and no networks yet.
-    pub fn new(n: usize, profile: Profile) -> Cluster {
+    pub fn new(n: usize, profile: Profile) -> Result<Cluster, HnsError> {
         let mut fabric = Fabric::default();
         let directory: Directory = Arc::default();
         let external_at = fabric.attach("external");
@@ -120,6 +129,7 @@ impl Cluster {
         external.udp_listen.insert(53);
         write_dir(&directory).insert(router, MacAddr(addr::ROUTER_MAC));
         let mut c = Cluster {
+            profile,
             fabric,
             nodes: Vec::new(),
             external,
@@ -128,15 +138,18 @@ impl Cluster {
             clock_ms: 0,
             token: 0,
             drops: Vec::new(),
+            proxies: Default::default(),
+            work: tempfile::tempdir()
+                .map_err(|e| HnsError::new(hcn::HResult::E_FAIL, format!("a work dir: {e}")))?,
         };
         for i in 0..n {
-            c.add_node(&format!("node{}", i + 1), profile);
+            c.add_node(&format!("node{}", i + 1), profile)?;
         }
-        c
+        Ok(c)
     }
 
     /// Adds a node on the underlay with a default route via the router.
-    pub fn add_node(&mut self, name: &str, profile: Profile) -> usize {
+    pub fn add_node(&mut self, name: &str, profile: Profile) -> Result<usize, HnsError> {
         let i = self.nodes.len();
         let ip = addr::node(i);
         let mac = MacAddr(addr::node_mac(i));
@@ -150,21 +163,19 @@ impl Cluster {
         });
         let at = self.fabric.attach(name);
         let address = IpNet::new(ip, 24).unwrap_or_default();
-        let mut node = Node::new(name, address, mac, profile, resolver, at);
-        node.host.tcp_listen.insert(10250);
-        node.host.udp_listen.insert(53);
         let router: IpAddr = addr::ROUTER
             .parse()
             .unwrap_or(IpAddr::from([192, 168, 1, 1]));
-        node.set_routes(
-            vec![crate::compiler::HostRoute::new(
-                "0.0.0.0/0".parse().unwrap_or_default(),
-                router,
-            )],
-            Vec::new(),
-        );
+        let mut node = Node::new(name, address, mac, profile, resolver, at, router)?;
+        node.host.tcp_listen.insert(10250);
+        node.host.udp_listen.insert(53);
         self.nodes.push(node);
-        i
+        Ok(i)
+    }
+
+    /// Where the nodes' CNI state and IPAM leases live.
+    pub fn work_dir(&self) -> &std::path::Path {
+        self.work.path()
     }
 
     /// Adds a route to the external router (toward a LoadBalancer ingress IP, say).
@@ -207,18 +218,18 @@ impl Cluster {
 
     /// What the switch would do with `packet` sent by `who` (whose next hop must already be
     /// resolved): the trace of its first switch, nothing sent.
-    pub fn trace(&mut self, who: Who, packet: &super::packet::Packet) -> Option<vfp::Trace> {
+    pub fn trace(&mut self, who: Who, packet: &Packet) -> Option<vfp::Trace> {
         let (iface, bytes) = self.stack(who)?.frame_for(packet)?;
         let (n, port) = match who {
             Who::Node(n) => (n, self.nodes.get(n)?.host_port(iface)?),
-            Who::Pod(n, ep) => (n, self.nodes.get(n)?.compiler.endpoint_port(ep)?),
+            Who::Pod(n, ep) => (n, self.nodes.get(n)?.compiler().endpoint_port(ep)?),
             Who::External => return None,
         };
         let now = Timestamp::from_millis(self.clock_ms);
         Some(
             self.nodes
-                .get_mut(n)?
-                .compiler
+                .get(n)?
+                .compiler()
                 .switch_mut()
                 .trace(port, &bytes, now),
         )
@@ -253,7 +264,7 @@ impl Cluster {
                             .iter()
                             .enumerate()
                             .find(|(_, node)| node.attachment == to)
-                            && let Some(up) = node.compiler.uplink_port()
+                            && let Some(up) = uplink_of(node)
                             && accepts(node, &bytes)
                         {
                             q.push_back((Hop::Switch(n, up), bytes.clone()));
@@ -277,7 +288,7 @@ impl Cluster {
                 Who::Pod(n, ep) => self
                     .nodes
                     .get(n)
-                    .and_then(|node| node.compiler.endpoint_port(ep))
+                    .and_then(|node| node.compiler().endpoint_port(ep))
                     .map(|p| Hop::Switch(n, p)),
             };
             if let Some(h) = hop {
@@ -288,14 +299,22 @@ impl Cluster {
 
     fn switch(&mut self, n: usize, port: PortId, bytes: Vec<u8>, q: &mut VecDeque<(Hop, Vec<u8>)>) {
         let now = Timestamp::from_millis(self.clock_ms);
-        let Some(node) = self.nodes.get_mut(n) else {
+        let Some(node) = self.nodes.get(n) else {
             return;
         };
         let mut frame = Frame::new(&bytes);
-        let d = node.compiler.switch_mut().process(port, &mut frame, now);
+        let (d, uplink, flood) = {
+            let mut compiler = node.compiler();
+            let d = compiler.switch_mut().process(port, &mut frame, now);
+            let flood: Vec<PortId> = match d {
+                Disposition::Flood { from } => compiler.switch().flood_targets(from).collect(),
+                _ => Vec::new(),
+            };
+            (d, compiler.uplink_port(), flood)
+        };
         let out = frame.bytes().to_vec();
         let deliver = |to: PortId, b: Vec<u8>, q: &mut VecDeque<(Hop, Vec<u8>)>| {
-            if Some(to) == node.compiler.uplink_port() {
+            if Some(to) == uplink {
                 q.push_back((Hop::Wire(node.attachment), b));
             } else if let Some(i) = node.host_iface(to) {
                 q.push_back((Hop::Stack(Who::Node(n), i), b));
@@ -307,17 +326,16 @@ impl Cluster {
             Disposition::Deliver(to) | Disposition::Uplink(to) | Disposition::Reply(to) => {
                 deliver(to, out, q)
             }
-            Disposition::Flood { from } => {
-                let targets: Vec<PortId> = node.compiler.switch().flood_targets(from).collect();
-                for t in targets {
+            Disposition::Flood { .. } => {
+                for t in flood {
                     deliver(t, bytes.clone(), q);
                 }
             }
             // A frame the fabric flooded to this NIC that is for no one here: a NIC ignores it.
             Disposition::Drop(DropReason::Hairpin | DropReason::UnknownDestination)
-                if Some(port) == node.compiler.uplink_port() => {}
+                if Some(port) == uplink => {}
             Disposition::Drop(reason) => {
-                let t = node.compiler.switch_mut().trace(port, &bytes, now);
+                let t = node.compiler().switch_mut().trace(port, &bytes, now);
                 self.drops.push(DropRecord {
                     node: node.name.clone(),
                     port,
@@ -330,6 +348,11 @@ impl Cluster {
     }
 }
 
+/// The switch port of `node`'s NIC (the compiler's lock is not held past the call).
+fn uplink_of(node: &Node) -> Option<PortId> {
+    node.compiler().uplink_port()
+}
+
 /// The Hyper-V switch takes from the wire only frames for one of its vNICs (or broadcasts):
 /// a unicast the fabric floods for someone else never reaches its layers.
 fn accepts(node: &Node, frame: &[u8]) -> bool {
@@ -340,7 +363,7 @@ fn accepts(node: &Node, frame: &[u8]) -> bool {
     dst.is_group()
         || dst == node.mac
         || node
-            .compiler
+            .compiler()
             .switch()
             .ports()
             .any(|p| p.config().mac == Some(dst))

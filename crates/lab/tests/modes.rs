@@ -8,11 +8,14 @@ mod topology;
 use std::net::IpAddr;
 
 use hcn::policy::{EncapOverheadPolicySetting, PortMappingPolicySetting};
-use hcn::{Endpoint, EndpointPolicy, IpConfig, Ipam, Network, NetworkType, Route, Subnet};
+use hcn::{
+    Endpoint, EndpointPolicy, IpConfig, Ipam, Namespace, NamespaceType, Network, NetworkType,
+    Route, Subnet,
+};
 use hns::Profile;
-use hns::sim::cluster::addr;
-use hns::sim::{Cluster, PodOptions, Who};
-use hns::state::Object;
+use hns::state::{Object, WriteOp};
+use lab::sim::cluster::addr;
+use lab::{Cluster, PodOptions, Who};
 use topology::*;
 
 fn network(name: &str, t: NetworkType, prefix: &str, gateway: Option<&str>) -> Network {
@@ -62,13 +65,73 @@ fn pod(
         .unwrap()
 }
 
+/// A plain pod at `ip_` on node `node`'s /24, behind gateway `gw`.
+fn pod_on(c: &mut Cluster, node: usize, net: hcn::Guid, name: &str, ip_: &str, gw: &str) -> Who {
+    let ep = Endpoint {
+        name: name.into(),
+        host_compute_network: net,
+        ip_configurations: vec![IpConfig {
+            ip_address: Some(ip(ip_)),
+            prefix_length: 24,
+        }],
+        ..Endpoint::default()
+    };
+    let prefix = ipnet::IpNet::new(ip(ip_), 24).unwrap().trunc();
+    c.add_pod_endpoint(node, name, ep, prefix, ip(gw), vec![])
+        .unwrap()
+}
+
+/// An L2Tunnel network `cbr0` on each node laid out as flannel's host-gw lays out its
+/// L2Bridge one (flannel has no L2Tunnel backend): 10.244.<i+1>.0/24, the bridge endpoint at
+/// .2 on the host; the router learns each pod subnet. Returns the networks.
+fn l2tunnel(c: &mut Cluster) -> Vec<hcn::Guid> {
+    let mut nets = Vec::new();
+    for i in 0..c.nodes.len() {
+        let (subnet, gw) = (
+            format!("10.244.{}.0/24", i + 1),
+            format!("10.244.{}.1", i + 1),
+        );
+        let n = &mut c.nodes[i];
+        let net = network("cbr0", NetworkType::L2Tunnel, &subnet, Some(&gw));
+        let net = n.create(Object::Network(net)).unwrap();
+        let ep = n
+            .create(Object::Endpoint(Endpoint {
+                name: "cbr0_ep".into(),
+                host_compute_network: net,
+                ip_configurations: vec![IpConfig {
+                    ip_address: Some(ip(&format!("10.244.{}.2", i + 1))),
+                    prefix_length: 24,
+                }],
+                ..Endpoint::default()
+            }))
+            .unwrap();
+        let host = n
+            .create(Object::Namespace(Namespace {
+                namespace_type: Some(NamespaceType::Host),
+                ..Namespace::default()
+            }))
+            .unwrap();
+        let add: hcn::ModifyRequest = hcn::decode_value(serde_json::json!({
+            "ResourceType": "Endpoint", "RequestType": "Add",
+            "Settings": {"EndpointId": ep.to_string()}
+        }))
+        .unwrap();
+        n.hns(WriteOp::Modify(hcn::Kind::Namespace, host, add))
+            .unwrap();
+        c.external_route(subnet.parse().unwrap(), addr::node(i));
+        nets.push(net);
+    }
+    nets
+}
+
 #[test]
 fn l2tunnel_sends_every_pod_packet_to_the_router_even_to_a_local_pod() {
-    let mut c = Cluster::new(2, Profile::Ws2022);
-    c.flannel_l2tunnel().unwrap();
-    let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
-    let b = c.add_pod(0, "b", PodOptions::default()).unwrap();
-    let d = c.add_pod(1, "d", PodOptions::default()).unwrap();
+    let mut c = Cluster::new(2, Profile::Ws2022).unwrap();
+    let nets = l2tunnel(&mut c);
+    let p1 = "10.244.1.0/24";
+    let a = pod(&mut c, nets[0], "a", "10.244.1.3", p1, "10.244.1.2", vec![]);
+    let b = pod(&mut c, nets[0], "b", "10.244.1.4", p1, "10.244.1.2", vec![]);
+    let d = pod_on(&mut c, 1, nets[1], "d", "10.244.2.3", "10.244.2.2");
     let (ia, ib, id) = (
         c.ip_of(a).unwrap(),
         c.ip_of(b).unwrap(),
@@ -78,7 +141,7 @@ fn l2tunnel_sends_every_pod_packet_to_the_router_even_to_a_local_pod() {
     let ex = c.tcp_syn(a, ib, 8080);
     delivered(&ex, b, ia, ib, 8080);
     // The SYN went out of node1 to the router, and came back from the router to node1.
-    let on_wire = |f: &&hns::sim::fabric::WireFrame| {
+    let on_wire = |f: &&lab::sim::fabric::WireFrame| {
         f.bytes.len() >= 34 && f.bytes[12..14] == [8, 0] && f.bytes[30..34] == [10, 244, 1, 4]
     };
     let node1 = c.nodes[0].attachment;
@@ -100,7 +163,7 @@ fn l2tunnel_sends_every_pod_packet_to_the_router_even_to_a_local_pod() {
 
 #[test]
 fn transparent_pods_are_on_the_wire_with_their_own_mac_and_address() {
-    let mut c = Cluster::new(1, Profile::Ws2022);
+    let mut c = Cluster::new(1, Profile::Ws2022).unwrap();
     let net = c.nodes[0]
         .create(Object::Network(network(
             "ext",
@@ -136,7 +199,7 @@ fn transparent_pods_are_on_the_wire_with_their_own_mac_and_address() {
 
 #[test]
 fn nat_translates_out_maps_ports_in_and_the_host_vnic_is_the_gateway() {
-    let mut c = Cluster::new(1, Profile::Ws2022);
+    let mut c = Cluster::new(1, Profile::Ws2022).unwrap();
     let net = c.nodes[0]
         .create(Object::Network(network(
             "nat",
@@ -191,7 +254,7 @@ fn private_and_internal_networks_stay_on_the_host() {
         (NetworkType::Private, None),
         (NetworkType::Internal, Some("172.31.0.1")),
     ] {
-        let mut c = Cluster::new(1, Profile::Unrestricted);
+        let mut c = Cluster::new(1, Profile::Unrestricted).unwrap();
         let net = c.nodes[0]
             .create(Object::Network(network("local", t, "172.31.0.0/24", gw)))
             .unwrap();
@@ -260,8 +323,8 @@ fn encap_overhead_lowers_the_pod_mtu() {
         )
         .unwrap();
     let Who::Pod(_, ep) = p else { unreachable!() };
-    assert_eq!(t.c.nodes[0].compiler.endpoint_mtu(ep), Some(1450));
+    assert_eq!(t.c.nodes[0].compiler().endpoint_mtu(ep), Some(1450));
     let Who::Pod(_, a) = t.a else { unreachable!() };
-    assert_eq!(t.c.nodes[0].compiler.endpoint_mtu(a), None);
+    assert_eq!(t.c.nodes[0].compiler().endpoint_mtu(a), None);
     let _: IpAddr = t.ip(p);
 }

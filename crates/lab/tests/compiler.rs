@@ -12,8 +12,8 @@ use hcn::policy::{AclAction, AclDirection, AclPolicySetting, SdnRoutePolicySetti
 use hcn::{EndpointPolicy, NetworkPolicy, SdnRoute};
 use hns::Profile;
 use hns::compiler::{Compiler, NodeFacts, Resolver};
-use hns::sim::{Cluster, PodOptions, Who};
 use hns::state::{Kind, Object, State, WriteOp};
+use lab::{Cluster, PodOptions, Who};
 use topology::*;
 use vfp::{Action, Switch};
 
@@ -61,13 +61,14 @@ fn snapshot(sw: &Switch) -> BTreeMap<(String, String, String), Vec<String>> {
 
 fn rebuilt(c: &Cluster, n: usize) -> Compiler {
     let node = &c.nodes[n];
-    Compiler::build(&node.state, node.compiler.facts().clone())
+    let facts = node.compiler().facts().clone();
+    node.read(|state| Compiler::build(state, facts))
 }
 
 fn assert_same_as_rebuild(c: &Cluster) {
     for n in 0..c.nodes.len() {
         let fresh = rebuilt(c, n);
-        let inc = &c.nodes[n].compiler;
+        let inc = &*c.nodes[n].compiler();
         assert_eq!(snapshot(inc.switch()), snapshot(fresh.switch()), "node {n}");
         assert_eq!(inc.host_claims(), fresh.host_claims());
         assert_eq!(inc.rule_count(), fresh.rule_count());
@@ -125,10 +126,8 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
         assert_same_as_rebuild(&t.c);
         let Who::Pod(_, e) = e else { unreachable!() };
         let ns = t.c.nodes[0]
-            .state
-            .endpoint(e)
-            .unwrap()
-            .host_compute_namespace;
+            .read(|s| s.endpoint(e).map(|e| e.host_compute_namespace))
+            .unwrap();
         let body = serde_json::json!({"ResourceType": "Endpoint", "RequestType": "Remove",
             "Settings": {"EndpointId": e.to_string()}});
         t.c.nodes[0].hns(modify(Kind::Namespace, ns, body)).unwrap();
@@ -138,7 +137,9 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
             .unwrap();
         assert_same_as_rebuild(&t.c);
         // A load balancer deleted.
-        let lb = t.c.nodes[0].state.load_balancers().next().unwrap().id;
+        let lb = t.c.nodes[0]
+            .read(|s| s.load_balancers().next().map(|l| l.id))
+            .unwrap();
         t.c.nodes[0]
             .hns(WriteOp::Delete(Kind::LoadBalancer, lb))
             .unwrap();
@@ -161,13 +162,13 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
         if backend == Backend::Vxlan {
             let net = t.c.nodes[0].network.clone().unwrap().id;
             let old = t.c.nodes[0]
-                .state
-                .network(net)
-                .unwrap()
-                .policies
-                .iter()
-                .find(|p| matches!(p, NetworkPolicy::RemoteSubnetRoute(_)))
-                .cloned()
+                .read(|s| {
+                    s.network(net)?
+                        .policies
+                        .iter()
+                        .find(|p| matches!(p, NetworkPolicy::RemoteSubnetRoute(_)))
+                        .cloned()
+                })
                 .unwrap();
             let body = serde_json::json!({"ResourceType": "Policy", "RequestType": "Remove",
                 "Settings": {"Policies": [old.clone()]}});
@@ -197,11 +198,12 @@ fn changing_one_load_balancer_touches_only_its_own_rules() {
     }
     let node = &mut t.c.nodes[0];
     let lb = node
-        .state
-        .load_balancers()
-        .find(|l| l.frontend_vips == vec![ip(WEB_REMOTE)])
-        .unwrap()
-        .clone();
+        .read(|s| {
+            s.load_balancers()
+                .find(|l| l.frontend_vips == vec![ip(WEB_REMOTE)])
+                .cloned()
+        })
+        .unwrap();
     let hits = |sw: &Switch| {
         let mut m = BTreeMap::new();
         for p in sw.ports() {
@@ -221,7 +223,7 @@ fn changing_one_load_balancer_touches_only_its_own_rules() {
         }
         m
     };
-    let before = hits(node.compiler.switch());
+    let before = hits(node.compiler().switch());
     assert!(before.values().any(|h| *h > 0));
     // The Service behind 10.96.0.20 now has pod b as its backend.
     let Who::Pod(_, b_ep) = b else { unreachable!() };
@@ -229,7 +231,7 @@ fn changing_one_load_balancer_touches_only_its_own_rules() {
     changed.host_compute_endpoints = vec![b_ep];
     node.hns(WriteOp::UpdateLoadBalancer(lb.id, changed))
         .unwrap();
-    let after = hits(node.compiler.switch());
+    let after = hits(node.compiler().switch());
     let owner = format!("LoadBalancer {}", lb.id);
     for (k, h) in &before {
         if k.2.starts_with(&owner) {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use vfp::wire::{ArpOperation, Icmpv6Repr, MacAddr, TcpFlags};
 
-use super::packet::{self, L4, Packet, Parsed};
-use crate::compiler::HostClaim;
+use hns::compiler::HostClaim;
+use vfp::packet::{self, L4, Packet, Parsed};
 
 /// An interface of a stack.
 #[derive(Clone, Debug, PartialEq, Eq)]

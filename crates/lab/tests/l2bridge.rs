@@ -4,8 +4,8 @@
 mod topology;
 
 use hns::Profile;
-use hns::sim::Who;
-use hns::sim::cluster::addr;
+use lab::Who;
+use lab::sim::cluster::addr;
 use topology::*;
 
 fn t() -> Topo {
@@ -120,27 +120,23 @@ fn pod_to_node_sees_the_pod_address() {
 
 #[test]
 fn the_pods_gateway_is_answered_by_the_switch_with_the_bridge_endpoints_mac() {
-    let mut t = t();
+    let t = t();
     let a = t.a;
     let Who::Pod(_, ep) = a else { unreachable!() };
     let pod_mac = t.c.stack(a).unwrap().interfaces[0].mac;
-    let node = &mut t.c.nodes[0];
-    let cbr0_ep = node
-        .compiler
+    let std::net::IpAddr::V4(pod_ip) = t.ip(a) else {
+        panic!("IPv4 pods")
+    };
+    let node = &t.c.nodes[0];
+    let mut compiler = node.compiler();
+    let cbr0_ep = compiler
         .host_interfaces()
         .into_iter()
         .find(|i| i.name == "cbr0_ep")
         .expect("flannel's bridge endpoint is a host vNIC");
-    let port = node.compiler.endpoint_port(ep).unwrap();
-    let ask = hns::sim::packet::arp_request(
-        pod_mac,
-        "10.244.1.3".parse().unwrap(),
-        "10.244.1.2".parse().unwrap(),
-    );
-    let tr = node
-        .compiler
-        .switch_mut()
-        .trace(port, &ask, vfp::Timestamp(0));
+    let port = compiler.endpoint_port(ep).unwrap();
+    let ask = vfp::packet::arp_request(pod_mac, pod_ip, "10.244.1.2".parse().unwrap());
+    let tr = compiler.switch_mut().trace(port, &ask, vfp::Timestamp(0));
     assert_eq!(tr.disposition, vfp::Disposition::Reply(port), "{tr}");
     let answer = tr.frame.unwrap();
     // ARP reply: sender MAC (bytes 22..28) is cbr0_ep's, sender address .2.

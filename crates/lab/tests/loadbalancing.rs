@@ -8,14 +8,14 @@ use std::collections::BTreeSet;
 use hcn::loadbalancer::PortMappingFlags;
 use hcn::{LoadBalancer, LoadBalancerFlags, LoadBalancerPortMapping};
 use hns::Profile;
-use hns::sim::cluster::addr;
-use hns::sim::{Cluster, PodOptions, Service, Who};
 use hns::state::Object;
+use lab::sim::cluster::addr;
+use lab::{Cluster, PodOptions, Service, Who};
 use topology::*;
 
 /// Four backends (two per node) behind 10.96.0.40:80 and a client pod on node1.
 fn four(backend: Backend, affinity: bool) -> (Cluster, Who, Vec<Who>) {
-    let mut c = Cluster::new(2, Profile::Ws2022);
+    let mut c = Cluster::new(2, Profile::Ws2022).unwrap();
     match backend {
         Backend::HostGw => c.flannel_host_gw().unwrap(),
         Backend::Vxlan => c.flannel_vxlan().unwrap(),
@@ -27,7 +27,7 @@ fn four(backend: Backend, affinity: bool) -> (Cluster, Who, Vec<Who>) {
                 .unwrap()
         })
         .collect();
-    let mut svc = Service::tcp("default/web", "10.96.0.40", 80, 8080, backends.clone());
+    let mut svc = Service::tcp("default/web", ip("10.96.0.40"), 80, 8080, backends.clone());
     svc.client_ip_affinity = affinity;
     svc.node_port = Some(30040);
     c.add_service(&svc).unwrap();
@@ -82,10 +82,10 @@ fn dsr_backends_see_the_client_and_replies_come_from_the_vip() {
     for backend in [Backend::HostGw, Backend::Vxlan] {
         let mut t = topo(backend, Profile::Ws2022);
         let (a, b, d) = (t.a, t.b, t.d);
-        let mut svc = Service::tcp("default/dsr", "10.96.0.60", 80, 8080, vec![b]);
+        let mut svc = Service::tcp("default/dsr", ip("10.96.0.60"), 80, 8080, vec![b]);
         svc.dsr = true;
         t.c.add_service(&svc).unwrap();
-        let mut remote = Service::tcp("default/dsr-remote", "10.96.0.61", 80, 8080, vec![d]);
+        let mut remote = Service::tcp("default/dsr-remote", ip("10.96.0.61"), 80, 8080, vec![d]);
         remote.dsr = true;
         t.c.add_service(&remote).unwrap();
         for (vip, backend_pod) in [("10.96.0.60", b), ("10.96.0.61", d)] {
@@ -117,7 +117,7 @@ fn without_dsr_the_backend_sees_the_source_vip() {
 #[test]
 fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
     for backend in [Backend::HostGw, Backend::Vxlan] {
-        let mut c = Cluster::new(1, Profile::Ws2022);
+        let mut c = Cluster::new(1, Profile::Ws2022).unwrap();
         match backend {
             Backend::HostGw => c.flannel_host_gw().unwrap(),
             Backend::Vxlan => c.flannel_vxlan().unwrap(),
@@ -133,8 +133,11 @@ fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
                 },
             )
             .unwrap();
-        for (who, vip) in [(plain, "10.96.0.70"), (looped, "10.96.0.71")] {
-            let mut svc = Service::tcp("default/self", vip, 80, 8080, vec![who]);
+        for (who, name, vip) in [
+            (plain, "default/self-plain", "10.96.0.70"),
+            (looped, "default/self-looped", "10.96.0.71"),
+        ] {
+            let mut svc = Service::tcp(name, ip(vip), 80, 8080, vec![who]);
             svc.dsr = true;
             c.add_service(&svc).unwrap();
         }
@@ -243,7 +246,7 @@ fn local_routed_vip_is_reached_from_the_host_even_where_service_vips_are_not() {
 #[test]
 fn a_udp_service_carries_payloads_to_a_responder_and_its_reply_back() {
     for backend in [Backend::HostGw, Backend::Vxlan] {
-        let mut c = Cluster::new(2, Profile::Ws2022);
+        let mut c = Cluster::new(2, Profile::Ws2022).unwrap();
         match backend {
             Backend::HostGw => c.flannel_host_gw().unwrap(),
             Backend::Vxlan => c.flannel_vxlan().unwrap(),
@@ -257,7 +260,7 @@ fn a_udp_service_carries_payloads_to_a_responder_and_its_reply_back() {
             .collect();
         for (i, s) in servers.iter().enumerate() {
             let tag = format!("from dns-{i}: ").into_bytes();
-            let responder: hns::sim::UdpResponder = std::sync::Arc::new(move |q: &[u8]| {
+            let responder: lab::UdpResponder = std::sync::Arc::new(move |q: &[u8]| {
                 (q != b"silent").then(|| [tag.as_slice(), q].concat())
             });
             c.stack_mut(*s)
@@ -267,7 +270,7 @@ fn a_udp_service_carries_payloads_to_a_responder_and_its_reply_back() {
         }
         let svc = Service::udp(
             "kube-system/kube-dns",
-            "10.96.0.10",
+            ip("10.96.0.10"),
             53,
             53,
             servers.clone(),

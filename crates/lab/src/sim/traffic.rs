@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use vfp::wire::TcpFlags;
 
 use super::cluster::{Cluster, DropRecord, Who};
-use super::packet::{L4, Packet};
+use vfp::packet::{L4, Packet};
 
 /// What became of one request and its reply.
 #[derive(Clone, Debug)]

@@ -12,10 +12,10 @@ use hcn::{
     Endpoint, IpConfig, Ipam, LoadBalancer, LoadBalancerPortMapping, MacAddress, Network,
     NetworkPolicy, NetworkType, Route, Subnet, SubnetPolicy,
 };
-use hns::sim::cluster::addr;
-use hns::sim::{Cluster, Exchange, PodOptions, Service, Who};
 use hns::state::Object;
 use hns::{Limitation, Profile};
+use lab::sim::cluster::addr;
+use lab::{Cluster, Exchange, PodOptions, Service, Who};
 use topology::*;
 
 /// The exchange failed because of `l`, and the switch's trace says so in words.
@@ -33,7 +33,7 @@ fn refused(ex: &Exchange, l: Limitation, profile: Profile) {
 #[test]
 fn backend_limit_64_on_ws2022_none_unrestricted() {
     for profile in [Profile::Ws2022, Profile::Unrestricted] {
-        let mut c = Cluster::new(1, profile);
+        let mut c = Cluster::new(1, profile).unwrap();
         c.flannel_host_gw().unwrap();
         let pods: Vec<Who> = (0..65)
             .map(|i| {
@@ -44,18 +44,17 @@ fn backend_limit_64_on_ws2022_none_unrestricted() {
         let client = pods[0];
         let r = c.add_service(&Service::tcp(
             "default/big",
-            "10.96.0.50",
+            ip("10.96.0.50"),
             80,
             8080,
             pods.clone(),
         ));
         if profile == Profile::Ws2022 {
-            let e = r.unwrap_err();
-            assert_eq!(e.code, hcn::HResult::E_INVALIDARG);
-            assert!(
-                e.to_string().contains("invalid number of destinations"),
-                "{e}"
-            );
+            // kube-proxy met HNS's refusal (E_INVALIDARG) and reports it for the Service.
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("kube-proxy"), "{e}");
+            assert!(e.contains("invalid number of destinations"), "{e}");
+            assert!(e.contains(&hcn::HResult::E_INVALIDARG.to_string()), "{e}");
             continue;
         }
         r.unwrap();
@@ -131,7 +130,7 @@ fn cluster_ip_from_the_node_fails_on_ws2019_works_on_ws2022_and_unrestricted() {
 /// An IPv6 Overlay network on each node (fd00:244:<n>::/64, VSID 4200) with two pods each
 /// side of a RemoteSubnetRoute.
 fn v6_overlay(profile: Profile) -> (Cluster, Who, Who, Who) {
-    let mut c = Cluster::new(2, profile);
+    let mut c = Cluster::new(2, profile).unwrap();
     let prefix = |n: usize| -> ipnet::IpNet { format!("fd00:244:{}::/64", n + 1).parse().unwrap() };
     let host =
         |n: usize, h: u16| -> IpAddr { format!("fd00:244:{}::{h:x}", n + 1).parse().unwrap() };
@@ -254,7 +253,7 @@ fn external_traffic_policy_local_keeps_the_client_only_with_dsr_on_ws2022() {
     let ex = t.c.tcp_syn(Who::External, addr::node(0), 30090);
     // Windows translates the source without DSR: the client's address is lost.
     delivered(&ex, b, addr::node(0), t.ip(b), 8080);
-    let notices = t.c.nodes[0].compiler.notices();
+    let notices = t.c.nodes[0].compiler().notices();
     assert!(
         notices
             .iter()
@@ -262,7 +261,7 @@ fn external_traffic_policy_local_keeps_the_client_only_with_dsr_on_ws2022() {
         "{notices:?}"
     );
     // With DSR (what kube-proxy does for ExternalTrafficPolicy Local) the client is kept.
-    let mut svc = Service::tcp("default/local-dsr", "10.96.0.30", 80, 8080, vec![b]);
+    let mut svc = Service::tcp("default/local-dsr", ip("10.96.0.30"), 80, 8080, vec![b]);
     svc.node_port = Some(30091);
     svc.external_local = true;
     t.c.add_service(&svc).unwrap();

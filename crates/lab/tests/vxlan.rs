@@ -10,10 +10,11 @@ use hcn::{
     Route, Subnet, SubnetPolicy,
 };
 use hns::Profile;
-use hns::sim::cluster::addr;
-use hns::sim::flannel::{self, pod_subnet};
-use hns::sim::{Cluster, Who};
 use hns::state::Object;
+use ipnet::IpNet;
+use lab::sim::agents::flannel::nth;
+use lab::sim::cluster::addr;
+use lab::{Cluster, Who};
 use topology::*;
 
 #[test]
@@ -24,6 +25,8 @@ fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac(
     let ex = t.c.udp(a, t.ip(d), 53);
     assert!(ex.ok(), "{ex}");
     let a_mac = t.c.stack(a).unwrap().interfaces[0].mac;
+    // node2's DR MAC: what its hnsd reported and flanneld leased as its VtepMAC.
+    let dr2 = t.c.dr_mac(1).expect("node2's DR MAC");
     let node1 = t.c.nodes[0].attachment;
     let f =
         t.c.fabric
@@ -55,11 +58,11 @@ fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac(
     assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096);
     assert_eq!(f[49], 0);
     // Inner Ethernet: to node2's DR MAC (its RemoteSubnetRoute), from the pod's own MAC.
-    assert_eq!(f[50..56], flannel::dr_mac(1).0);
+    assert_eq!(f[50..56], dr2.0);
     assert_eq!(f[56..62], a_mac.0);
     // Inner IPv4: pod to pod, untranslated.
-    assert_eq!(f[76..80], [10, 244, 1, 3]);
-    assert_eq!(f[80..84], [10, 244, 2, 3]);
+    assert_eq!(f[76..80], v4(t.ip(a)));
+    assert_eq!(f[80..84], v4(t.ip(d)));
     // And the reply comes back the same way, from node2's PA to node1's, out of node2's
     // distributed router (the connection's reverse: addressed to the pod that asked).
     let node2 = t.c.nodes[1].attachment;
@@ -74,12 +77,20 @@ fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac(
     assert_eq!(back[26..30], [192, 168, 1, 12]);
     assert_eq!(back[30..34], [192, 168, 1, 11]);
     assert_eq!(u32::from_be_bytes([0, back[46], back[47], back[48]]), 4096);
-    assert_eq!(back[56..62], flannel::dr_mac(1).0);
+    assert_eq!(back[56..62], dr2.0);
     assert_eq!(back[50..56], a_mac.0);
 }
 
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
+fn v4(ip: IpAddr) -> [u8; 4] {
+    let IpAddr::V4(v4) = ip else {
+        panic!("{ip} is not IPv4")
+    };
+    v4.octets()
+}
+
+/// Node `i`'s pod subnet, as flanneld leased it.
+fn pod_subnet(c: &Cluster, i: usize) -> IpNet {
+    c.nodes[i].network.as_ref().expect("flannel ran").subnet
 }
 
 /// A second Overlay network "blue" with VSID 5000 and the same subnets as flannel's.
@@ -87,18 +98,19 @@ fn blue(c: &mut Cluster) -> Vec<hcn::Guid> {
     let mut ids = Vec::new();
     for i in 0..2 {
         let other = 1 - i;
+        let (subnet, other_subnet) = (pod_subnet(c, i), pod_subnet(c, other));
         let net = Network {
             name: "blue".into(),
             network_type: NetworkType::Overlay,
             ipams: vec![Ipam {
                 ipam_type: None,
                 subnets: vec![Subnet {
-                    ip_address_prefix: Some(pod_subnet(i)),
+                    ip_address_prefix: Some(subnet),
                     policies: vec![SubnetPolicy::Vsid(IsolationIdSetting {
                         isolation_id: 5000,
                     })],
                     routes: vec![Route {
-                        next_hop: Some(flannel::nth(pod_subnet(i), 1)),
+                        next_hop: Some(nth(subnet, 1)),
                         destination_prefix: "0.0.0.0/0".parse().ok(),
                         metric: 0,
                     }],
@@ -107,7 +119,7 @@ fn blue(c: &mut Cluster) -> Vec<hcn::Guid> {
             }],
             policies: vec![NetworkPolicy::RemoteSubnetRoute(
                 RemoteSubnetRoutePolicySetting {
-                    destination_prefix: pod_subnet(other),
+                    destination_prefix: other_subnet,
                     isolation_id: 5000,
                     provider_address: addr::node(other),
                     distributed_router_mac_address: MacAddress([
@@ -128,8 +140,8 @@ fn blue(c: &mut Cluster) -> Vec<hcn::Guid> {
 }
 
 fn blue_pod(c: &mut Cluster, node: usize, net: hcn::Guid, host: u8) -> Who {
-    let subnet = pod_subnet(node);
-    let ipv = flannel::nth(subnet, host);
+    let subnet = pod_subnet(c, node);
+    let ipv = nth(subnet, host);
     let IpAddr::V4(v4) = ipv else { unreachable!() };
     let o = v4.octets();
     let ep = Endpoint {
@@ -153,7 +165,7 @@ fn blue_pod(c: &mut Cluster, node: usize, net: hcn::Guid, host: u8) -> Who {
         &format!("blue-{node}-{host}"),
         ep,
         subnet,
-        flannel::nth(subnet, 1),
+        nth(subnet, 1),
         vec![],
     )
     .unwrap()
@@ -164,17 +176,22 @@ fn two_overlay_networks_with_the_same_subnet_and_different_vsids_never_see_each_
     let mut t = topo(Backend::Vxlan, Profile::Ws2022);
     let ids = blue(&mut t.c);
     // Same addresses and MACs as red's a, b (node1) and d (node2).
-    let ba = blue_pod(&mut t.c, 0, ids[0], 3);
-    let bb = blue_pod(&mut t.c, 0, ids[0], 4);
-    let bd = blue_pod(&mut t.c, 1, ids[1], 3);
+    // The pods' host numbers as host-local gave red's a, b (node1) and d (node2).
+    let host = |w: Who| v4(t.ip(w))[3];
+    let (ha, hb, hd) = (host(t.a), host(t.b), host(t.d));
+    let ba = blue_pod(&mut t.c, 0, ids[0], ha);
+    let bb = blue_pod(&mut t.c, 0, ids[0], hb);
+    let bd = blue_pod(&mut t.c, 1, ids[1], hd);
     assert_eq!(t.ip(ba), t.ip(t.a));
+    assert_eq!(t.ip(bb), t.ip(t.b));
     assert_eq!(t.ip(bd), t.ip(t.d));
     let (a, b, d) = (t.a, t.b, t.d);
+    let (ia, ib, id) = (t.ip(a), t.ip(b), t.ip(d));
     // Across nodes: each network's packets reach its own pod only, in its own VNI.
     for (from, to, vni) in [(a, d, 4096u32), (ba, bd, 5000)] {
         t.c.fabric.captured.clear();
-        let ex = t.c.tcp_syn(from, ip("10.244.2.3"), 8080);
-        delivered(&ex, to, ip("10.244.1.3"), ip("10.244.2.3"), 8080);
+        let ex = t.c.tcp_syn(from, id, 8080);
+        delivered(&ex, to, ia, id, 8080);
         for f in
             t.c.fabric
                 .captured
@@ -189,8 +206,8 @@ fn two_overlay_networks_with_the_same_subnet_and_different_vsids_never_see_each_
     }
     // On the same node: same.
     for (from, to) in [(a, b), (ba, bb)] {
-        let ex = t.c.tcp_syn(from, ip("10.244.1.4"), 8080);
-        delivered(&ex, to, ip("10.244.1.3"), ip("10.244.1.4"), 8080);
+        let ex = t.c.tcp_syn(from, ib, 8080);
+        delivered(&ex, to, ia, ib, 8080);
     }
     // Nothing of one network reached the other's pods.
     for (w, other) in [(bd, d), (bb, b)] {

@@ -1,0 +1,10 @@
+//! The local cluster's laboratory: the in-memory cluster ([`sim`]) that runs the real node
+//! components — an hnsd per node (in process), the Windows CNI plugins, kube-proxy's winkernel
+//! proxier, flanneld's Windows backend — over simulated wires instead of devices.
+
+pub mod sim;
+
+pub use sim::{
+    Cluster, DropRecord, Exchange, PodOptions, Service, UdpResponder, UdpResponders, Who,
+};
+pub use vfp::packet::{L4, Packet};

@@ -1,0 +1,290 @@
+//! Pods, made as a runtime makes them on a Windows node: the real CNI plugin of the node's
+//! network (win-bridge on flannel's L2Bridge `cbr0`, win-overlay on its Overlay network) run
+//! on the node's in-process hnsd with the config a cluster gives it, its IPAM the
+//! distribution's `host-local` on the node's flannel subnet; then the pod's own IP stack on the
+//! endpoint the plugin made, with the address and gateway of the plugin's result.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use hcn::error::{HResult, HnsError};
+use hcn::{Endpoint, EndpointPolicy, Namespace, NamespaceType, NetworkType};
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+use super::super::cluster::{Cluster, Who, addr};
+use super::super::stack::{Interface, Stack, StackRoute};
+use super::flannel::{CLUSTER_CIDR, SERVICE_CIDR, nth};
+use hns::state::Object;
+
+/// Where Debian's CNI plugins are (`host-local` is the pods' IPAM).
+pub const DEBIAN_CNI: &str = "/usr/lib/cni";
+/// The first host number host-local hands pods (below it: the gateway, flannel's bridge
+/// endpoint at .2 on host-gw, kube-proxy's source VIP on overlay).
+pub const FIRST_POD: u8 = 10;
+
+/// How to make a pod: the knobs of its CNI config.
+#[derive(Clone, Debug, Default)]
+pub struct PodOptions {
+    /// win-bridge / win-overlay `loopbackDSR`: OutBoundNAT `Destinations` = the pod's address.
+    pub loopback_dsr: bool,
+    /// More endpoint policies in the config's `policies` (ACLs, port mappings, ...).
+    pub policies: Vec<EndpointPolicy>,
+    /// Leave out the config's OutBoundNAT policy.
+    pub no_outbound_nat: bool,
+    /// Addresses the pod accepts as its own besides its endpoint's (a DSR VIP).
+    pub extra_addresses: Vec<IpAddr>,
+    /// The config's `dns` block (the endpoint's Dns, as the plugin reads it).
+    pub dns: hcn::Dns,
+}
+
+/// TCP ports every pod answers on.
+pub const POD_TCP: [u16; 2] = [80, 8080];
+/// UDP ports every pod echoes on.
+pub const POD_UDP: [u16; 2] = [53, 5353];
+
+/// The CNI config of a Windows node's pod network, as the cluster writes it: win-bridge on
+/// L2Bridge (OutBoundNAT with the cluster, Service and node subnets as exceptions, `SDNRoute`s
+/// with `NeedEncap` for the Service CIDR and the node's address), win-overlay on Overlay
+/// (OutBoundNAT, the Service CIDR's `SDNRoute`, the node's `ProviderAddress`); host-local on
+/// the node's subnet from [`FIRST_POD`].
+pub fn cni_config(
+    network: &super::flannel::PodNetwork,
+    node_ip: IpAddr,
+    ipam_dir: &Path,
+    opts: &PodOptions,
+) -> Result<Value, HnsError> {
+    let overlay = network.network_type == NetworkType::Overlay;
+    let policy = |v: Value| json!({"name": "EndpointPolicy", "value": v});
+    let mut policies = Vec::new();
+    if !opts.no_outbound_nat {
+        let mut exceptions = vec![CLUSTER_CIDR.to_string(), SERVICE_CIDR.to_string()];
+        if !overlay {
+            exceptions.push(addr::UNDERLAY.to_string());
+        }
+        policies.push(policy(
+            json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": exceptions}}),
+        ));
+    }
+    policies.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}})));
+    if overlay {
+        policies.push(policy(json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": node_ip.to_string()}})));
+    } else {
+        policies.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{node_ip}/32"), "NeedEncap": true}})));
+    }
+    for p in &opts.policies {
+        let v = serde_json::to_value(p).map_err(|e| bad(format!("policy {p:?}: {e}")))?;
+        policies.push(policy(v));
+    }
+    let mut conf = json!({
+        "cniVersion": "1.0.0",
+        "name": network.name,
+        "type": if overlay { "win-overlay" } else { "win-bridge" },
+        "apiVersion": 2,
+        "policies": policies,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": network.subnet.to_string(), "rangeStart": nth(network.subnet, FIRST_POD).to_string()}]],
+            "dataDir": ipam_dir.to_string_lossy(),
+        },
+    });
+    if !overlay {
+        conf["ipMasqNetwork"] = json!(CLUSTER_CIDR);
+    }
+    if opts.loopback_dsr {
+        conf["loopbackDSR"] = json!(true);
+    }
+    if opts.dns != hcn::Dns::default() {
+        conf["dns"] = json!({
+            "nameservers": opts.dns.server_list,
+            "search": opts.dns.search,
+            "domain": opts.dns.domain,
+            "options": opts.dns.options,
+        });
+    }
+    Ok(conf)
+}
+
+impl Cluster {
+    /// A pod on node `node`, added by the CNI plugin of the node's network.
+    pub fn add_pod(&mut self, node: usize, name: &str, opts: PodOptions) -> Result<Who, HnsError> {
+        let Some(n) = self.nodes.get(node) else {
+            return Err(bad(format!("no node {node}")));
+        };
+        let Some(net) = n.network.clone() else {
+            return Err(bad(format!(
+                "{}: no pod network yet (run flannel first)",
+                n.name
+            )));
+        };
+        let ipam_dir = self.work_dir().join(format!("{}-ipam", n.name));
+        let state_dir = self.work_dir().join(format!("{}-cni", n.name));
+        let conf = cni_config(&net, addr::node(node), &ipam_dir, &opts)?;
+        let plugin = match net.network_type {
+            NetworkType::Overlay => "win-overlay",
+            _ => "win-bridge",
+        };
+        let plugin =
+            cni::plugins::by_name(plugin).ok_or_else(|| bad(format!("no CNI plugin {plugin}")))?;
+        // As containerd does on Windows: the pod's network compartment (an HNS namespace) is
+        // made first, and the plugin is given its ID.
+        let container = name.to_string();
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Err(bad(format!("no node {node}")));
+        };
+        let sandbox = n.create(Object::Namespace(Namespace {
+            namespace_type: Some(NamespaceType::Guest),
+            ..Namespace::default()
+        }))?;
+        let env = cni::Env::from_pairs([
+            ("CNI_COMMAND", "ADD".to_string()),
+            ("CNI_CONTAINERID", container),
+            ("CNI_NETNS", sandbox.to_string()),
+            ("CNI_IFNAME", "eth0".to_string()),
+            ("CNI_PATH", DEBIAN_CNI.to_string()),
+            (
+                "WINNET_CNI_STATE_DIR",
+                state_dir.to_string_lossy().into_owned(),
+            ),
+        ]);
+        let out = cni::run_with_hns(
+            plugin.as_ref(),
+            &env,
+            conf.to_string().as_bytes(),
+            n.hns.clone(),
+        );
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if out.exit_code != 0 {
+            return Err(bad(format!(
+                "{}: {plugin} ADD of {name} failed: {}",
+                n.name,
+                answer["msg"].as_str().unwrap_or("no error message"),
+                plugin = plugin.name()
+            )));
+        }
+        let ip = answer["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.parse::<IpNet>().ok())
+            .ok_or_else(|| bad(format!("the CNI result of {name} has no address: {answer}")))?;
+        let gateway = answer["ips"][0]["gateway"]
+            .as_str()
+            .and_then(|g| g.parse::<IpAddr>().ok())
+            .ok_or_else(|| bad(format!("the CNI result of {name} has no gateway: {answer}")))?;
+        let endpoint = n
+            .read(|s| {
+                s.endpoints()
+                    .find(|e| e.ips().any(|a| a == ip.addr()))
+                    .cloned()
+            })
+            .ok_or_else(|| bad(format!("no HNS endpoint has {name}'s address {ip}")))?;
+        self.attach_pod_stack(
+            node,
+            name,
+            &endpoint,
+            ip.prefix_len(),
+            gateway,
+            opts.extra_addresses,
+        )
+    }
+
+    /// A pod on node `node` with an endpoint made by the caller (not by a CNI plugin): the
+    /// endpoint is created, put in a new namespace, and the pod's stack set up with `gateway`
+    /// as its default route.
+    pub fn add_pod_endpoint(
+        &mut self,
+        node: usize,
+        name: &str,
+        ep: Endpoint,
+        subnet: IpNet,
+        gateway: IpAddr,
+        extra_addresses: Vec<IpAddr>,
+    ) -> Result<Who, HnsError> {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Err(bad(format!("no node {node}")));
+        };
+        let id = n.create(Object::Endpoint(ep))?;
+        let ns = n.create(Object::Namespace(Namespace {
+            namespace_type: Some(NamespaceType::Guest),
+            ..Namespace::default()
+        }))?;
+        let req: hcn::ModifyRequest = hcn::decode_value(json!({
+            "ResourceType": "Endpoint", "RequestType": "Add",
+            "Settings": {"EndpointId": id.to_string()}
+        }))
+        .map_err(|e| HnsError::new(e.code, format!("namespace request: {}", e.message)))?;
+        n.hns(hns::state::WriteOp::Modify(hcn::Kind::Namespace, ns, req))?;
+        let created = n
+            .read(|s| s.endpoint(id).cloned())
+            .ok_or_else(|| bad(format!("endpoint {id} vanished")))?;
+        self.attach_pod_stack(
+            node,
+            name,
+            &created,
+            subnet.prefix_len(),
+            gateway,
+            extra_addresses,
+        )
+    }
+
+    /// The pod's IP stack on `endpoint`'s port: its addresses, a default route via `gateway`,
+    /// the pod listeners.
+    fn attach_pod_stack(
+        &mut self,
+        node: usize,
+        name: &str,
+        endpoint: &Endpoint,
+        prefix_len: u8,
+        gateway: IpAddr,
+        extra_addresses: Vec<IpAddr>,
+    ) -> Result<Who, HnsError> {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Err(bad(format!("no node {node}")));
+        };
+        let mac = endpoint
+            .mac_address
+            .map(|m| vfp::wire::MacAddr(m.0))
+            .unwrap_or_default();
+        let addresses: Vec<IpNet> = endpoint
+            .ips()
+            .filter_map(|ip| IpNet::new(ip, prefix_len).ok())
+            .collect();
+        let mut s = Stack::new(name);
+        s.interfaces.push(Interface {
+            name: "eth0".into(),
+            mac,
+            addresses,
+        });
+        let any = if gateway.is_ipv4() {
+            IpNet::V4(Default::default())
+        } else {
+            IpNet::V6(Default::default())
+        };
+        s.routes.push(StackRoute {
+            destination: any,
+            via: Some(gateway),
+            dev: None,
+        });
+        s.tcp_listen.extend(POD_TCP);
+        s.udp_listen.extend(POD_UDP);
+        s.extra_addresses = extra_addresses;
+        n.pods.insert(endpoint.id, s);
+        n.sync_host();
+        Ok(Who::Pod(node, endpoint.id))
+    }
+
+    /// The address of a pod (its endpoint's first).
+    pub fn ip_of(&self, who: Who) -> Option<IpAddr> {
+        match who {
+            Who::Pod(n, ep) => self
+                .nodes
+                .get(n)?
+                .read(|s| s.endpoint(ep).and_then(|e| e.ips().next())),
+            Who::Node(n) => Some(addr::node(n)),
+            Who::External => addr::ROUTER.parse().ok(),
+        }
+    }
+}
+
+fn bad(msg: String) -> HnsError {
+    HnsError::new(HResult::E_INVALIDARG, msg)
+}

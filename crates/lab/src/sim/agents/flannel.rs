@@ -1,0 +1,156 @@
+//! flanneld on every node: the real Windows backend (`flannel::windows::WindowsBackend`) on the
+//! node's in-process hnsd and simulated IP stack. host-gw makes `cbr0` with `cbr0_ep` at .2
+//! and routes every other node's subnet via its address; vxlan makes `flannel.4096` with the
+//! VSID and `HostRoute`, leases hnsd's DR MAC and adds a `RemoteSubnetRoute` per other node.
+//! The leases come from flannel's own allocator as nodes started one by one get them from
+//! etcd; each backend then learns the others' leases as its watch would deliver them.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use flannel::config::{BackendType, NetConf};
+use flannel::lease::{Lease, LeaseAttrs};
+use flannel::windows::WindowsBackend;
+use hcn::error::{HResult, HnsError};
+use hcn::{Guid, NetworkType};
+use ipnet::{IpNet, Ipv4Net};
+
+use super::super::cluster::{Cluster, addr};
+use super::super::node::block_on;
+
+/// The cluster's pod CIDR.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// The Service CIDR.
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// flannel's VXLAN VNI on Windows.
+pub const VNI: u32 = 4096;
+/// The NIC flanneld is told to use (`--iface`), the one hnsd's external switch binds.
+pub const NIC: &str = "Ethernet";
+
+/// The pod network flanneld made on a node, as its CNI plugin and kube-proxy need it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodNetwork {
+    /// The HNS network.
+    pub id: Guid,
+    /// Its name (`cbr0`, `flannel.4096`): the CNI config's `name`, kube-proxy's
+    /// `--network-name`.
+    pub name: String,
+    pub network_type: NetworkType,
+    pub subnet: IpNet,
+}
+
+/// Host number `n` of `subnet`.
+pub fn nth(subnet: IpNet, n: u8) -> IpAddr {
+    match subnet.network() {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + u32::from(n))),
+        IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + u128::from(n))),
+    }
+}
+
+/// flannel's net-conf.json for `backend`, as the cluster writes it to etcd.
+pub fn net_conf(backend: BackendType) -> Result<NetConf, HnsError> {
+    let text = match backend {
+        BackendType::HostGw => {
+            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
+        }
+        BackendType::Vxlan => {
+            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI}}}}}"#)
+        }
+    };
+    NetConf::parse(&text).map_err(|e| fail(e.to_string()))
+}
+
+impl Cluster {
+    /// flanneld host-gw on every node.
+    pub fn flannel_host_gw(&mut self) -> Result<(), HnsError> {
+        self.flannel(BackendType::HostGw)
+    }
+
+    /// flanneld vxlan on every node.
+    pub fn flannel_vxlan(&mut self) -> Result<(), HnsError> {
+        self.flannel(BackendType::Vxlan)
+    }
+
+    fn flannel(&mut self, backend: BackendType) -> Result<(), HnsError> {
+        let conf = net_conf(backend)?;
+        let mut leases: Vec<Lease> = Vec::new();
+        let mut backends = Vec::new();
+        for i in 0..self.nodes.len() {
+            let taken: Vec<Ipv4Net> = leases.iter().map(|l| l.subnet).collect();
+            let subnet = flannel::etcd::pick_subnet(&conf, &taken, None, 0)
+                .ok_or_else(|| fail(format!("no free subnet left in {CLUSTER_CIDR}")))?;
+            let IpAddr::V4(public_ip) = addr::node(i) else {
+                return Err(fail("the underlay is IPv4".into()));
+            };
+            let node = &mut self.nodes[i];
+            let mut b = WindowsBackend::on_stack(
+                node.hns.clone(),
+                node.node_stack(),
+                conf.clone(),
+                flannel::Node {
+                    iface: NIC.into(),
+                    public_ip,
+                    mtu: 1500,
+                },
+            );
+            let mut lease = Lease {
+                subnet,
+                attrs: LeaseAttrs {
+                    public_ip,
+                    backend_type: backend,
+                    vxlan: b.initial_data(),
+                },
+            };
+            let data =
+                block_on(b.setup(&lease))?.map_err(|e| fail(format!("{}: {e}", node.name)))?;
+            lease.attrs.vxlan = data.or(lease.attrs.vxlan);
+            node.sync_host();
+            leases.push(lease);
+            backends.push(b);
+        }
+        for (i, mut b) in backends.into_iter().enumerate() {
+            let remote: Vec<Lease> = leases
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, l)| *l)
+                .collect();
+            let node = &mut self.nodes[i];
+            block_on(b.reconcile(&remote))?.map_err(|e| fail(format!("{}: {e}", node.name)))?;
+            node.sync_host();
+            node.network = Some(PodNetwork {
+                id: find_network(node, &b.name)?,
+                name: b.name.clone(),
+                network_type: match backend {
+                    BackendType::HostGw => NetworkType::L2Bridge,
+                    BackendType::Vxlan => NetworkType::Overlay,
+                },
+                subnet: IpNet::V4(leases[i].subnet),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Cluster {
+    /// Node `i`'s distributed-router MAC on its pod network: the one hnsd reported on the
+    /// network and flanneld leased as the node's VtepMAC (vxlan only).
+    pub fn dr_mac(&self, i: usize) -> Option<hcn::MacAddress> {
+        let node = self.nodes.get(i)?;
+        let id = node.network.as_ref()?.id;
+        node.read(|s| {
+            s.network(id)?.policies.iter().find_map(|p| match p {
+                hcn::NetworkPolicy::DrMacAddress(d) => Some(d.address),
+                _ => None,
+            })
+        })
+    }
+}
+
+fn find_network(node: &super::super::node::Node, name: &str) -> Result<Guid, HnsError> {
+    node.read(|s| s.networks().find(|n| n.name == name).map(|n| n.id))
+        .ok_or_else(|| fail(format!("{}: flanneld made no network {name}", node.name)))
+}
+
+fn fail(message: String) -> HnsError {
+    HnsError::new(HResult::E_FAIL, message)
+}

@@ -1,0 +1,6 @@
+//! The components that drive each simulated node's hnsd, each the real one: the CNI plugins
+//! ([`cni`]), flanneld's Windows backend ([`flannel`]), kube-proxy ([`proxy`]).
+
+pub mod cni;
+pub mod flannel;
+pub mod proxy;
