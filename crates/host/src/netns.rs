@@ -13,7 +13,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 
 use crate::HostError;
-use crate::link::Netlink;
+use crate::netlink::Netlink;
 
 /// The calling thread's own network namespace.
 const THREAD_NETNS: &str = "/proc/thread-self/ns/net";

@@ -6,7 +6,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use proptest::prelude::*;
 
-use super::*;
+use super::addr::*;
+use super::link::*;
+use super::neigh::*;
+use super::route::*;
+use super::wire::*;
 
 /// The single message in `bytes`, which must frame correctly.
 fn only_message(bytes: &[u8]) -> Message<'_> {
