@@ -4,12 +4,14 @@
 //! addresses, routes, neighbours and the devices made of them are read and changed over
 //! rtnetlink ([`netlink`]). Frames cross TAPs and AF_PACKET sockets with a virtio-net header
 //! ([`offload`]) so that TCP moves in large segments; checksums and segmentation are done in
-//! software where a frame must leave as MTU-sized packets.
+//! software where a frame must leave as MTU-sized packets; a device's own offloads are switched
+//! as `ethtool -K` does ([`ethtool`]).
 //!
 //! Every call acts in the network namespace of the calling thread; [`netns::Netns::run`] runs
 //! a closure on a thread inside another namespace.
 
 pub mod error;
+pub mod ethtool;
 pub mod netlink;
 pub mod netns;
 pub mod offload;

@@ -192,7 +192,8 @@ impl Netns {
         }
     }
 
-    fn open(&self) -> Result<File, HostError> {
+    /// Opens the file that pins the namespace: what `setns` and netlink's `IFLA_NET_NS_FD` take.
+    pub(crate) fn open(&self) -> Result<File, HostError> {
         File::open(&self.path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => HostError::NotFound(format!(
                 "network namespace {} does not exist; create it first (ip netns add)",

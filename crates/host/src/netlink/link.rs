@@ -1,10 +1,13 @@
 //! Links: listing them, looking one up by name or index, and changing what every link has
-//! (up or down, MTU, MAC, GSO size); deleting one. Links of a kind (veth, bridge, VXLAN) are
-//! made in [`super::kind`] and [`super::vxlan`].
+//! (up or down, MTU, MAC, GSO size, its master, its namespace); deleting one. Links of a kind
+//! (veth, bridge, VXLAN) are made in [`super::kind`] and [`super::vxlan`].
+
+use std::os::fd::AsRawFd;
 
 use super::wire::{self, Request, WireError, attrs, c_string, malformed, u32_at, u32_of};
-use super::{MacText, Netlink, socket::Failure};
+use super::{MacText, Netlink, kind, socket::Failure};
 use crate::HostError;
+use crate::netns::Netns;
 
 /// Longest interface name Linux allows (`IFNAMSIZ` - 1).
 const MAX_LINK_NAME: usize = libc::IFNAMSIZ - 1;
@@ -13,6 +16,8 @@ pub(super) const IFF_UP: u32 = libc::IFF_UP as u32;
 pub(crate) const IFLA_ADDRESS: u16 = 1;
 pub(crate) const IFLA_IFNAME: u16 = 3;
 pub(crate) const IFLA_MTU: u16 = 4;
+pub(crate) const IFLA_MASTER: u16 = 10;
+pub(crate) const IFLA_NET_NS_FD: u16 = 28;
 pub(crate) const IFLA_EXT_MASK: u16 = 29;
 pub(crate) const IFLA_GSO_MAX_SIZE: u16 = 41;
 /// `IFLA_EXT_MASK` value: leave the counters out of link dumps.
@@ -33,6 +38,11 @@ pub struct Link {
     pub mtu: u32,
     /// True when the interface is administratively up.
     pub up: bool,
+    /// The index of the link this one is enslaved to (the bridge of a bridge port).
+    pub master: Option<u32>,
+    /// The kind the link was made as (`veth`, `bridge`, `vxlan`, `tun`, ...); `None` for
+    /// physical devices and `lo`.
+    pub kind: Option<String>,
 }
 
 /// Checks that `name` is a name Linux accepts for an interface: 1 to 15 bytes, not `.` or
@@ -148,6 +158,39 @@ impl Netlink {
         }
     }
 
+    /// The interface called `name`; an error naming it when there is none.
+    pub fn existing_link(&mut self, name: &str) -> Result<Link, HostError> {
+        self.link(name)?.ok_or_else(|| {
+            HostError::NotFound(format!(
+                "there is no interface {name} in this network namespace"
+            ))
+        })
+    }
+
+    /// Enslaves interface `index` to `master` (a bridge: the link becomes one of its ports),
+    /// or frees it from its master when `master` is `None`, as `ip link set ... master` and
+    /// `nomaster` do.
+    pub fn set_master(&mut self, index: u32, master: Option<u32>) -> Result<(), HostError> {
+        let req = master_request(index, master);
+        self.change(req, |nl| match master {
+            Some(m) => format!("make {} a port of {}", nl.describe(index), nl.describe(m)),
+            None => format!("free {} from its master", nl.describe(index)),
+        })
+    }
+
+    /// Moves interface `index` into the network namespace `to` (`ip link set ... netns`). It
+    /// keeps its name and leaves this namespace; its addresses and routes are lost, and it
+    /// arrives down.
+    pub fn set_netns(&mut self, index: u32, to: &Netns) -> Result<(), HostError> {
+        let file = to.open()?;
+        let req = self
+            .link_change(index)
+            .attr_u32(IFLA_NET_NS_FD, file.as_raw_fd() as u32);
+        self.change(req, |nl| {
+            format!("move {} to network namespace {to}", nl.describe(index))
+        })
+    }
+
     fn link_change(&self, index: u32) -> Request {
         Request::new(wire::RTM_NEWLINK, wire::NLM_F_ACK, &ifinfomsg(index, 0, 0))
     }
@@ -179,6 +222,12 @@ pub(crate) fn link_mac_attr(req: Request, mac: [u8; 6]) -> Request {
     req.attr(IFLA_ADDRESS, &mac)
 }
 
+/// The `RTM_NEWLINK` request that enslaves link `index` to `master` (0: to none).
+pub(super) fn master_request(index: u32, master: Option<u32>) -> Request {
+    Request::new(wire::RTM_NEWLINK, wire::NLM_F_ACK, &ifinfomsg(index, 0, 0))
+        .attr_u32(IFLA_MASTER, master.unwrap_or(0))
+}
+
 /// Reads an `RTM_NEWLINK` payload.
 pub(crate) fn parse_link(payload: &[u8]) -> Result<Link, WireError> {
     let fixed = payload
@@ -186,13 +235,15 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<Link, WireError> {
         .ok_or_else(|| malformed("link message shorter than struct ifinfomsg"))?;
     let index = u32_at(fixed, 4).unwrap_or(0);
     let flags = u32_at(fixed, 8).unwrap_or(0);
-    let (mut name, mut mac, mut mtu) = (None, None, 0);
+    let (mut name, mut mac, mut mtu, mut master, mut link_kind) = (None, None, 0, None, None);
     for a in attrs(&payload[IFINFOMSG_LEN..]) {
-        let (kind, value) = a?;
-        match kind {
+        let (attr, value) = a?;
+        match attr {
             IFLA_IFNAME => name = Some(c_string(value)),
             IFLA_ADDRESS => mac = <[u8; 6]>::try_from(value).ok(),
             IFLA_MTU => mtu = u32_of(value).ok_or_else(|| malformed("IFLA_MTU not 4 bytes"))?,
+            IFLA_MASTER => master = u32_of(value).filter(|&m| m != 0),
+            kind::IFLA_LINKINFO => link_kind = kind::parse_kind(value)?,
             _ => {}
         }
     }
@@ -203,6 +254,8 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<Link, WireError> {
         mac,
         mtu,
         up: flags & IFF_UP != 0,
+        master,
+        kind: link_kind,
     })
 }
 

@@ -1,7 +1,7 @@
 //! rtnetlink, the one way winnet talks to the kernel's network configuration: links, addresses,
-//! routes, neighbours, and the devices flannel and the cluster make (VXLAN and its FDB), read and
-//! changed over a `NETLINK_ROUTE` socket. Everything is synchronous: one request, then its
-//! answer.
+//! routes and policy rules, neighbours, and the devices flannel and the cluster make (veth
+//! pairs, bridges, VXLAN and its FDB), read and changed over a `NETLINK_ROUTE` socket.
+//! Everything is synchronous: one request, then its answer.
 //!
 //! The wire format is written by hand ([`wire`]) rather than taken from a netlink crate: the
 //! reader never panics and skips attributes it does not know, so a newer kernel's replies never
@@ -13,9 +13,11 @@
 //! it afterwards.
 
 mod addr;
+mod kind;
 mod link;
 mod neigh;
 mod route;
+mod rule;
 mod socket;
 mod vxlan;
 mod wire;
@@ -28,10 +30,9 @@ use wire::Request;
 pub use addr::Address;
 pub use link::{Link, check_link_name};
 pub use neigh::Neighbor;
-pub use route::RouteEntry;
+pub use route::{LOCAL_TABLE, MAIN_TABLE, RouteEntry};
+pub use rule::{PortRange, Rule, RuleFamily};
 pub use vxlan::{FdbEntry, VxlanInfo, VxlanSpec};
-
-pub(crate) use route::check_route_families;
 
 /// A `NETLINK_ROUTE` socket, bound to the network namespace of the thread that opened it.
 #[derive(Debug)]

@@ -1,4 +1,5 @@
-//! Routes: listing the main table, adding (replacing) and deleting unicast routes.
+//! Routes: listing a routing table (the main one, or a policy table), adding (replacing) and
+//! deleting unicast routes, with their gateway on-link when asked.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -18,6 +19,10 @@ pub(crate) const RTA_PRIORITY: u16 = 6;
 pub(super) const RTA_MULTIPATH: u16 = 9;
 const RTA_TABLE: u16 = 15;
 pub(super) const RT_TABLE_MAIN: u8 = 254;
+/// `rtm_table` of a route whose table is only in `RTA_TABLE` (above 255).
+const RT_TABLE_UNSPEC: u8 = 0;
+/// `rtm_flags`: the gateway is on the link even though no address says so.
+const RTNH_F_ONLINK: u32 = 4;
 pub(super) const RTN_UNICAST: u8 = 1;
 pub(super) const RTPROT_BOOT: u8 = 3;
 pub(super) const RT_SCOPE_UNIVERSE: u8 = 0;
@@ -30,7 +35,12 @@ pub(super) const RTNH_LEN: usize = 8;
 /// Size of `struct rtmsg`, the fixed header of route messages.
 pub(crate) const RTMSG_LEN: usize = 12;
 
-/// A unicast route of the main routing table.
+/// The main routing table, where routes go unless a policy rule sends a lookup elsewhere.
+pub const MAIN_TABLE: u32 = 254;
+/// The local table: the host's own and broadcast addresses (`ip rule`'s `lookup local`).
+pub const LOCAL_TABLE: u32 = 255;
+
+/// A unicast route of a routing table (the main one unless a method says otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RouteEntry {
     /// The destination prefix (`0.0.0.0/0` or `::/0` for a default route).
@@ -44,39 +54,115 @@ pub struct RouteEntry {
     pub metric: Option<u32>,
 }
 
+/// Where a route request puts its route: the table, and whether the gateway is taken as on
+/// the link even though no address of the link covers it (`onlink`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub table: u32,
+    pub onlink: bool,
+}
+
+impl Placement {
+    /// The main table, the gateway reached through the link's addresses.
+    pub(crate) const MAIN: Placement = Placement {
+        table: MAIN_TABLE,
+        onlink: false,
+    };
+}
+
 impl Netlink {
     /// The unicast routes of the main table, IPv4 and IPv6.
     pub fn routes(&mut self) -> Result<Vec<RouteEntry>, HostError> {
+        self.routes_in(MAIN_TABLE)
+    }
+
+    /// The unicast routes of routing table `table`, IPv4 and IPv6.
+    pub fn routes_in(&mut self, table: u32) -> Result<Vec<RouteEntry>, HostError> {
         let fixed = rtmsg_dump();
         self.sock
             .dump(
                 || Request::new(wire::RTM_GETROUTE, wire::NLM_F_DUMP, &fixed),
                 wire::RTM_NEWROUTE,
-                parse_route,
+                |p| parse_route_in(p, table),
             )
-            .map_err(|f| f.into_host("list routes".into()))
+            .map_err(|f| f.into_host(format!("list routes{}", table_text(table))))
     }
 
     /// Adds `route` to the main table, replacing the route with the same destination and
-    /// metric if there is one.
+    /// metric if there is one (`ip route replace`).
     pub fn add_route(&mut self, route: &RouteEntry) -> Result<(), HostError> {
+        self.put_route(Placement::MAIN, route)
+    }
+
+    /// Adds `route` with its gateway on-link (`ip route replace ... onlink`), replacing the
+    /// route with the same destination and metric.
+    pub fn add_onlink_route(&mut self, route: &RouteEntry) -> Result<(), HostError> {
+        self.put_route(
+            Placement {
+                table: MAIN_TABLE,
+                onlink: true,
+            },
+            route,
+        )
+    }
+
+    /// Adds `route` to routing table `table` (`ip route replace ... table TABLE [onlink]`),
+    /// replacing the route there with the same destination and metric.
+    pub fn add_route_in(
+        &mut self,
+        table: u32,
+        route: &RouteEntry,
+        onlink: bool,
+    ) -> Result<(), HostError> {
+        self.put_route(Placement { table, onlink }, route)
+    }
+
+    fn put_route(&mut self, at: Placement, route: &RouteEntry) -> Result<(), HostError> {
         check_route_families(route)?;
-        let req = route_request(
+        check_table(at.table)?;
+        let req = route_request_in(
             wire::NLM_F_ACK | wire::NLM_F_CREATE | wire::NLM_F_REPLACE,
             route,
             false,
+            at,
         );
-        self.change(req, |nl| format!("add route {}", nl.route_text(route)))
+        self.change(req, |nl| {
+            let onlink = if at.onlink { " onlink" } else { "" };
+            format!(
+                "add route {}{onlink}{}",
+                nl.route_text(route),
+                table_text(at.table)
+            )
+        })
     }
 
     /// Deletes `route` from the main table (the gateway, interface and metric, when given,
     /// narrow which route). Ok if there is no such route.
     pub fn del_route(&mut self, route: &RouteEntry) -> Result<(), HostError> {
+        self.del_route_in(MAIN_TABLE, route)
+    }
+
+    /// Deletes `route` from routing table `table`, as [`Netlink::del_route`] does from the
+    /// main one. Ok if there is no such route.
+    pub fn del_route_in(&mut self, table: u32, route: &RouteEntry) -> Result<(), HostError> {
         check_route_families(route)?;
-        let req = route_request(wire::NLM_F_ACK, route, true);
+        check_table(table)?;
+        let at = Placement {
+            table,
+            onlink: false,
+        };
+        let req = route_request_in(wire::NLM_F_ACK, route, true, at);
         self.change_unless(req, libc::ESRCH, |nl| {
-            format!("delete route {}", nl.route_text(route))
+            format!("delete route {}{}", nl.route_text(route), table_text(table))
         })
+    }
+
+    /// Deletes every unicast route of routing table `table` (`ip route flush table TABLE`).
+    pub fn flush_routes_in(&mut self, table: u32) -> Result<(), HostError> {
+        for r in self.routes_in(table)? {
+            self.del_route_in(table, &r)?;
+        }
+        Ok(())
     }
 
     fn route_text(&mut self, r: &RouteEntry) -> String {
@@ -94,6 +180,27 @@ impl Netlink {
     }
 }
 
+/// " table N" for a table other than the main one, for messages.
+fn table_text(table: u32) -> String {
+    match table {
+        MAIN_TABLE => String::new(),
+        LOCAL_TABLE => " table local".into(),
+        t => format!(" table {t}"),
+    }
+}
+
+/// Table 0 means "unspecified" to the kernel: a route put there lands in the main table.
+fn check_table(table: u32) -> Result<(), HostError> {
+    if table == 0 {
+        return Err(HostError::Invalid(
+            "routing table 0 is not a table (the kernel reads it as \"unspecified\"); \
+             name the main table (254) or a policy table"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A gateway must be of its destination's family (IPv4 over an IPv6 next hop needs RTA_VIA,
 /// which this crate does not speak).
 pub(crate) fn check_route_families(r: &RouteEntry) -> Result<(), HostError> {
@@ -108,6 +215,7 @@ pub(crate) fn check_route_families(r: &RouteEntry) -> Result<(), HostError> {
     }
 }
 
+/// `struct rtmsg` for a route of the main table.
 pub(crate) fn rtmsg(family: u8, dst_len: u8, protocol: u8, scope: u8, kind: u8) -> [u8; RTMSG_LEN] {
     let mut b = [0u8; RTMSG_LEN];
     b[0] = family;
@@ -126,9 +234,17 @@ pub(crate) fn rtmsg_dump() -> [u8; RTMSG_LEN] {
 
 /// An `RTM_NEWROUTE` request (`delete` false) or an `RTM_DELROUTE` one for `r` in the main
 /// table. The gateway, when there is one, must be of the destination's family.
+#[cfg(test)]
 pub(crate) fn route_request(flags: u16, r: &RouteEntry, delete: bool) -> Request {
+    route_request_in(flags, r, delete, Placement::MAIN)
+}
+
+/// As [`route_request`], for the table and on-link flag of `at`. Tables above 255 do not fit
+/// `rtm_table` and go in `RTA_TABLE` only, as iproute2 sends them; other tables than the
+/// main one are named in both.
+pub(crate) fn route_request_in(flags: u16, r: &RouteEntry, delete: bool, at: Placement) -> Request {
     let family = family_of(r.destination.addr());
-    let fixed = if delete {
+    let mut fixed = if delete {
         // As `ip route del`: any protocol and scope, matched on what the attributes name.
         rtmsg(family, r.destination.prefix_len(), 0, RT_SCOPE_NOWHERE, 0)
     } else {
@@ -145,12 +261,19 @@ pub(crate) fn route_request(flags: u16, r: &RouteEntry, delete: bool) -> Request
             RTN_UNICAST,
         )
     };
+    fixed[4] = u8::try_from(at.table).unwrap_or(RT_TABLE_UNSPEC);
+    if at.onlink {
+        fixed[8..12].copy_from_slice(&RTNH_F_ONLINK.to_ne_bytes());
+    }
     let kind = if delete {
         wire::RTM_DELROUTE
     } else {
         wire::RTM_NEWROUTE
     };
     let mut req = Request::new(kind, flags, &fixed);
+    if at.table != MAIN_TABLE {
+        req = req.attr_u32(RTA_TABLE, at.table);
+    }
     if r.destination.prefix_len() > 0 {
         req = req.attr_ip(RTA_DST, r.destination.addr());
     }
@@ -168,7 +291,13 @@ pub(crate) fn route_request(flags: u16, r: &RouteEntry, delete: bool) -> Request
 
 /// Reads an `RTM_NEWROUTE` payload; `None` unless it is an IPv4 or IPv6 unicast route of the
 /// main table (not a cached clone). A multipath route reads as its first next hop.
+#[cfg(test)]
 pub(crate) fn parse_route(payload: &[u8]) -> Result<Option<RouteEntry>, WireError> {
+    parse_route_in(payload, MAIN_TABLE)
+}
+
+/// As [`parse_route`], for routes of table `want`.
+pub(crate) fn parse_route_in(payload: &[u8], want: u32) -> Result<Option<RouteEntry>, WireError> {
     let fixed = payload
         .get(..RTMSG_LEN)
         .ok_or_else(|| malformed("route message shorter than struct rtmsg"))?;
@@ -193,7 +322,7 @@ pub(crate) fn parse_route(payload: &[u8]) -> Result<Option<RouteEntry>, WireErro
             _ => {}
         }
     }
-    if table != u32::from(RT_TABLE_MAIN) || flags & RTM_F_CLONED != 0 {
+    if table != want || flags & RTM_F_CLONED != 0 {
         return Ok(None);
     }
     if let Some((hop_oif, hop_gw)) = first_hop {
@@ -251,5 +380,83 @@ mod tests {
             check_route_families(&r),
             Err(HostError::Invalid(_))
         ));
+    }
+
+    fn default_via(gw: &str, oif: u32) -> RouteEntry {
+        RouteEntry {
+            destination: "0.0.0.0/0".parse().expect("net"),
+            gateway: Some(gw.parse().expect("ip")),
+            oif: Some(oif),
+            metric: None,
+        }
+    }
+
+    #[test]
+    fn a_policy_table_above_255_goes_in_rta_table_and_reads_back_only_from_that_table() {
+        let r = default_via("192.168.77.1", 3);
+        let at = Placement {
+            table: 4242,
+            onlink: false,
+        };
+        let bytes = route_request_in(0, &r, false, at).finish(1);
+        let payload = &bytes[wire::NLMSG_HDRLEN..];
+        assert_eq!(payload[4], RT_TABLE_UNSPEC, "4242 does not fit rtm_table");
+        let table = attrs(&payload[RTMSG_LEN..])
+            .map(|a| a.expect("attribute"))
+            .find(|(k, _)| *k == RTA_TABLE)
+            .and_then(|(_, v)| u32_of(v));
+        assert_eq!(table, Some(4242));
+        assert_eq!(parse_route_in(payload, 4242), Ok(Some(r)));
+        assert_eq!(parse_route(payload), Ok(None), "not a main-table route");
+    }
+
+    #[test]
+    fn a_small_table_is_in_rtm_table_and_rta_table_and_main_in_rtm_table_only() {
+        let r = default_via("10.0.0.1", 2);
+        let bytes = route_request_in(
+            0,
+            &r,
+            false,
+            Placement {
+                table: 100,
+                onlink: false,
+            },
+        )
+        .finish(1);
+        let payload = &bytes[wire::NLMSG_HDRLEN..];
+        assert_eq!(payload[4], 100);
+        assert_eq!(parse_route_in(payload, 100), Ok(Some(r)));
+        let main = route_request(0, &r, false).finish(1);
+        let payload = &main[wire::NLMSG_HDRLEN..];
+        assert_eq!(payload[4], RT_TABLE_MAIN);
+        assert!(
+            attrs(&payload[RTMSG_LEN..]).all(|a| a.expect("attribute").0 != RTA_TABLE),
+            "the main table needs no RTA_TABLE"
+        );
+    }
+
+    #[test]
+    fn onlink_sets_rtnh_f_onlink_in_rtm_flags() {
+        let r = default_via("10.9.9.9", 4);
+        let at = Placement {
+            table: MAIN_TABLE,
+            onlink: true,
+        };
+        for delete in [false, true] {
+            let bytes = route_request_in(0, &r, delete, at).finish(1);
+            let flags = u32_at(&bytes[wire::NLMSG_HDRLEN..], 8);
+            assert_eq!(flags, Some(RTNH_F_ONLINK));
+        }
+        let plain = route_request(0, &r, false).finish(1);
+        assert_eq!(u32_at(&plain[wire::NLMSG_HDRLEN..], 8), Some(0));
+    }
+
+    #[test]
+    fn table_zero_is_refused_and_named_tables_read_well() {
+        assert!(matches!(check_table(0), Err(HostError::Invalid(_))));
+        assert!(check_table(MAIN_TABLE).is_ok());
+        assert_eq!(table_text(MAIN_TABLE), "");
+        assert_eq!(table_text(LOCAL_TABLE), " table local");
+        assert_eq!(table_text(4242), " table 4242");
     }
 }

@@ -1,19 +1,16 @@
-//! VXLAN devices and their forwarding database, and on-link routes through them: what a Linux
-//! node's flannel vxlan backend programs. A VXLAN device with learning off forwards a frame to
-//! the VTEP its FDB names for the destination MAC; the neighbour table maps each remote subnet's
-//! gateway to that MAC, and an on-link route sends the subnet to the gateway through the device.
+//! VXLAN devices and their forwarding database: what a Linux node's flannel vxlan backend
+//! programs. A VXLAN device with learning off forwards a frame to the VTEP its FDB names for the
+//! destination MAC; the neighbour table maps each remote subnet's gateway to that MAC, and an
+//! on-link route ([`Netlink::add_onlink_route`]) sends the subnet to the gateway through the
+//! device.
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use super::kind::{IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO};
 use super::wire::{self, Request, WireError};
-use super::{
-    MacText, Netlink, RouteEntry, check_link_name, check_route_families, link, neigh, route,
-};
+use super::{MacText, Netlink, check_link_name, link, neigh};
 use crate::HostError;
 
-const IFLA_LINKINFO: u16 = 18;
-const IFLA_INFO_KIND: u16 = 1;
-const IFLA_INFO_DATA: u16 = 2;
 const IFLA_VXLAN_ID: u16 = 1;
 const IFLA_VXLAN_LINK: u16 = 3;
 const IFLA_VXLAN_LOCAL: u16 = 4;
@@ -22,10 +19,6 @@ const IFLA_VXLAN_PORT: u16 = 15;
 const AF_BRIDGE: u8 = libc::AF_BRIDGE as u8;
 /// `ndm_flags`: the entry is the device's own FDB, not a bridge master's.
 const NTF_SELF: u8 = 0x02;
-/// `rtm_flags`: the gateway is on the link even though no address says so.
-const RTNH_F_ONLINK: u32 = 4;
-/// Offset of `rtm_flags` in `struct rtmsg`.
-const RTM_FLAGS_AT: usize = 8;
 
 /// A VXLAN device to create: the VNI, the UDP port, the local VTEP address and the underlay
 /// interface it sends from; learning is off, as flannel sets it (the FDB is programmed).
@@ -146,24 +139,6 @@ impl Netlink {
                 "delete FDB entry {} on {}",
                 MacText(mac),
                 nl.describe(index)
-            )
-        })
-    }
-
-    /// Adds `route` with its gateway on-link (`ip route replace ... onlink`), replacing the
-    /// route with the same destination and metric.
-    pub fn add_onlink_route(&mut self, route: &RouteEntry) -> Result<(), HostError> {
-        check_route_families(route)?;
-        let req = route::route_request(
-            wire::NLM_F_ACK | wire::NLM_F_CREATE | wire::NLM_F_REPLACE,
-            route,
-            false,
-        )
-        .set_fixed_u32(RTM_FLAGS_AT, RTNH_F_ONLINK);
-        self.change(req, |_| {
-            format!(
-                "add route {} via {:?} onlink",
-                route.destination, route.gateway
             )
         })
     }

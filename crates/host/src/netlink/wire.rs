@@ -31,6 +31,9 @@ pub(crate) const RTM_GETROUTE: u16 = 26;
 pub(crate) const RTM_NEWNEIGH: u16 = 28;
 pub(crate) const RTM_DELNEIGH: u16 = 29;
 pub(crate) const RTM_GETNEIGH: u16 = 30;
+pub(crate) const RTM_NEWRULE: u16 = 32;
+pub(crate) const RTM_DELRULE: u16 = 33;
+pub(crate) const RTM_GETRULE: u16 = 34;
 
 pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 pub(crate) const NLM_F_ACK: u16 = 0x4;
@@ -97,6 +100,14 @@ impl Request {
         self
     }
 
+    /// Appends `bytes` as they are, padded to 4 bytes: a fixed header inside an attribute
+    /// (the `ifinfomsg` that opens a veth's `VETH_INFO_PEER`).
+    pub(crate) fn raw(mut self, bytes: &[u8]) -> Request {
+        self.buf.extend_from_slice(bytes);
+        self.buf.resize(align4(self.buf.len()), 0);
+        self
+    }
+
     pub(crate) fn attr_u32(self, kind: u16, value: u32) -> Request {
         self.attr(kind, &value.to_ne_bytes())
     }
@@ -125,16 +136,6 @@ impl Request {
         inner.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
         inner.buf[start + 2..start + 4].copy_from_slice(&(kind | NLA_F_NESTED).to_ne_bytes());
         inner
-    }
-
-    /// Sets the 32-bit word at `offset` of the fixed header (after `nlmsghdr`), e.g. the
-    /// `rtm_flags` of an `rtmsg`.
-    pub(crate) fn set_fixed_u32(mut self, offset: usize, value: u32) -> Request {
-        let at = NLMSG_HDRLEN + offset;
-        if let Some(word) = self.buf.get_mut(at..at + 4) {
-            word.copy_from_slice(&value.to_ne_bytes());
-        }
-        self
     }
 
     /// The bytes to send, with the length and sequence number filled in.
