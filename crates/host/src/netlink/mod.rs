@@ -3,7 +3,7 @@
 //! pairs, bridges, VXLAN and its FDB), read and changed over a `NETLINK_ROUTE` socket.
 //! Everything is synchronous: one request, then its answer.
 //!
-//! The wire format is written by hand ([`wire`]) rather than taken from a netlink crate: the
+//! The wire format is written by hand (`wire.rs`) rather than taken from a netlink crate: the
 //! reader never panics and skips attributes it does not know, so a newer kernel's replies never
 //! break it, and a plain blocking socket belongs to the namespace of the thread that opened it,
 //! which is how namespaces are entered here ([`crate::netns::Netns::run`]). One file per kind of
