@@ -13,7 +13,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 
 use crate::HostError;
-use crate::link::Netlink;
+use crate::netlink::Netlink;
 
 /// The calling thread's own network namespace.
 const THREAD_NETNS: &str = "/proc/thread-self/ns/net";
@@ -192,7 +192,8 @@ impl Netns {
         }
     }
 
-    fn open(&self) -> Result<File, HostError> {
+    /// Opens the file that pins the namespace: what `setns` and netlink's `IFLA_NET_NS_FD` take.
+    pub(crate) fn open(&self) -> Result<File, HostError> {
         File::open(&self.path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => HostError::NotFound(format!(
                 "network namespace {} does not exist; create it first (ip netns add)",

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::HostError;
 use crate::frame_fd;
-use crate::link::check_link_name;
+use crate::netlink::check_link_name;
 use crate::offload::{VNET_HDR_LEN, VnetHdr};
 use crate::sys;
 

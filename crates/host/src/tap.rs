@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use crate::HostError;
 use crate::frame_fd;
-use crate::link::check_link_name;
+use crate::netlink::check_link_name;
 use crate::offload::VNET_HDR_LEN;
 
 const TUN_PATH: &str = "/dev/net/tun";

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 
 use common::TestNs;
 use host::HostError;
-use host::link::{Address, Link, Netlink, RouteEntry, set_sysctl};
+use host::netlink::{Address, Link, Netlink, RouteEntry};
+use host::sysctl::set_sysctl;
 use host::tap::Tap;
 use ipnet::IpNet;
 

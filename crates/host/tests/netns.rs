@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use common::{TestNs, ip, require_root};
 use host::HostError;
-use host::link::Netlink;
+use host::netlink::Netlink;
 use host::netns::Netns;
 
 #[test]

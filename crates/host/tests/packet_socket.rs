@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use common::{TestNs, recv_matching};
 use host::HostError;
-use host::link::{Netlink, set_sysctl};
+use host::netlink::Netlink;
 use host::packet_socket::PacketSocket;
+use host::sysctl::set_sysctl;
 
 /// An EtherType for local experiments (IEEE 802 "local experimental"), so no stack answers.
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
@@ -30,9 +31,9 @@ fn is(text: &'static [u8]) -> impl Fn(&[u8]) -> bool {
 /// A namespace with the veth pair pa <-> pb, both up, without IPv6 chatter.
 fn veth_pair(tag: &str) -> TestNs {
     let t = TestNs::new(tag);
-    t.ip(&["link", "add", "pa", "type", "veth", "peer", "name", "pb"]);
     t.ns.run(|| {
         let mut nl = Netlink::open()?;
+        nl.add_veth("pa", "pb", None)?;
         for name in ["pa", "pb"] {
             let _ = set_sysctl(&format!("net/ipv6/conf/{name}/disable_ipv6"), "1");
             let link = nl.link(name)?.expect("veth end");
@@ -116,18 +117,10 @@ fn large_tcp_segments_arrive_whole_with_their_gso_header() {
 
     let client_ns = TestNs::new("gsoc");
     let server_ns = TestNs::new("gsos");
-    client_ns.ip(&[
-        "link",
-        "add",
-        "pa",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "pb",
-        "netns",
-        &server_ns.name,
-    ]);
+    client_ns
+        .ns
+        .run(|| Netlink::open()?.add_veth("pa", "pb", Some(&server_ns.ns)))
+        .expect("veth pair across the namespaces");
     let setup = |t: &TestNs, name: &'static str, addr: &'static str| {
         t.ns.run(move || {
             let mut nl = Netlink::open()?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{TestNs, recv_matching, udp_frame};
 use host::HostError;
-use host::link::Netlink;
+use host::netlink::Netlink;
 use host::tap::Tap;
 
 const TAP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 
 use hcn::{Endpoint, Guid, NamespaceType, NetworkType};
 use host::HostError;
-use host::link::{Netlink, RouteEntry, set_sysctl};
+use host::netlink::{Netlink, RouteEntry};
 use host::netns::Netns;
 use host::packet_socket::PacketSocket;
+use host::sysctl::set_sysctl;
 use host::tap::Tap;
 use ipnet::IpNet;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};

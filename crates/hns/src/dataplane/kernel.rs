@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use host::HostError;
-use host::link::Netlink;
+use host::netlink::Netlink;
 use vfp::wire::MacAddr;
 
 use super::Shared;

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use hcn::NetworkType;
 use host::HostError;
-use host::link::{Netlink, RouteEntry, set_sysctl};
+use host::netlink::{Netlink, RouteEntry};
+use host::sysctl::set_sysctl;
 use host::tap::Tap;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! What the root tests share: the root check, namespaces that clean up after themselves, and
-//! `ip` for the things this crate does not do (veth pairs) or to check its work.
+//! `ip` to check this crate's work with another tool.
 #![allow(dead_code)]
 
 use std::os::unix::fs::MetadataExt;

@@ -2,12 +2,12 @@
 //! exchange, ping), what happened set against what the profile says should, and a verdict.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::flows::{Flow, Proto};
+use super::procs::command_in;
 
 /// What happened to one flow.
 #[derive(Clone, Debug, Serialize)]
@@ -62,8 +62,8 @@ fn tcp(f: &Flow) -> (bool, String) {
     // Two tries: the first connection of a path may wait for ARP behind a switch recompile.
     let mut last = String::new();
     for _ in 0..2 {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &f.netns, "curl", "-sS", "--max-time"])
+        let out = command_in(&f.netns, "curl")
+            .args(["-sS", "--max-time"])
             .args([max_time, "-w", "\n%{remote_ip}", &url])
             .output();
         match out {
@@ -115,8 +115,8 @@ fn udp(f: &Flow) -> (bool, String) {
 fn icmp(f: &Flow) -> (bool, String) {
     let to = f.to.to_string();
     for _ in 0..2 {
-        let ok = Command::new("ip")
-            .args(["netns", "exec", &f.netns, "ping", "-c", "1", "-W", "1", &to])
+        let ok = command_in(&f.netns, "ping")
+            .args(["-c", "1", "-W", "1", &to])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false);

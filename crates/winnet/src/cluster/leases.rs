@@ -12,7 +12,7 @@ use flannel::Lease;
 use flannel::lease::{LeaseAttrs, parse_subnet_key};
 
 use super::topology::{CLUSTER_CIDR, Mode};
-use super::{NS_PREFIX, sh};
+use super::{NS_PREFIX, sh_in};
 
 /// flannel's etcd key prefix (flanneld's default).
 pub const PREFIX: &str = "/coreos.com/network";
@@ -47,10 +47,9 @@ fn fabric() -> String {
 
 /// Runs `etcdctl ARGS` against `url` from the fabric.
 pub fn etcdctl(url: &str, args: &[&str]) -> anyhow::Result<String> {
-    let f = fabric();
-    let mut a = vec!["ip", "netns", "exec", &f, "etcdctl", "--endpoints", url];
+    let mut a = vec!["etcdctl", "--endpoints", url];
     a.extend_from_slice(args);
-    sh(&a)
+    sh_in(&fabric(), &a)
 }
 
 /// The arguments that start etcd with its data in `data` and clients on `ip`.

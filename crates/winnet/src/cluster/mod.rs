@@ -99,10 +99,28 @@ impl State {
 
 /// Runs a command and fails with its output when it fails.
 pub fn sh(args: &[&str]) -> anyhow::Result<String> {
-    let out = std::process::Command::new(args[0])
-        .args(&args[1..])
+    let (program, rest) = args.split_first().context("no command to run")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest);
+    output(cmd, args)
+}
+
+/// Runs a command in the namespace `netns` ([`procs::command_in`]) and fails with its output
+/// when it fails.
+pub fn sh_in(netns: &str, args: &[&str]) -> anyhow::Result<String> {
+    let (program, rest) = args.split_first().context("no command to run")?;
+    let mut cmd = procs::command_in(netns, program);
+    cmd.args(rest);
+    output(cmd, args).with_context(|| format!("in network namespace {netns}"))
+}
+
+/// The standard output of `cmd` (`args` as words, for errors), or its standard error as the
+/// reason it failed.
+fn output(mut cmd: std::process::Command, args: &[&str]) -> anyhow::Result<String> {
+    let program = args.first().copied().unwrap_or_default();
+    let out = cmd
         .output()
-        .with_context(|| format!("cannot run {}", args[0]))?;
+        .with_context(|| format!("cannot run {program}"))?;
     if !out.status.success() {
         anyhow::bail!(
             "{} failed: {}",
@@ -111,6 +129,16 @@ pub fn sh(args: &[&str]) -> anyhow::Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `f` with a netlink socket opened in the namespace `netns`.
+pub fn netlink_in<R: Send>(
+    netns: &str,
+    f: impl FnOnce(&mut host::netlink::Netlink) -> Result<R, host::HostError> + Send,
+) -> anyhow::Result<R> {
+    host::netns::Netns::named(netns)
+        .run(|| f(&mut host::netlink::Netlink::open()?))
+        .with_context(|| format!("in network namespace {netns}"))
 }
 
 /// True when running as root.

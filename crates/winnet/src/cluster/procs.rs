@@ -3,6 +3,7 @@
 //! stops only processes that are still the ones it started (a PID may be reused after a reboot
 //! or a crash), and waits until they are gone.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,14 +23,27 @@ pub struct Proc {
     pub start: u64,
 }
 
+/// A command that runs `program` in the namespace `netns`, as `ip netns exec` runs it: the one
+/// place the cluster runs a program in a namespace. It stays iproute2's rather than a `setns`
+/// in the child because `ip netns exec` also gives the program a mount namespace with
+/// `/etc/netns/<ns>/*` bound over `/etc` (a Linux pod's resolv.conf, which kubelet would give
+/// it) and the namespace's own `/sys`. It execs the program, so the PID is the program's.
+pub fn command_in(netns: &str, program: impl AsRef<OsStr>) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", netns]).arg(program);
+    c
+}
+
 /// Starts `args` in the namespace `netns` with stdout and stderr to `log`; not waited on
 /// (`down` stops it; init reaps it once `winnet` exits).
 pub fn spawn(name: &str, netns: &str, args: &[&str], log: &Path) -> anyhow::Result<Proc> {
     let logf =
         std::fs::File::create(log).with_context(|| format!("create log {}", log.display()))?;
-    let child = Command::new("ip")
-        .args(["netns", "exec", netns])
-        .args(args)
+    let (program, rest) = args
+        .split_first()
+        .with_context(|| format!("{name}: no program to start"))?;
+    let child = command_in(netns, program)
+        .args(rest)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(logf.try_clone()?)
@@ -37,7 +51,6 @@ pub fn spawn(name: &str, netns: &str, args: &[&str], log: &Path) -> anyhow::Resu
         .spawn()
         .with_context(|| format!("cannot start {}", args.join(" ")))?;
     let pid = child.id();
-    // `ip netns exec` execs the program: the PID is the program's.
     std::mem::forget(child);
     Proc::started(name, pid)
         .with_context(|| format!("{name} (PID {pid}) exited at once; see {}", log.display()))

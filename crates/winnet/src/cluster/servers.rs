@@ -15,7 +15,7 @@ pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
         // One socket per local address, so that each answer leaves from the address its
         // request was sent to (a socket on 0.0.0.0 answers from the route's source address,
         // which a client behind NAT would not recognise).
-        let mut nl = host::link::Netlink::open()?;
+        let mut nl = host::netlink::Netlink::open()?;
         let addrs: Vec<std::net::IpAddr> = nl
             .addresses(None)?
             .into_iter()

@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use super::{NS_PREFIX, State, procs, sh};
+use host::netns::Netns;
+
+use super::{NS_PREFIX, State, procs};
 
 /// Removes the cluster in `dir`; Ok (and nothing done) when there is none.
 pub fn down(dir: &Path) -> anyhow::Result<bool> {
@@ -20,9 +22,7 @@ pub fn down(dir: &Path) -> anyhow::Result<bool> {
         if !ns.starts_with(NS_PREFIX) {
             continue;
         }
-        if Path::new("/run/netns").join(ns).exists()
-            && let Err(e) = sh(&["ip", "netns", "del", ns])
-        {
+        if let Err(e) = Netns::named(ns).delete() {
             failed.push(format!("{ns}: {e}"));
         }
         let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(ns));

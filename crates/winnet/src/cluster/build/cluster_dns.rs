@@ -10,13 +10,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use serde_json::{Value, json};
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::PodState;
 use super::super::topology::{
     CLUSTER_DOMAIN, DNS_POD_PREFIX, DNS_PODS, DNS_SERVICE, DNS_SERVICE_IP, EXTERNAL_IP, Os,
 };
 use super::Builder;
+use super::objects::{self, List};
 
 /// How long the cluster DNS may take to answer through its Service from every node.
 const READY_WAIT: Duration = Duration::from_secs(30);
@@ -27,47 +29,46 @@ pub(super) struct DnsPod {
     pod: PodState,
 }
 
+/// The namespace of the cluster DNS.
+const KUBE_SYSTEM: &str = "kube-system";
+
 /// The `kube-dns` Service and its EndpointSlice over `pods` (node name, pod), as `kubectl get
-/// -o yaml` prints them.
-pub fn kube_dns_objects(pods: &[(String, PodState)]) -> Value {
-    let ports = |target: bool| {
-        let port = |name: &str, proto: &str| {
-            let mut p = json!({"name": name, "protocol": proto, "port": 53});
-            if target {
-                p["targetPort"] = json!(53);
-            }
-            p
-        };
-        json!([port("dns", "UDP"), port("dns-tcp", "TCP")])
+/// -o json` prints them.
+pub fn kube_dns_objects(pods: &[(String, PodState)]) -> List {
+    let selector = objects::labels(&[("k8s-app", "kube-dns")]);
+    let (cluster_ip, cluster_ips) = objects::cluster_ips(Some(DNS_SERVICE_IP));
+    let svc = Service {
+        metadata: ObjectMeta {
+            labels: Some(selector.clone()),
+            ..objects::meta(DNS_SERVICE, KUBE_SYSTEM)
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ip,
+            cluster_ips,
+            ports: Some(vec![
+                objects::service_port("dns", "UDP", 53, Some(53)),
+                objects::service_port("dns-tcp", "TCP", 53, Some(53)),
+            ]),
+            selector: Some(selector),
+            ..ServiceSpec::default()
+        }),
+        status: None,
     };
-    let svc = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": DNS_SERVICE, "namespace": "kube-system",
-            "labels": {"k8s-app": "kube-dns"}},
-        "spec": {"type": "ClusterIP", "clusterIP": DNS_SERVICE_IP.to_string(),
-            "clusterIPs": [DNS_SERVICE_IP.to_string()], "ports": ports(true),
-            "selector": {"k8s-app": "kube-dns"}},
-    });
-    let endpoints: Vec<Value> = pods
+    let endpoints = pods
         .iter()
-        .map(|(node, p)| {
-            json!({
-                "addresses": [p.ip.to_string()],
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": node,
-                "targetRef": {"kind": "Pod", "name": p.name, "namespace": "kube-system"},
-            })
-        })
+        .map(|(node, p)| objects::pod_endpoint(node, p, KUBE_SYSTEM, false))
         .collect();
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{DNS_SERVICE}-1"), "namespace": "kube-system",
-            "labels": {"kubernetes.io/service-name": DNS_SERVICE}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": ports(false),
-    });
-    json!({"apiVersion": "v1", "kind": "List", "items": [svc, slice]})
+    let slice = objects::endpoint_slice(
+        DNS_SERVICE,
+        KUBE_SYSTEM,
+        endpoints,
+        vec![
+            objects::endpoint_port("dns", "UDP", 53),
+            objects::endpoint_port("dns-tcp", "TCP", 53),
+        ],
+    );
+    List::new(vec![svc.into(), slice.into()])
 }
 
 impl Builder {
@@ -137,10 +138,10 @@ impl Builder {
                 continue;
             };
             loop {
-                let out = super::super::sh(&[
-                    "ip", "netns", "exec", &p.netns, "dig", "+short", "+time=1", "+tries=1",
-                    &server, &name,
-                ]);
+                let out = super::super::sh_in(
+                    &p.netns,
+                    &["dig", "+short", "+time=1", "+tries=1", &server, &name],
+                );
                 let answer = out.as_deref().unwrap_or("").trim().to_string();
                 if answer == DNS_SERVICE_IP.to_string() {
                     break;
@@ -166,40 +167,63 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
+    /// The document the `json!` builder wrote before the objects were typed: what kube-proxy
+    /// and the cluster DNS have always read.
     #[test]
-    fn kube_dns_has_named_udp_and_tcp_ports_and_every_dns_pod_as_endpoint() {
+    fn kube_dns_is_the_document_it_always_was_and_kubesrc_reads_it() {
         let pod = |n: &str, ip: [u8; 4]| PodState {
             name: n.into(),
             netns: format!("wn-{n}"),
             ip: ip.into(),
         };
-        let v = kube_dns_objects(&[
+        let list = kube_dns_objects(&[
             ("win-1".into(), pod("coredns-1", [10, 244, 1, 11])),
             ("win-2".into(), pod("coredns-2", [10, 244, 2, 11])),
         ]);
-        let svc = &v["items"][0];
-        assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
-        let ports: Vec<(String, String)> = svc["spec"]["ports"]
-            .as_array()
-            .expect("ports")
-            .iter()
-            .map(|p| (p["name"].to_string(), p["protocol"].to_string()))
-            .collect();
-        assert_eq!(
-            ports,
-            [
-                ("\"dns\"".into(), "\"UDP\"".into()),
-                ("\"dns-tcp\"".into(), "\"TCP\"".into())
-            ]
-        );
-        let slice = &v["items"][1];
-        assert_eq!(
-            slice["metadata"]["labels"]["kubernetes.io/service-name"],
-            "kube-dns"
-        );
-        assert_eq!(slice["endpoints"][1]["addresses"][0], "10.244.2.11");
-        assert_eq!(slice["endpoints"][1]["nodeName"], "win-2");
-        assert_eq!(slice["ports"][1]["port"], 53);
+        let endpoint = |ip: &str, node: &str, name: &str| {
+            json!({
+                "addresses": [ip],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": node,
+                "targetRef": {"kind": "Pod", "name": name, "namespace": "kube-system"},
+            })
+        };
+        let expected = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                    "labels": {"k8s-app": "kube-dns"}},
+                "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10",
+                    "clusterIPs": ["10.96.0.10"],
+                    "ports": [
+                        {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 53},
+                        {"name": "dns-tcp", "protocol": "TCP", "port": 53, "targetPort": 53},
+                    ],
+                    "selector": {"k8s-app": "kube-dns"}},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "kube-dns-1", "namespace": "kube-system",
+                    "labels": {"kubernetes.io/service-name": "kube-dns"}},
+                "addressType": "IPv4",
+                "endpoints": [
+                    endpoint("10.244.1.11", "win-1", "coredns-1"),
+                    endpoint("10.244.2.11", "win-2", "coredns-2"),
+                ],
+                "ports": [
+                    {"name": "dns", "protocol": "UDP", "port": 53},
+                    {"name": "dns-tcp", "protocol": "TCP", "port": 53},
+                ],
+            },
+        ]});
+        assert_eq!(serde_json::to_value(&list).expect("serializes"), expected);
+
+        let mut read = kubesrc::Objects::default();
+        let text = serde_json::to_string(&list).expect("serializes");
+        kubesrc::manifests::load_text(&text, "kube-dns.json", &mut read);
+        assert_eq!(read.problems, Vec::<String>::new());
+        assert_eq!((read.services.len(), read.slices.len()), (1, 1));
     }
 }

@@ -204,16 +204,7 @@ impl Builder {
         let ext = format!("{}external", super::NS_PREFIX);
         for n in &self.state.nodes {
             if let Some(subnet) = n.subnet {
-                super::sh(&[
-                    "ip",
-                    "-n",
-                    &ext,
-                    "route",
-                    "replace",
-                    &subnet.to_string(),
-                    "via",
-                    &n.ip.to_string(),
-                ])?;
+                super::route_via(&ext, IpNet::V4(subnet), n.ip)?;
             }
         }
         Ok(())
@@ -242,7 +233,8 @@ impl Builder {
 
 /// The subnets of `others` that namespace `netns` has no route to.
 fn missing_routes(netns: &str, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>> {
-    let routes = host::netns::Netns::named(netns).run(|| host::link::Netlink::open()?.routes())?;
+    let routes =
+        host::netns::Netns::named(netns).run(|| host::netlink::Netlink::open()?.routes())?;
     Ok(others
         .iter()
         .filter(|s| !routes.iter().any(|r| r.destination == IpNet::V4(**s)))

@@ -10,6 +10,7 @@
 pub(crate) mod cluster_dns;
 mod flannel;
 pub(crate) mod knot;
+pub mod objects;
 pub(crate) mod pods;
 pub(crate) mod services;
 
@@ -19,12 +20,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::Value;
+use host::ethtool::{self, Offload};
+use host::netlink::{MacText, RouteEntry};
+use host::netns::Netns;
+use ipnet::{IpNet, Ipv4Net};
 
 use super::topology::{
     self, ETCD_IP, EXTERNAL_IP, HTTP_PORT, Mode, OUTSIDE_IP, Os, Topology, UDP_PORT,
 };
-use super::{NS_PREFIX, NodeState, State, procs, sh};
+use super::{NS_PREFIX, NodeState, State, netlink_in, procs, sh};
+
+/// The fabric's bridge, which every node's and the external host's `eth0` is a port of.
+const FABRIC_BRIDGE: &str = "br0";
 
 /// Debian's CNI plugins.
 pub const DEBIAN_CNI: &str = "/usr/lib/cni";
@@ -112,13 +119,14 @@ struct Builder {
 }
 
 impl Builder {
+    /// Makes the namespace `wn-<name>` (with `lo` up), removing one left by an earlier run,
+    /// and records it.
     fn ns(&mut self, name: &str) -> anyhow::Result<String> {
         let full = format!("{NS_PREFIX}{name}");
-        let _ = sh(&["ip", "netns", "del", &full]);
-        sh(&["ip", "netns", "add", &full])?;
+        Netns::named(&full).delete()?;
+        Netns::create(&full)?;
         self.state.namespaces.push(full.clone());
         self.state.save(&self.dir)?;
-        sh(&["ip", "-n", &full, "link", "set", "lo", "up"])?;
         Ok(full)
     }
 
@@ -150,61 +158,47 @@ impl Builder {
     /// The fabric: a bridge, holding the address etcd listens on.
     fn fabric(&mut self) -> anyhow::Result<()> {
         let f = self.ns("fabric")?;
-        sh(&["ip", "-n", &f, "link", "add", "br0", "type", "bridge"])?;
-        sh(&[
-            "ip",
-            "-n",
-            &f,
-            "addr",
-            "add",
-            &format!("{ETCD_IP}/24"),
-            "dev",
-            "br0",
-        ])?;
-        sh(&["ip", "-n", &f, "link", "set", "br0", "up"])?;
-        Ok(())
+        let etcd = IpNet::from(Ipv4Net::new(ETCD_IP, 24)?);
+        netlink_in(&f, |nl| {
+            nl.add_bridge(FABRIC_BRIDGE)?;
+            let br = nl.existing_link(FABRIC_BRIDGE)?;
+            nl.add_address(br.index, etcd)?;
+            nl.set_up(br.index, true)
+        })
     }
 
-    /// Plugs `netns` into the fabric as `eth0` with `ip`; the fabric end is `port`.
+    /// Plugs `netns` into the fabric as `eth0` with `ip`; the fabric end is `port`, a port of
+    /// the fabric's bridge. The MAC of `eth0`.
     fn plug(&mut self, netns: &str, port: &str, ip: Ipv4Addr) -> anyhow::Result<String> {
         let f = format!("{NS_PREFIX}fabric");
-        sh(&[
-            "ip", "-n", &f, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns",
-            netns,
-        ])?;
-        sh(&["ip", "-n", &f, "link", "set", port, "master", "br0", "up"])?;
-        sh(&[
-            "ip",
-            "-n",
-            netns,
-            "addr",
-            "add",
-            &format!("{ip}/24"),
-            "dev",
-            "eth0",
-        ])?;
-        sh(&["ip", "-n", netns, "link", "set", "eth0", "up"])?;
-        let out = sh(&["ip", "-n", netns, "-j", "link", "show", "eth0"])?;
-        let v: Value = serde_json::from_str(&out).context("ip -j link show eth0")?;
-        v[0]["address"]
-            .as_str()
-            .map(String::from)
-            .with_context(|| format!("eth0 of {netns} has no MAC: {out}"))
+        let inside = Netns::named(netns);
+        netlink_in(&f, |nl| {
+            nl.add_veth(port, "eth0", Some(&inside))?;
+            let br = nl.existing_link(FABRIC_BRIDGE)?;
+            let end = nl.existing_link(port)?;
+            nl.set_master(end.index, Some(br.index))?;
+            nl.set_up(end.index, true)
+        })?;
+        let addr = IpNet::from(Ipv4Net::new(ip, 24)?);
+        let eth0 = netlink_in(netns, |nl| {
+            let eth0 = nl.existing_link("eth0")?;
+            nl.add_address(eth0.index, addr)?;
+            nl.set_up(eth0.index, true)?;
+            Ok(eth0)
+        })?;
+        eth0.mac
+            .map(|m| MacText(m).to_string())
+            .with_context(|| format!("eth0 of {netns} has no MAC"))
     }
 
     fn external(&mut self) -> anyhow::Result<()> {
         let e = self.ns("external")?;
         self.plug(&e, "external", EXTERNAL_IP)?;
-        sh(&[
-            "ip",
-            "-n",
-            &e,
-            "addr",
-            "add",
-            &format!("{OUTSIDE_IP}/32"),
-            "dev",
-            "lo",
-        ])?;
+        let outside = IpNet::from(Ipv4Net::from(OUTSIDE_IP));
+        netlink_in(&e, |nl| {
+            let lo = nl.existing_link("lo")?;
+            nl.add_address(lo.index, outside)
+        })?;
         self.serve("external", &e, true)?;
         self.external_zone(&e)
     }
@@ -212,25 +206,16 @@ impl Builder {
     fn node(&mut self, name: &str, os: Os, ip: Ipv4Addr) -> anyhow::Result<()> {
         let ns = self.ns(name)?;
         let mac = self.plug(&ns, name, ip)?;
-        sh(&[
-            "ip",
-            "-n",
-            &ns,
-            "route",
-            "add",
-            "default",
-            "via",
-            &EXTERNAL_IP.to_string(),
-        ])?;
+        route_via(&ns, IpNet::V4(Ipv4Net::default()), EXTERNAL_IP)?;
         // A node routes between its pods and the fabric.
-        host::netns::Netns::named(&ns)
-            .run(|| host::link::set_sysctl("net.ipv4.ip_forward", "1"))?;
+        Netns::named(&ns).run(|| host::sysctl::set_sysctl("net.ipv4.ip_forward", "1"))?;
         if os == Os::Linux && self.t.mode == Mode::Overlay {
             // The kernel's VXLAN hands large segments to the NIC; the Windows nodes' AF_PACKET
             // uplinks take only plain frames, as a physical NIC would deliver them.
-            sh(&[
-                "ip", "netns", "exec", &ns, "ethtool", "-K", "eth0", "tso", "off", "gso", "off",
-            ])?;
+            Netns::named(&ns).run(|| {
+                ethtool::set_offload("eth0", Offload::Tso, false)?;
+                ethtool::set_offload("eth0", Offload::Gso, false)
+            })?;
         }
         self.serve(name, &ns, false)?;
         self.state.nodes.push(NodeState {
@@ -322,4 +307,16 @@ impl Builder {
         self.state.procs.push(p);
         self.state.save(&self.dir)
     }
+}
+
+/// Routes `destination` via `gateway` in the namespace `netns`, replacing a route there to the
+/// same destination (`ip route replace DST via GW`).
+pub(super) fn route_via(netns: &str, destination: IpNet, gateway: Ipv4Addr) -> anyhow::Result<()> {
+    let route = RouteEntry {
+        destination,
+        gateway: Some(gateway.into()),
+        oif: None,
+        metric: None,
+    };
+    netlink_in(netns, |nl| nl.add_route(&route))
 }

@@ -13,12 +13,12 @@ use flannel::windows::host_of;
 use ipnet::IpNet;
 use serde_json::{Value, json};
 
-use super::super::PodState;
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, DNS_SERVICE_IP, FABRIC, Mode, Os, SERVICE_CIDR, linux_pod_resolv_conf,
     pod_searches,
 };
+use super::super::{PodState, procs};
 use super::{Builder, DEBIAN_CNI};
 
 /// The first host number host-local hands pods (below it: the gateway, flannel's bridge
@@ -174,11 +174,7 @@ impl CniAdd<'_> {
     /// Runs the plugin with `conf`; its result.
     fn run(&self, conf: &Value) -> anyhow::Result<Value> {
         let mut cmd = match self.run_in {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(self.plugin);
-                c
-            }
+            Some(ns) => procs::command_in(ns, self.plugin),
             None => Command::new(self.plugin),
         };
         cmd.env_clear()

@@ -1,23 +1,29 @@
-//! The Kubernetes objects as manifests (`kubectl get -o yaml` shapes: Services and their
-//! EndpointSlices), the external load balancer's route, and `winnet proxy` on each Windows
-//! node as kube-proxy is started there (overlay: `--source-vip` from host-local).
+//! The Kubernetes objects as manifests (`kubectl get -o json` shapes: Services and their
+//! EndpointSlices, typed with k8s-openapi), the external load balancer's route, and `winnet
+//! proxy` on each Windows node as kube-proxy is started there (overlay: `--source-vip` from
+//! host-local).
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use ipnet::{IpNet, Ipv4Net};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, Service, ServicePort, ServiceSpec as K8sServiceSpec,
+    ServiceStatus,
+};
 
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
     NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip,
 };
-use super::super::{NS_PREFIX, PodState, sh};
-use super::Builder;
+use super::super::{NS_PREFIX, PodState};
+use super::objects::{self, List};
+use super::{Builder, route_via};
 
 impl Builder {
-    /// Writes the Services and their EndpointSlices as `kubectl get -o yaml` would print them.
+    /// Writes the Services and their EndpointSlices as `kubectl get -o json` would print them.
     pub(super) fn services(&mut self) -> anyhow::Result<()> {
         let dir = self.dir.join("manifests");
         std::fs::create_dir_all(&dir)?;
@@ -57,16 +63,7 @@ impl Builder {
     fn route_load_balancer(&self, lb: Ipv4Addr) -> anyhow::Result<()> {
         if let Some(first) = self.state.nodes.iter().find(|n| n.os == Os::Windows) {
             let ext = format!("{NS_PREFIX}external");
-            sh(&[
-                "ip",
-                "-n",
-                &ext,
-                "route",
-                "replace",
-                &format!("{lb}/32"),
-                "via",
-                &first.ip.to_string(),
-            ])?;
+            route_via(&ext, IpNet::V4(Ipv4Net::from(lb)), first.ip)?;
         }
         Ok(())
     }
@@ -78,18 +75,10 @@ impl Builder {
         let Some(win) = self.state.nodes.iter().find(|n| n.os == Os::Windows) else {
             return Ok(());
         };
-        let ns = &self.state.nodes[i].netns;
-        sh(&[
-            "ip",
-            "-n",
-            ns,
-            "route",
-            "replace",
-            SERVICE_CIDR,
-            "via",
-            &win.ip.to_string(),
-        ])?;
-        Ok(())
+        let services: IpNet = SERVICE_CIDR
+            .parse()
+            .with_context(|| format!("the Service CIDR {SERVICE_CIDR} is not a prefix"))?;
+        route_via(&self.state.nodes[i].netns, services, win.ip)
     }
 
     /// kube-proxy on Windows node `i`.
@@ -168,51 +157,56 @@ impl Builder {
 }
 
 /// Service number `k` of the topology (`s`) and its EndpointSlice over the `pods` (node name,
-/// pod) it selects, as `kubectl get -o yaml` prints them.
+/// pod) it selects, as `kubectl get -o json` prints them.
 pub fn service_objects(
     k: usize,
     s: &ServiceSpec,
     pods: &[(String, PodState)],
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<List> {
     let ip = cluster_ip(k).with_context(|| format!("services[{}]: no ClusterIP left", s.name))?;
-    let mut spec = json!({
-        "type": if s.load_balancer_ip.is_some() { "LoadBalancer" } else if s.node_port.is_some() { "NodePort" } else { "ClusterIP" },
-        "clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()],
-        "ports": [{"name": "http", "protocol": "TCP", "port": s.port, "targetPort": s.target_port}],
-        "selector": {"app": s.selector},
-    });
-    if let Some(np) = s.node_port {
-        spec["ports"][0]["nodePort"] = json!(np);
-    }
-    let mut svc = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": s.name, "namespace": "default"},
-        "spec": spec,
-    });
-    if let Some(lb) = s.load_balancer_ip {
-        svc["status"] = json!({"loadBalancer": {"ingress": [{"ip": lb.to_string()}]}});
-    }
-    let endpoints: Vec<Value> = pods
+    let kind = if s.load_balancer_ip.is_some() {
+        "LoadBalancer"
+    } else if s.node_port.is_some() {
+        "NodePort"
+    } else {
+        "ClusterIP"
+    };
+    let (cluster_ip, cluster_ips) = objects::cluster_ips(Some(ip));
+    let svc = Service {
+        metadata: objects::meta(&s.name, NAMESPACE),
+        spec: Some(K8sServiceSpec {
+            type_: Some(kind.into()),
+            cluster_ip,
+            cluster_ips,
+            ports: Some(vec![ServicePort {
+                node_port: s.node_port.map(i32::from),
+                ..objects::service_port("http", "TCP", s.port, Some(s.target_port))
+            }]),
+            selector: Some(objects::labels(&[("app", &s.selector)])),
+            ..K8sServiceSpec::default()
+        }),
+        status: s.load_balancer_ip.map(|lb| ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    ip: Some(lb.to_string()),
+                    ..LoadBalancerIngress::default()
+                }]),
+            }),
+            ..ServiceStatus::default()
+        }),
+    };
+    let endpoints = pods
         .iter()
         .filter(|(_, p)| p.name.starts_with(&s.selector))
-        .map(|(node, p)| {
-            json!({
-                "addresses": [p.ip.to_string()],
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": node,
-                "targetRef": {"kind": "Pod", "name": p.name, "namespace": "default"},
-            })
-        })
+        .map(|(node, p)| objects::pod_endpoint(node, p, NAMESPACE, false))
         .collect();
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{}-1", s.name), "namespace": "default",
-            "labels": {"kubernetes.io/service-name": s.name}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{"name": "http", "protocol": "TCP", "port": s.target_port}],
-    });
-    Ok(json!({"apiVersion": "v1", "kind": "List", "items": [svc, slice]}))
+    let slice = objects::endpoint_slice(
+        &s.name,
+        NAMESPACE,
+        endpoints,
+        vec![objects::endpoint_port("http", "TCP", s.target_port)],
+    );
+    Ok(List::new(vec![svc.into(), slice.into()]))
 }
 
 /// The objects only DNS reads (kube-proxy skips them), over the `pods` (node name, pod): the
@@ -220,40 +214,200 @@ pub fn service_objects(
 /// its pod's name as hostname (as a StatefulSet's pods with that subdomain get), and the
 /// ExternalName Service [`EXTERNAL_NAME_SERVICE`] for `www.<external zone>`; `None` without
 /// a Service.
-pub fn dns_objects(t: &Topology, pods: &[(String, PodState)]) -> Option<Value> {
+pub fn dns_objects(t: &Topology, pods: &[(String, PodState)]) -> Option<List> {
     let selector = t.services.first()?.selector.clone();
-    let endpoints: Vec<Value> = pods
+    let endpoints = pods
         .iter()
         .filter(|(_, p)| p.name.starts_with(&selector))
-        .map(|(node, p)| {
-            json!({
-                "addresses": [p.ip.to_string()],
-                "hostname": p.name,
-                "conditions": {"ready": true, "serving": true, "terminating": false},
-                "nodeName": node,
-                "targetRef": {"kind": "Pod", "name": p.name, "namespace": NAMESPACE},
-            })
-        })
+        .map(|(node, p)| objects::pod_endpoint(node, p, NAMESPACE, true))
         .collect();
-    let headless = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": HEADLESS_SERVICE, "namespace": NAMESPACE},
-        "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"],
-            "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT}],
-            "selector": {"app": selector}},
-    });
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{HEADLESS_SERVICE}-1"), "namespace": NAMESPACE,
-            "labels": {"kubernetes.io/service-name": HEADLESS_SERVICE}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{"name": "http", "protocol": "TCP", "port": HTTP_PORT}],
-    });
-    let external = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": EXTERNAL_NAME_SERVICE, "namespace": NAMESPACE},
-        "spec": {"type": "ExternalName", "externalName": format!("www.{EXTERNAL_ZONE}")},
-    });
-    Some(json!({"apiVersion": "v1", "kind": "List", "items": [headless, slice, external]}))
+    let (cluster_ip, cluster_ips) = objects::cluster_ips(None);
+    let headless = Service {
+        metadata: objects::meta(HEADLESS_SERVICE, NAMESPACE),
+        spec: Some(K8sServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ip,
+            cluster_ips,
+            ports: Some(vec![objects::service_port(
+                "http",
+                "TCP",
+                HTTP_PORT,
+                Some(HTTP_PORT),
+            )]),
+            selector: Some(objects::labels(&[("app", &selector)])),
+            ..K8sServiceSpec::default()
+        }),
+        status: None,
+    };
+    let slice = objects::endpoint_slice(
+        HEADLESS_SERVICE,
+        NAMESPACE,
+        endpoints,
+        vec![objects::endpoint_port("http", "TCP", HTTP_PORT)],
+    );
+    let external = Service {
+        metadata: objects::meta(EXTERNAL_NAME_SERVICE, NAMESPACE),
+        spec: Some(K8sServiceSpec {
+            type_: Some("ExternalName".into()),
+            external_name: Some(format!("www.{EXTERNAL_ZONE}")),
+            ..K8sServiceSpec::default()
+        }),
+        status: None,
+    };
+    Some(List::new(vec![
+        headless.into(),
+        slice.into(),
+        external.into(),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pods() -> Vec<(String, PodState)> {
+        let pod = |n: &str, ip: [u8; 4]| PodState {
+            name: n.into(),
+            netns: format!("wn-{n}"),
+            ip: ip.into(),
+        };
+        vec![
+            ("win-1".into(), pod("web-1", [10, 244, 1, 10])),
+            ("lin-1".into(), pod("web-2", [10, 244, 3, 10])),
+            ("win-1".into(), pod("client-1", [10, 244, 1, 11])),
+        ]
+    }
+
+    fn endpoint(ip: &str, node: &str, name: &str) -> serde_json::Value {
+        json!({
+            "addresses": [ip],
+            "conditions": {"ready": true, "serving": true, "terminating": false},
+            "nodeName": node,
+            "targetRef": {"kind": "Pod", "name": name, "namespace": "default"},
+        })
+    }
+
+    fn web(node_port: Option<u16>, lb: Option<Ipv4Addr>) -> ServiceSpec {
+        ServiceSpec {
+            name: "web".into(),
+            selector: "web".into(),
+            port: 80,
+            target_port: 8080,
+            node_port,
+            load_balancer_ip: lb,
+        }
+    }
+
+    /// Reads `list` as kube-proxy and the cluster DNS do; the counts of Services and slices.
+    fn read_back(list: &List) -> (usize, usize) {
+        let mut read = kubesrc::Objects::default();
+        let text = serde_json::to_string(list).expect("serializes");
+        kubesrc::manifests::load_text(&text, "manifest", &mut read);
+        assert_eq!(read.problems, Vec::<String>::new());
+        (read.services.len(), read.slices.len())
+    }
+
+    /// The documents the `json!` builder wrote before the objects were typed: what kube-proxy
+    /// and the cluster DNS have always read.
+    #[test]
+    fn a_load_balancer_service_is_the_document_it_always_was() {
+        let lb = Ipv4Addr::new(192, 168, 77, 200);
+        let list = service_objects(2, &web(Some(30080), Some(lb)), &pods()).expect("objects");
+        let ip = cluster_ip(2).expect("a ClusterIP").to_string();
+        let expected = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"type": "LoadBalancer", "clusterIP": ip, "clusterIPs": [ip],
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 80,
+                        "targetPort": 8080, "nodePort": 30080}],
+                    "selector": {"app": "web"}},
+                "status": {"loadBalancer": {"ingress": [{"ip": "192.168.77.200"}]}},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "web-1", "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "web"}},
+                "addressType": "IPv4",
+                "endpoints": [
+                    endpoint("10.244.1.10", "win-1", "web-1"),
+                    endpoint("10.244.3.10", "lin-1", "web-2"),
+                ],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+            },
+        ]});
+        assert_eq!(serde_json::to_value(&list).expect("serializes"), expected);
+        assert_eq!(read_back(&list), (1, 1));
+    }
+
+    #[test]
+    fn services_are_typed_by_what_they_expose() {
+        let kind = |s: &ServiceSpec| {
+            let v = serde_json::to_value(service_objects(0, s, &[]).expect("objects"))
+                .expect("serializes");
+            v["items"][0]["spec"]["type"].clone()
+        };
+        assert_eq!(kind(&web(None, None)), "ClusterIP");
+        assert_eq!(kind(&web(Some(30080), None)), "NodePort");
+        let plain = serde_json::to_value(service_objects(0, &web(None, None), &[]).expect("o"))
+            .expect("serializes");
+        assert!(plain["items"][0].get("status").is_none());
+        assert!(
+            plain["items"][0]["spec"]["ports"][0]
+                .get("nodePort")
+                .is_none()
+        );
+        assert_eq!(plain["items"][1]["endpoints"], json!([]));
+    }
+
+    #[test]
+    fn the_dns_only_objects_are_the_documents_they_always_were() {
+        let t: Topology = serde_json::from_value(json!({
+            "mode": "overlay", "profile": "ws2022",
+            "nodes": [{"name": "win-1", "os": "windows", "pods": ["web-1", "client-1"]}],
+            "services": [{"name": "web", "selector": "web", "port": 80, "targetPort": 8080,
+                "nodePort": null, "loadBalancerIP": null}],
+        }))
+        .expect("a topology");
+        let list = dns_objects(&t, &pods()).expect("objects with a Service");
+        let with_hostname = |ip: &str, node: &str, name: &str| {
+            let mut e = endpoint(ip, node, name);
+            e["hostname"] = json!(name);
+            e
+        };
+        let expected = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "peers", "namespace": "default"},
+                "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"],
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 8080,
+                        "targetPort": 8080}],
+                    "selector": {"app": "web"}},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "peers-1", "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "peers"}},
+                "addressType": "IPv4",
+                "endpoints": [
+                    with_hostname("10.244.1.10", "win-1", "web-1"),
+                    with_hostname("10.244.3.10", "lin-1", "web-2"),
+                ],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "outside", "namespace": "default"},
+                "spec": {"type": "ExternalName", "externalName": "www.example.test"},
+            },
+        ]});
+        assert_eq!(serde_json::to_value(&list).expect("serializes"), expected);
+        assert_eq!(read_back(&list), (2, 1));
+        let none = Topology {
+            services: Vec::new(),
+            ..t
+        };
+        assert!(dns_objects(&none, &pods()).is_none());
+    }
 }

@@ -1,5 +1,6 @@
 //! The rtnetlink socket and its exchanges: send one request, read its answers until the
-//! acknowledgement or the end of the dump. What the requests mean is in [`crate::link`].
+//! acknowledgement or the end of the dump. What the requests mean is in the
+//! modules beside this one.
 
 use std::io;
 use std::mem::size_of;
@@ -8,8 +9,8 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 
+use super::wire::{self as nlmsg, Request, WireError};
 use crate::HostError;
-use crate::nlmsg::{self, Request, WireError};
 use crate::sys;
 
 /// How long to wait for the kernel's answer before giving up on a request.

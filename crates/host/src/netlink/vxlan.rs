@@ -1,17 +1,16 @@
-//! VXLAN devices and their forwarding database, and on-link routes through them: what a Linux
-//! node's flannel vxlan backend programs. A VXLAN device with learning off forwards a frame to
-//! the VTEP its FDB names for the destination MAC; the neighbour table maps each remote subnet's
-//! gateway to that MAC, and an on-link route sends the subnet to the gateway through the device.
+//! VXLAN devices and their forwarding database: what a Linux node's flannel vxlan backend
+//! programs. A VXLAN device with learning off forwards a frame to the VTEP its FDB names for the
+//! destination MAC; the neighbour table maps each remote subnet's gateway to that MAC, and an
+//! on-link route ([`Netlink::add_onlink_route`]) sends the subnet to the gateway through the
+//! device.
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use super::kind::{IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO};
+use super::wire::{self, Request, WireError};
+use super::{MacText, Netlink, check_link_name, link, neigh};
 use crate::HostError;
-use crate::link::{MacText, Netlink, RouteEntry, check_link_name, check_route_families};
-use crate::nlmsg::{self, Request, WireError};
 
-const IFLA_LINKINFO: u16 = 18;
-const IFLA_INFO_KIND: u16 = 1;
-const IFLA_INFO_DATA: u16 = 2;
 const IFLA_VXLAN_ID: u16 = 1;
 const IFLA_VXLAN_LINK: u16 = 3;
 const IFLA_VXLAN_LOCAL: u16 = 4;
@@ -20,10 +19,6 @@ const IFLA_VXLAN_PORT: u16 = 15;
 const AF_BRIDGE: u8 = libc::AF_BRIDGE as u8;
 /// `ndm_flags`: the entry is the device's own FDB, not a bridge master's.
 const NTF_SELF: u8 = 0x02;
-/// `rtm_flags`: the gateway is on the link even though no address says so.
-const RTNH_F_ONLINK: u32 = 4;
-/// Offset of `rtm_flags` in `struct rtmsg`.
-const RTM_FLAGS_AT: usize = 8;
 
 /// A VXLAN device to create: the VNI, the UDP port, the local VTEP address and the underlay
 /// interface it sends from; learning is off, as flannel sets it (the FDB is programmed).
@@ -87,13 +82,13 @@ impl Netlink {
             return Ok(None);
         };
         let req = Request::new(
-            nlmsg::RTM_GETLINK,
-            nlmsg::NLM_F_ACK,
-            &nlmsg::ifinfomsg(link.index, 0, 0),
+            wire::RTM_GETLINK,
+            wire::NLM_F_ACK,
+            &link::ifinfomsg(link.index, 0, 0),
         );
         let mut found = self
             .sock
-            .exchange(req, nlmsg::RTM_NEWLINK, |p| parse_vxlan(p).map(Some))
+            .exchange(req, wire::RTM_NEWLINK, |p| parse_vxlan(p).map(Some))
             .map_err(|f| f.into_host(format!("read VXLAN device {name}")))?;
         match found.pop() {
             Some(Some(info)) => Ok(Some(info)),
@@ -105,13 +100,13 @@ impl Netlink {
 
     /// The FDB entries of VXLAN device `index` that name a remote VTEP.
     pub fn fdb(&mut self, index: u32) -> Result<Vec<FdbEntry>, HostError> {
-        let mut fixed = nlmsg::ndmsg_dump();
+        let mut fixed = neigh::ndmsg_dump();
         fixed[0] = AF_BRIDGE;
         let all = self
             .sock
             .dump(
-                || Request::new(nlmsg::RTM_GETNEIGH, nlmsg::NLM_F_DUMP, &fixed),
-                nlmsg::RTM_NEWNEIGH,
+                || Request::new(wire::RTM_GETNEIGH, wire::NLM_F_DUMP, &fixed),
+                wire::RTM_NEWNEIGH,
                 parse_fdb,
             )
             .map_err(|f| f.into_host("list FDB entries".into()))?;
@@ -121,8 +116,8 @@ impl Netlink {
     /// Sets the FDB entry `mac` -> VTEP `dst` on device `index`, replacing one for `mac`.
     pub fn add_fdb(&mut self, index: u32, mac: [u8; 6], dst: IpAddr) -> Result<(), HostError> {
         let req = fdb_request(
-            nlmsg::RTM_NEWNEIGH,
-            nlmsg::NLM_F_ACK | nlmsg::NLM_F_CREATE | nlmsg::NLM_F_REPLACE,
+            wire::RTM_NEWNEIGH,
+            wire::NLM_F_ACK | wire::NLM_F_CREATE | wire::NLM_F_REPLACE,
             index,
             mac,
             Some(dst),
@@ -138,7 +133,7 @@ impl Netlink {
 
     /// Deletes the FDB entry for `mac` on device `index`. Ok if there is none.
     pub fn del_fdb(&mut self, index: u32, mac: [u8; 6], dst: IpAddr) -> Result<(), HostError> {
-        let req = fdb_request(nlmsg::RTM_DELNEIGH, nlmsg::NLM_F_ACK, index, mac, Some(dst));
+        let req = fdb_request(wire::RTM_DELNEIGH, wire::NLM_F_ACK, index, mac, Some(dst));
         self.change_unless(req, libc::ENOENT, |nl| {
             format!(
                 "delete FDB entry {} on {}",
@@ -147,39 +142,21 @@ impl Netlink {
             )
         })
     }
-
-    /// Adds `route` with its gateway on-link (`ip route replace ... onlink`), replacing the
-    /// route with the same destination and metric.
-    pub fn add_onlink_route(&mut self, route: &RouteEntry) -> Result<(), HostError> {
-        check_route_families(route)?;
-        let req = nlmsg::route_request(
-            nlmsg::NLM_F_ACK | nlmsg::NLM_F_CREATE | nlmsg::NLM_F_REPLACE,
-            route,
-            false,
-        )
-        .set_fixed_u32(RTM_FLAGS_AT, RTNH_F_ONLINK);
-        self.change(req, |_| {
-            format!(
-                "add route {} via {:?} onlink",
-                route.destination, route.gateway
-            )
-        })
-    }
 }
 
 /// The `RTM_NEWLINK` request that creates `spec`.
 fn vxlan_request(spec: &VxlanSpec) -> Request {
     let mut req = Request::new(
-        nlmsg::RTM_NEWLINK,
-        nlmsg::NLM_F_ACK | nlmsg::NLM_F_CREATE | nlmsg::NLM_F_EXCL,
-        &nlmsg::ifinfomsg(0, 0, 0),
+        wire::RTM_NEWLINK,
+        wire::NLM_F_ACK | wire::NLM_F_CREATE | wire::NLM_F_EXCL,
+        &link::ifinfomsg(0, 0, 0),
     );
-    req = nlmsg::link_name_attr(req, &spec.name);
+    req = link::link_name_attr(req, &spec.name);
     if let Some(mac) = spec.mac {
-        req = nlmsg::link_mac_attr(req, mac);
+        req = link::link_mac_attr(req, mac);
     }
     if let Some(mtu) = spec.mtu {
-        req = nlmsg::link_mtu_attr(req, mtu);
+        req = link::link_mtu_attr(req, mtu);
     }
     req.nested(IFLA_LINKINFO, |r| {
         r.attr_str(IFLA_INFO_KIND, "vxlan")
@@ -195,26 +172,26 @@ fn vxlan_request(spec: &VxlanSpec) -> Request {
 
 /// An FDB request on device `index` for `mac` (and VTEP `dst`).
 fn fdb_request(kind: u16, flags: u16, index: u32, mac: [u8; 6], dst: Option<IpAddr>) -> Request {
-    let mut fixed = nlmsg::ndmsg_dump();
+    let mut fixed = neigh::ndmsg_dump();
     fixed[0] = AF_BRIDGE;
     fixed[4..8].copy_from_slice(&index.to_ne_bytes());
-    fixed[8..10].copy_from_slice(&nlmsg::NUD_PERMANENT.to_ne_bytes());
+    fixed[8..10].copy_from_slice(&neigh::NUD_PERMANENT.to_ne_bytes());
     fixed[10] = NTF_SELF;
-    let req = Request::new(kind, flags, &fixed).attr(nlmsg::NDA_LLADDR, &mac);
+    let req = Request::new(kind, flags, &fixed).attr(neigh::NDA_LLADDR, &mac);
     match dst {
-        Some(ip) => req.attr_ip(nlmsg::NDA_DST, ip),
+        Some(ip) => req.attr_ip(neigh::NDA_DST, ip),
         None => req,
     }
 }
 
 /// Reads an `RTM_NEWLINK` payload as a VXLAN device; `None` for links of another kind.
 fn parse_vxlan(payload: &[u8]) -> Result<Option<VxlanInfo>, WireError> {
-    let link = nlmsg::parse_link(payload)?;
+    let link = link::parse_link(payload)?;
     let attrs = payload
-        .get(nlmsg::IFINFOMSG_LEN..)
-        .ok_or_else(|| nlmsg::malformed("link message shorter than struct ifinfomsg"))?;
+        .get(link::IFINFOMSG_LEN..)
+        .ok_or_else(|| wire::malformed("link message shorter than struct ifinfomsg"))?;
     let mut info = None;
-    for a in nlmsg::attrs(attrs) {
+    for a in wire::attrs(attrs) {
         let (kind, value) = a?;
         if kind == IFLA_LINKINFO {
             info = parse_linkinfo(value)?;
@@ -230,10 +207,10 @@ fn parse_vxlan(payload: &[u8]) -> Result<Option<VxlanInfo>, WireError> {
 /// The VXLAN settings in an `IFLA_LINKINFO` value; `None` unless its kind is `vxlan`.
 fn parse_linkinfo(value: &[u8]) -> Result<Option<VxlanInfo>, WireError> {
     let (mut is_vxlan, mut data) = (false, None);
-    for a in nlmsg::attrs(value) {
+    for a in wire::attrs(value) {
         let (kind, v) = a?;
         match kind {
-            IFLA_INFO_KIND => is_vxlan = nlmsg::c_string(v) == "vxlan",
+            IFLA_INFO_KIND => is_vxlan = wire::c_string(v) == "vxlan",
             IFLA_INFO_DATA => data = Some(v),
             _ => {}
         }
@@ -249,11 +226,11 @@ fn parse_linkinfo(value: &[u8]) -> Result<Option<VxlanInfo>, WireError> {
         underlay: None,
         mac: None,
     };
-    for a in nlmsg::attrs(data.unwrap_or(&[])) {
+    for a in wire::attrs(data.unwrap_or(&[])) {
         let (kind, v) = a?;
         match kind {
-            IFLA_VXLAN_ID => info.vni = nlmsg::u32_of(v).unwrap_or(0),
-            IFLA_VXLAN_LINK => info.underlay = nlmsg::u32_of(v),
+            IFLA_VXLAN_ID => info.vni = wire::u32_of(v).unwrap_or(0),
+            IFLA_VXLAN_LINK => info.underlay = wire::u32_of(v),
             IFLA_VXLAN_LOCAL => info.local = <[u8; 4]>::try_from(v).ok().map(Ipv4Addr::from),
             IFLA_VXLAN_PORT => {
                 info.port = <[u8; 2]>::try_from(v).map(u16::from_be_bytes).unwrap_or(0)
@@ -268,24 +245,24 @@ fn parse_linkinfo(value: &[u8]) -> Result<Option<VxlanInfo>, WireError> {
 /// with a MAC.
 fn parse_fdb(payload: &[u8]) -> Result<Option<FdbEntry>, WireError> {
     let fixed = payload
-        .get(..nlmsg::NDMSG_LEN)
-        .ok_or_else(|| nlmsg::malformed("neighbour message shorter than struct ndmsg"))?;
+        .get(..neigh::NDMSG_LEN)
+        .ok_or_else(|| wire::malformed("neighbour message shorter than struct ndmsg"))?;
     if fixed[0] != AF_BRIDGE {
         return Ok(None);
     }
-    let index = nlmsg::u32_at(fixed, 4).unwrap_or(0);
+    let index = wire::u32_at(fixed, 4).unwrap_or(0);
     let (mut mac, mut dst) = (None, None);
-    for a in nlmsg::attrs(&payload[nlmsg::NDMSG_LEN..]) {
+    for a in wire::attrs(&payload[neigh::NDMSG_LEN..]) {
         let (kind, value) = a?;
         match kind {
-            nlmsg::NDA_LLADDR => mac = <[u8; 6]>::try_from(value).ok(),
-            nlmsg::NDA_DST => {
+            neigh::NDA_LLADDR => mac = <[u8; 6]>::try_from(value).ok(),
+            neigh::NDA_DST => {
                 let family = if value.len() == 4 {
-                    nlmsg::AF_INET
+                    wire::AF_INET
                 } else {
-                    nlmsg::AF_INET6
+                    wire::AF_INET6
                 };
-                dst = Some(nlmsg::ip_of(family, value, "NDA_DST")?);
+                dst = Some(wire::ip_of(family, value, "NDA_DST")?);
             }
             _ => {}
         }
@@ -313,7 +290,7 @@ mod tests {
     #[test]
     fn a_vxlan_request_reads_back_as_the_device_it_creates() {
         let bytes = vxlan_request(&spec()).finish(1);
-        let payload = &bytes[nlmsg::NLMSG_HDRLEN..];
+        let payload = &bytes[wire::NLMSG_HDRLEN..];
         let info = parse_vxlan(payload).expect("parse").expect("vxlan");
         assert_eq!(info.vni, 4096);
         assert_eq!(info.port, 4789);
@@ -325,8 +302,8 @@ mod tests {
     #[test]
     fn an_fdb_request_reads_back_as_its_entry() {
         let dst: IpAddr = "192.168.77.12".parse().expect("ip");
-        let bytes = fdb_request(nlmsg::RTM_NEWNEIGH, 0, 7, [2, 0, 0, 0, 0, 9], Some(dst)).finish(1);
-        let entry = parse_fdb(&bytes[nlmsg::NLMSG_HDRLEN..])
+        let bytes = fdb_request(wire::RTM_NEWNEIGH, 0, 7, [2, 0, 0, 0, 0, 9], Some(dst)).finish(1);
+        let entry = parse_fdb(&bytes[wire::NLMSG_HDRLEN..])
             .expect("parse")
             .expect("entry");
         assert_eq!(

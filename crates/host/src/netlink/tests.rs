@@ -6,7 +6,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use proptest::prelude::*;
 
-use super::*;
+use super::addr::*;
+use super::kind::*;
+use super::link::*;
+use super::neigh::*;
+use super::route::*;
+use super::wire::*;
 
 /// The single message in `bytes`, which must frame correctly.
 fn only_message(bytes: &[u8]) -> Message<'_> {
@@ -22,6 +27,15 @@ fn link_payload(index: u32, flags: u32, attributes: &[(u16, Vec<u8>)]) -> Vec<u8
         req = req.attr(*kind, value);
     }
     req.finish(1)[NLMSG_HDRLEN..].to_vec()
+}
+
+/// An `IFLA_LINKINFO` value naming `kind`, with some data after it as the kernel sends.
+fn linkinfo_of(kind: &str) -> Vec<u8> {
+    let bytes = Request::new(0, 0, &[])
+        .attr_str(IFLA_INFO_KIND, kind)
+        .nested(IFLA_INFO_DATA, |d| d.attr_u32(1, 4096))
+        .finish(1);
+    bytes[NLMSG_HDRLEN..].to_vec()
 }
 
 /// An `NLMSG_ERROR` message as the kernel sends it to a socket with capped, extended acks.
@@ -113,7 +127,7 @@ fn an_uncapped_error_skips_the_whole_echoed_request() {
 }
 
 #[test]
-fn a_link_reads_name_mac_mtu_and_up_whatever_else_it_carries() {
+fn a_link_reads_name_mac_mtu_up_master_and_kind_whatever_else_it_carries() {
     let payload = link_payload(
         3,
         IFF_UP,
@@ -122,6 +136,8 @@ fn a_link_reads_name_mac_mtu_and_up_whatever_else_it_carries() {
             (IFLA_IFNAME, b"eth0\0".to_vec()),
             (IFLA_MTU, 9000u32.to_ne_bytes().to_vec()),
             (60, vec![1, 2, 3]),
+            (IFLA_MASTER, 7u32.to_ne_bytes().to_vec()),
+            (IFLA_LINKINFO, linkinfo_of("veth")),
         ],
     );
     assert_eq!(
@@ -131,9 +147,21 @@ fn a_link_reads_name_mac_mtu_and_up_whatever_else_it_carries() {
             name: "eth0".into(),
             mac: Some([2, 0, 0, 0, 0, 1]),
             mtu: 9000,
-            up: true
+            up: true,
+            master: Some(7),
+            kind: Some("veth".into()),
         })
     );
+    // Master 0 is "no master", as the kernel sends it for a port just freed.
+    let freed = link_payload(
+        5,
+        0,
+        &[
+            (IFLA_IFNAME, b"p\0".to_vec()),
+            (IFLA_MASTER, 0u32.to_ne_bytes().to_vec()),
+        ],
+    );
+    assert_eq!(parse_link(&freed).map(|l| l.master), Ok(None));
     // A 0-byte hardware address (a TUN, ip6tnl0) is no MAC; a link without a name is broken.
     let no_mac = link_payload(
         4,
@@ -344,16 +372,28 @@ proptest! {
         name in "[a-z0-9.-]{1,15}",
         mac in proptest::option::of(any::<[u8; 6]>()),
         mtu in any::<u32>(),
+        master in proptest::option::of(1u32..),
+        kind in proptest::option::of("[a-z]{1,10}"),
         extra in proptest::collection::vec((5u16..200, proptest::collection::vec(any::<u8>(), 0..24)), 0..8),
     ) {
-        let mut attributes = extra.clone();
-        attributes.insert(extra.len() / 2, (IFLA_IFNAME, [name.as_bytes(), b"\0"].concat()));
+        // Attributes this reader does not know; the ones it does are added below.
+        let mut attributes: Vec<_> = extra
+            .into_iter()
+            .filter(|(k, _)| *k != IFLA_MASTER && *k != IFLA_LINKINFO)
+            .collect();
+        attributes.insert(attributes.len() / 2, (IFLA_IFNAME, [name.as_bytes(), b"\0"].concat()));
         attributes.push((IFLA_MTU, mtu.to_ne_bytes().to_vec()));
         if let Some(mac) = mac {
             attributes.insert(0, (IFLA_ADDRESS, mac.to_vec()));
         }
+        if let Some(m) = master {
+            attributes.insert(attributes.len() / 3, (IFLA_MASTER, m.to_ne_bytes().to_vec()));
+        }
+        if let Some(k) = &kind {
+            attributes.insert(attributes.len() / 4, (IFLA_LINKINFO, linkinfo_of(k)));
+        }
         let flags = if up { IFF_UP | 0x40 } else { 0x40 };
         let payload = link_payload(index, flags, &attributes);
-        prop_assert_eq!(parse_link(&payload), Ok(Link { index, name, mac, mtu, up }));
+        prop_assert_eq!(parse_link(&payload), Ok(Link { index, name, mac, mtu, up, master, kind }));
     }
 }
