@@ -11,9 +11,9 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hns::Profile;
-use hns::server::Config as HnsConfig;
-use proxy::{Config, FeatureGates, SourceConfig};
+use proxy::SourceConfig;
 use serde_json::{Value, json};
+use testkit::hnsd::{Hnsd, create_network, l2bridge};
 use tokio::sync::broadcast;
 
 /// The fake API server's objects per collection, and the watch events it streams.
@@ -61,18 +61,20 @@ async fn collection(
 }
 
 fn service() -> Value {
-    json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default","resourceVersion":"1"},
-        "spec":{"clusterIP":"10.96.0.10","ports":[{"name":"http","port":80,"targetPort":8080,"protocol":"TCP"}]}})
+    let mut s = testkit::kube::cluster_ip("web", "10.96.0.10", 80, 8080);
+    s["metadata"]["resourceVersion"] = json!("1");
+    s
 }
 
 fn slice(ips: &[&str]) -> Value {
-    let eps: Vec<Value> = ips
+    let eps = ips
         .iter()
-        .map(|ip| json!({"addresses":[ip],"nodeName":"win-2","conditions":{"ready":true}}))
+        .map(|ip| testkit::kube::ready(ip, "win-2"))
         .collect();
-    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-        "metadata":{"name":"web-1","namespace":"default","resourceVersion":"2","labels":{"kubernetes.io/service-name":"web"}},
-        "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],"endpoints":eps})
+    let mut s =
+        testkit::kube::endpoint_slice("web-1", "web", "IPv4", testkit::kube::http_port(8080), eps);
+    s["metadata"]["resourceVersion"] = json!("2");
+    s
 }
 
 async fn wait_for(what: &str, client: &hns::Client, check: impl Fn(&[hcn::LoadBalancer]) -> bool) {
@@ -118,42 +120,10 @@ async fn services_come_from_a_kube_api_watch() {
         ),
     )
     .unwrap();
-    let hnsd = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile: Profile::Ws2022,
-        dataplane: None,
-    })
-    .unwrap();
+    let hnsd = Hnsd::start(Profile::Ws2022).await;
     let client = hnsd.client();
-    let net = json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
-        "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
-    client
-        .call(
-            hns::Method::POST,
-            "/networks",
-            Some(net.to_string().into_bytes()),
-        )
-        .await
-        .unwrap();
-
-    let config = Config {
-        hostname: "win-1".into(),
-        network_name: "cbr0".into(),
-        source_vip: None,
-        enable_dsr: false,
-        feature_gates: FeatureGates::default(),
-        cluster_cidr: None,
-        node_ips: vec!["192.168.0.11".parse().unwrap()],
-        healthz_bind: None,
-        metrics_bind: None,
-        hns_socket: hnsd.socket.clone(),
-        root_hnsendpoint_name: "cbr0".into(),
-        forward_healthcheck_vip: false,
-        source: SourceConfig::Kubeconfig(kubeconfig),
-        retry_after: Duration::from_millis(100),
-        host_mac: None,
-    };
+    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
+    let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Kubeconfig(kubeconfig));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let proxy = tokio::spawn(proxy::run(config, async {
         let _ = stopped.await;

@@ -159,9 +159,9 @@ fn l2bridge_across_nodes_rewrites_pod_macs_to_the_hosts() {
     c.lab.http_server(&a, 8080);
     let pod_mac = mac_of(&a, "eth0");
     let host_mac = mac_of(&c.node_ns(0), "vEthernet-eth0");
-    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
-        c.lab.curl(&a, "http://10.244.2.10:8080/")
-    });
+    let (res, frames) = c
+        .lab
+        .capture("n0", || c.lab.curl(&a, "http://10.244.2.10:8080/"));
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
     assert_eq!(
         seen_from(&body),
@@ -202,9 +202,9 @@ fn overlay_across_nodes_is_vxlan_4096_between_provider_addresses() {
         ok(&["ip", "-n", &a, "-j", "link", "show", "eth0"]).contains("\"mtu\":1450"),
         "overlay pods get the MTU less the VXLAN overhead"
     );
-    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
-        c.lab.curl(&a, "http://10.244.2.10:8080/")
-    });
+    let (res, frames) = c
+        .lab
+        .capture("n0", || c.lab.curl(&a, "http://10.244.2.10:8080/"));
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
     assert_eq!(seen_from(&body), Some("10.244.1.10".parse().unwrap()));
     let vxlan: Vec<Seen> = frames

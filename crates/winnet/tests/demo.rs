@@ -7,6 +7,7 @@
 mod local_cluster;
 
 use local_cluster::{require_root, text, winnet};
+use testkit::capture::Capture;
 
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -174,38 +175,9 @@ fn the_simulated_demo_resolves_the_windows_pods_names_as_the_profile_says() {
 
 /// Frames the nodes behind fabric ports `ports` send while `during` runs.
 fn capture(ports: &[&str], during: impl FnOnce() -> Output) -> (Output, Vec<Vec<u8>>) {
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let threads: Vec<_> = ports
-        .iter()
-        .map(|port| {
-            let sock = host::netns::Netns::named("wn-fabric")
-                .run(|| host::packet_socket::PacketSocket::bind(port))
-                .expect("capture on the fabric");
-            let stop = done.clone();
-            std::thread::spawn(move || {
-                let mut frames = Vec::new();
-                let mut buf = vec![0u8; 70_000];
-                let end = Instant::now() + Duration::from_secs(15);
-                while Instant::now() < end {
-                    match sock.recv(&mut buf) {
-                        Ok(n) if n > 10 => frames.push(buf[10..n].to_vec()),
-                        // Nothing queued: done once the client has finished (what it caused
-                        // is queued on the socket by then).
-                        _ if stop.load(std::sync::atomic::Ordering::SeqCst) => break,
-                        _ => std::thread::sleep(Duration::from_millis(1)),
-                    }
-                }
-                frames
-            })
-        })
-        .collect();
+    let capture = Capture::start("wn-fabric", ports);
     let out = during();
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let frames = threads
-        .into_iter()
-        .flat_map(|t| t.join().expect("capture thread"))
-        .collect();
-    (out, frames)
+    (out, capture.stop())
 }
 
 /// An IPv4 packet's transport bytes, source, destination and protocol.
