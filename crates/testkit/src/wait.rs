@@ -68,3 +68,26 @@ pub async fn until_async<T, C: Checked<T>>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_ends_when_the_check_gives_its_value() {
+        let mut calls = 0;
+        let v = until("the third call", Duration::from_secs(5), || {
+            calls += 1;
+            (calls == 3).then_some(calls)
+        });
+        assert_eq!(v, 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "waiting for a frame from pod a; last seen: 2 frames, none from it")]
+    fn a_timeout_names_what_never_happened_and_what_was_seen() {
+        until("a frame from pod a", Duration::from_millis(30), || {
+            Err::<(), _>("2 frames, none from it")
+        });
+    }
+}

@@ -240,13 +240,11 @@ impl Lab {
         });
     }
 
-    /// Captures the frames crossing fabric port `port` (a node's cable) while `during` runs.
-    pub fn capture<R>(&self, port: &str, during: impl FnOnce() -> R) -> (R, Vec<Vec<u8>>) {
+    /// Starts capturing the frames crossing fabric port `port` (a node's cable); the test
+    /// then waits for the frames it expects with [`Capture::until`].
+    pub fn capture(&self, port: &str) -> Capture {
         let f = self.fabric.clone().expect("capture needs the fabric");
-        let capture = Capture::start(&f, &[port]);
-        let r = during();
-        std::thread::sleep(Duration::from_millis(100));
-        (r, capture.stop())
+        Capture::start(&f, &[port])
     }
 }
 
