@@ -31,11 +31,11 @@
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testkit::hnsd::{HnsdCommand, HnsdProcess};
 
 const DEBIAN_CNI: &str = "/usr/lib/cni";
 /// Every namespace the bench makes has this prefix, so a later run can sweep up a killed one's.
@@ -54,7 +54,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// What the bench has made; dropped (also on a panic), it removes all of it.
 struct Scratch {
     dir: tempfile::TempDir,
-    hnsd: Vec<Child>,
+    hnsd: Vec<HnsdProcess>,
     namespaces: Vec<String>,
 }
 
@@ -81,10 +81,8 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for mut h in self.hnsd.drain(..) {
-            let _ = h.kill();
-            let _ = h.wait();
-        }
+        // Dropped, each hnsd is killed and reaped.
+        self.hnsd.clear();
         for ns in std::mem::take(&mut self.namespaces).iter().rev() {
             remove_netns(ns);
         }
@@ -101,12 +99,7 @@ fn remove_netns(name: &str) {
 
 /// Runs `ip ARGS`, which must succeed.
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {} (the bench needs root)",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::cmd::ok(Command::new("ip").args(args));
 }
 
 /// The addresses on `eth0` in namespace `ns` (`ip -br addr`), `None` when there is no `eth0`.
@@ -276,41 +269,20 @@ fn make_node(s: &mut Scratch) {
 /// `winnet hnsd` called `name` (its state, socket and log in the scratch dir), serving `node`
 /// with its data plane, or objects only when `None`; returns its socket once it answers.
 fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) -> PathBuf {
-    let d = s.dir.path().to_path_buf();
-    let socket = d.join(format!("{name}.sock"));
-    let log = std::fs::File::create(d.join(format!("{name}.log"))).expect("hnsd log");
-    let mut cmd = Command::new(winnet);
-    cmd.arg("hnsd");
+    let d = s.dir.path();
+    let mut cmd = HnsdCommand::new(winnet, d)
+        .state_dir(d.join(name))
+        .socket(d.join(format!("{name}.sock")))
+        .log(d.join(format!("{name}.log")))
+        .log_level("warn")
+        // hnsd stops (and lets go of its TAPs) if the bench dies without cleaning up.
+        .die_with_parent();
     if let Some(node) = node {
-        cmd.args(["--node-netns", node, "--nic", "eth0"]);
+        cmd = cmd.node(node, "eth0");
     }
-    cmd.args(["--profile", "ws2022", "--state-dir"])
-        .arg(d.join(name))
-        .arg("--socket")
-        .arg(&socket)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            // hnsd stops (and lets go of its TAPs) if the bench dies without cleaning up.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
-    s.hnsd.push(cmd.spawn().expect("start winnet hnsd"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        let exited = s.hnsd.last_mut().and_then(|h| h.try_wait().ok().flatten());
-        assert!(
-            exited.is_none() && Instant::now() < deadline,
-            "hnsd {name} did not start ({exited:?}):\n{}",
-            s.hnsd_log(name)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let hnsd = cmd.start();
+    let socket = hnsd.socket().to_path_buf();
+    s.hnsd.push(hnsd);
     socket
 }
 
@@ -384,13 +356,7 @@ fn main() {
     let socket = start_hnsd(&mut s, &winnet, "hnsd", Some(NODE_NS));
     let bare_socket = start_hnsd(&mut s, &winnet, "hnsd-bare", None);
     let bin = d.join("bin");
-    let ok = Command::new(&winnet)
-        .arg("install-cni")
-        .arg(&bin)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run winnet install-cni");
-    assert!(ok.success(), "install-cni");
+    testkit::cmd::ok(Command::new(&winnet).arg("install-cni").arg(&bin));
     create_network(&s, &winnet, "hnsd", &socket, true);
     create_network(&s, &winnet, "hnsd-bare", &bare_socket, false);
 

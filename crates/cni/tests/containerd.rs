@@ -148,18 +148,13 @@ impl Containerd {
     /// and imports it into CRI's namespace with `ctr`.
     fn import_pause(&self) {
         let archive = pause_image(self.dir());
-        let out = Command::new("ctr")
-            .arg("--address")
-            .arg(self.socket())
-            .args(["--namespace", "k8s.io", "images", "import"])
-            .args(["--snapshotter", "native"])
-            .arg(&archive)
-            .output()
-            .expect("run ctr");
-        assert!(
-            out.status.success(),
-            "ctr images import: {}",
-            String::from_utf8_lossy(&out.stderr)
+        testkit::cmd::ok(
+            Command::new("ctr")
+                .arg("--address")
+                .arg(self.socket())
+                .args(["--namespace", "k8s.io", "images", "import"])
+                .args(["--snapshotter", "native"])
+                .arg(&archive),
         );
     }
 

@@ -66,12 +66,7 @@ fn median(mut runs: Vec<(f64, f64)>) -> (f64, f64) {
 }
 
 fn main() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the bench makes a namespace: run it as root"
-    );
+    testkit::require_root("the bench makes a namespace");
     let seconds = std::env::var("DNS_BENCH_SECONDS").unwrap_or_else(|_| "3".into());
     let name = format!("wnt-dns-bench-{}", std::process::id());
     let _ = Netns::named(&name).delete();

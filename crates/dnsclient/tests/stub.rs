@@ -21,12 +21,7 @@ struct Pod {
 
 impl Pod {
     fn new(tag: &str) -> Pod {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(
-            euid, 0,
-            "this test makes a network namespace: run it as root (CI does)"
-        );
+        testkit::require_root("this test makes a network namespace");
         let name = format!("wnt-dns-{tag}-{}", std::process::id());
         let _ = Netns::named(&name).delete();
         let netns = Netns::create(&name).expect("make the pod's namespace");

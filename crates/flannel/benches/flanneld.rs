@@ -22,17 +22,13 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, GetOptions, WatchOptions};
 use flannel::{Daemon, Options, Os, SubnetSource};
 use host::netns::Netns;
+use testkit::cmd::sh;
 
 const FABRIC: &str = "wnt-flb-f";
 const ETCD: &str = "http://10.77.0.1:2379";
 
 fn main() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this bench makes namespaces and devices: run it as root"
-    );
+    testkit::require_root("this bench makes namespaces and devices");
     let n: usize = std::env::var("FLANNEL_BENCH_NODES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -80,19 +76,6 @@ impl Drop for Lab {
             let _ = ns.delete();
         }
     }
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")));
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 impl Lab {

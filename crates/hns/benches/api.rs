@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use hcn::{Endpoint, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping, MacAddress, Network};
 use hns::Profile;
-use hns::server::Config;
 use hns_client::{Client, ClientError};
+use testkit::hnsd::{Hnsd, l2bridge};
 use tokio::runtime::Runtime;
-use tokio::sync::oneshot;
 
 /// How endpoint addresses are chosen in a run.
 #[derive(Clone, Copy, PartialEq)]
@@ -148,22 +147,6 @@ async fn list_until(socket: PathBuf, stop: Arc<AtomicBool>) -> Phase {
     }
 }
 
-fn network_doc(name: &str) -> Network {
-    serde_json::from_value(serde_json::json!({
-        "Name": name,
-        "Type": "L2Bridge",
-        "Ipams": [{
-            "Type": "Static",
-            "Subnets": [{
-                "IpAddressPrefix": "10.244.0.0/16",
-                "Routes": [{ "NextHop": "10.244.0.1", "DestinationPrefix": "0.0.0.0/0" }]
-            }]
-        }],
-        "SchemaVersion": { "Major": 2, "Minor": 0 }
-    }))
-    .expect("network document")
-}
-
 /// The `i`th explicit address: 10.244.0.2 upwards, as a host-local range would hand them out.
 fn explicit_ip(i: usize) -> IpAddr {
     let n = u32::try_from(i + 2).expect("address index");
@@ -206,55 +189,6 @@ fn load_balancer_doc(i: usize, endpoints: &[Guid]) -> LoadBalancer {
             ..LoadBalancerPortMapping::default()
         }],
         ..LoadBalancer::default()
-    }
-}
-
-/// An hnsd on its own runtime (its own worker threads, as the `winnet hnsd` process has),
-/// stopped when dropped.
-struct Hnsd {
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    socket: PathBuf,
-}
-
-impl Hnsd {
-    fn start(dir: &Path) -> Hnsd {
-        let config = Config {
-            state_dir: dir.join("state"),
-            socket: dir.join("hns.sock"),
-            profile: Profile::Ws2022,
-            dataplane: None,
-        };
-        let socket = config.socket.clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = Runtime::new().expect("hnsd runtime");
-            rt.block_on(hns::server::run(&config, async {
-                let _ = stopped.await;
-            }))
-            .expect("hnsd runs");
-        });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "hnsd did not come up");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Hnsd {
-            stop: Some(stop),
-            thread: Some(thread),
-            socket,
-        }
-    }
-}
-
-impl Drop for Hnsd {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -376,12 +310,15 @@ async fn baseline(socket: &Path, clients: usize, n: usize) -> Phase {
 }
 
 /// One fresh hnsd: each phase with its baseline; the table rows and the budget verdicts.
-async fn run(dir: &Path, addressing: Addressing, sizes: Sizes) -> (Vec<String>, Vec<String>) {
-    let hnsd = Hnsd::start(dir);
-    let socket = hnsd.socket.clone();
+async fn run(addressing: Addressing, sizes: Sizes) -> (Vec<String>, Vec<String>) {
+    // hnsd on its own runtime: its worker threads are sized as in the real process.
+    let hnsd = Hnsd::start_on_own_runtime(Profile::Ws2022);
+    let socket = hnsd.socket();
     let clients = sizes.clients;
+    let doc: Network = serde_json::from_value(l2bridge("cbr0", "10.244.0.0/16", "10.244.0.1"))
+        .expect("network document");
     let network = Client::new(&socket)
-        .create_network(&network_doc("cbr0"))
+        .create_network(&doc)
         .await
         .expect("create the network")
         .id;
@@ -430,7 +367,6 @@ fn main() {
         clients: env_usize("HNS_BENCH_CLIENTS", 32),
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let tmp = tempfile::tempdir().expect("temp dir");
     // The clients get their own runtime, so hnsd's runtime is sized as in the real process.
     let rt = Runtime::new().expect("client runtime");
 
@@ -439,7 +375,7 @@ fn main() {
         sizes.endpoints,
         sizes.lbs,
         sizes.clients,
-        tmp.path().display()
+        std::env::temp_dir().display()
     );
     println!();
     println!(
@@ -447,16 +383,12 @@ fn main() {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut verdicts = Vec::new();
-    for (k, addressing) in [
+    for addressing in [
         Addressing::HnsIpam,
         Addressing::ExplicitIp,
         Addressing::ExplicitIpMac,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let dir = tmp.path().join(format!("run-{k}"));
-        let (rows, run_verdicts) = rt.block_on(run(&dir, addressing, sizes));
+    ] {
+        let (rows, run_verdicts) = rt.block_on(run(addressing, sizes));
         for row in rows {
             println!("{row}");
         }

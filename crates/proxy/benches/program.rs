@@ -4,16 +4,16 @@
 //! floor any proxy pays to hnsd). Run: `cargo bench -p proxy --bench program`.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use hcn::{Endpoint, IpConfig, LoadBalancer, LoadBalancerPortMapping};
 use hns::Profile;
-use hns::server::Config as HnsConfig;
-use proxy::{Config, FeatureGates, Proxy, SourceConfig};
-use serde_json::json;
+use proxy::{Config, Proxy, SourceConfig};
+use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::kube::{cluster_ip, endpoint_slice, http_port, ready, yaml_stream};
 
 const NODE: &str = "win-1";
 const LOCAL_PODS: usize = 15;
@@ -47,52 +47,42 @@ fn backends(i: usize) -> Vec<(IpAddr, &'static str)> {
 }
 
 fn write_manifests(dir: &Path, services: usize, extra: Option<usize>) {
-    let mut text = String::new();
+    let mut objects = Vec::new();
     for i in 0..services {
-        let svc = json!({"apiVersion":"v1","kind":"Service","metadata":{"name":format!("svc-{i}"),"namespace":"default"},
-            "spec":{"clusterIP":vip(i).to_string(),"ports":[{"name":"http","port":80,"targetPort":8080,"protocol":"TCP"}]}});
+        let (name, ip) = (format!("svc-{i}"), vip(i).to_string());
         let mut eps: Vec<serde_json::Value> = backends(i)
             .iter()
-            .map(|(ip, node)| json!({"addresses":[ip.to_string()],"nodeName":node,"conditions":{"ready":true}}))
+            .map(|(ip, node)| ready(&ip.to_string(), node))
             .collect();
         if extra == Some(i) {
-            eps.push(json!({"addresses":[remote_ip(REMOTE_PODS + 1).to_string()],"nodeName":"win-3","conditions":{"ready":true}}));
+            eps.push(ready(&remote_ip(REMOTE_PODS + 1).to_string(), "win-3"));
         }
-        let slice = json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-            "metadata":{"name":format!("svc-{i}-abc"),"namespace":"default","labels":{"kubernetes.io/service-name":format!("svc-{i}")}},
-            "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],"endpoints":eps});
-        text.push_str(&format!("---\n{svc}\n---\n{slice}\n"));
+        objects.push(cluster_ip(&name, &ip, 80, 8080));
+        objects.push(endpoint_slice(
+            &format!("{name}-abc"),
+            &name,
+            "IPv4",
+            http_port(8080),
+            eps,
+        ));
     }
-    std::fs::write(dir.join("services.yaml"), text).expect("write manifests");
+    std::fs::write(dir.join("services.yaml"), yaml_stream(&objects)).expect("write manifests");
 }
 
 struct Node {
-    dir: tempfile::TempDir,
-    hnsd: hns::server::Running,
+    hnsd: Hnsd,
+}
+
+impl Node {
+    fn manifests(&self) -> PathBuf {
+        self.hnsd.dir().join("manifests")
+    }
 }
 
 async fn node() -> Node {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let hnsd = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile: Profile::Ws2022,
-        dataplane: None,
-    })
-    .expect("hnsd");
+    let hnsd = Hnsd::start(Profile::Ws2022).await;
     let c = hnsd.client();
-    let net = json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.0.0/16",
-        "Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
-    let net: hcn::Network = serde_json::from_value(
-        c.call(
-            hns_client::Method::POST,
-            "/networks",
-            Some(net.to_string().into_bytes()),
-        )
-        .await
-        .expect("network"),
-    )
-    .expect("network");
+    let net = create_network(&c, &l2bridge("cbr0", "10.244.0.0/16", "10.244.0.1")).await;
     for i in 0..LOCAL_PODS {
         let ep = Endpoint {
             host_compute_network: net.id,
@@ -104,33 +94,17 @@ async fn node() -> Node {
         };
         c.create_endpoint(&ep).await.expect("local endpoint");
     }
-    Node { dir, hnsd }
+    Node { hnsd }
 }
 
 fn config(n: &Node) -> Config {
-    Config {
-        hostname: NODE.into(),
-        network_name: "cbr0".into(),
-        source_vip: None,
-        enable_dsr: false,
-        feature_gates: FeatureGates::default(),
-        cluster_cidr: None,
-        node_ips: vec!["192.168.0.11".parse().expect("ip")],
-        healthz_bind: None,
-        metrics_bind: None,
-        hns_socket: n.hnsd.socket.clone(),
-        root_hnsendpoint_name: "cbr0".into(),
-        forward_healthcheck_vip: false,
-        source: SourceConfig::Manifests(n.dir.path().join("manifests")),
-        retry_after: Duration::from_millis(100),
-        host_mac: None,
-    }
+    testkit::proxy::config(&n.hnsd.socket(), SourceConfig::Manifests(n.manifests()))
 }
 
 /// Manifests to every LB in hnsd, through the proxy.
 async fn program(services: usize) -> (Duration, Node) {
     let n = node().await;
-    let manifests = n.dir.path().join("manifests");
+    let manifests = n.manifests();
     std::fs::create_dir_all(&manifests).expect("dir");
     write_manifests(&manifests, services, None);
     let started = Instant::now();
@@ -206,7 +180,7 @@ async fn baseline(services: usize) -> Duration {
 /// p50/p99 of one endpoint added to (then removed from) one Service.
 async fn one_change(n: &Node, services: usize, rounds: usize) -> (Duration, Duration) {
     let mut proxy = Proxy::connect(config(n)).await.expect("proxy");
-    let manifests = n.dir.path().join("manifests");
+    let manifests = n.manifests();
     proxy
         .sync(&proxy::source::manifests::load(&manifests))
         .await;

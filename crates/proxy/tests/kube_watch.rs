@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -11,16 +11,45 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hns::Profile;
-use hns::server::Config as HnsConfig;
-use proxy::{Config, FeatureGates, SourceConfig};
+use proxy::SourceConfig;
 use serde_json::{Value, json};
+use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::wait::until_async;
 use tokio::sync::broadcast;
 
-/// The fake API server's objects per collection, and the watch events it streams.
+/// How long the proxy may take to act on what the API server says.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The fake API server's objects per collection, and per collection a channel that streams
+/// watch events to every live watch of it.
 #[derive(Clone)]
 struct Api {
     lists: Arc<Mutex<HashMap<String, Vec<Value>>>>,
-    events: broadcast::Sender<(String, Value)>,
+    watches: Arc<HashMap<&'static str, broadcast::Sender<Value>>>,
+}
+
+impl Api {
+    fn new(collections: &[&'static str]) -> Api {
+        let watches = collections
+            .iter()
+            .map(|c| (*c, broadcast::channel(64).0))
+            .collect();
+        Api {
+            lists: Arc::default(),
+            watches: Arc::new(watches),
+        }
+    }
+
+    /// Sends `event` to the watches of `collection` once the proxy watches it: as from a real
+    /// API server, an event before the watch would not reach the proxy (its list is older).
+    async fn send_when_watched(&self, collection: &str, event: Value) {
+        let watch = &self.watches[collection];
+        let what = format!("the proxy to watch {collection}");
+        until_async(&what, WAIT, async || watch.receiver_count() > 0).await;
+        watch
+            .send(event)
+            .unwrap_or_else(|_| panic!("the proxy's watch of {collection} went away"));
+    }
 }
 
 async fn collection(
@@ -41,18 +70,12 @@ async fn collection(
         let body = json!({"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"1"},"items":items});
         return axum::Json(body).into_response();
     }
-    let rx = api.events.subscribe();
-    let stream = futures::stream::unfold((rx, name), |(mut rx, name)| async move {
-        loop {
-            match rx.recv().await {
-                Ok((coll, ev)) if coll == name => {
-                    let line = format!("{ev}\n");
-                    return Some((Ok::<_, std::io::Error>(line), (rx, name)));
-                }
-                Ok(_) => continue,
-                Err(_) => return None,
-            }
-        }
+    let Some(watch) = api.watches.get(name.as_str()) else {
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    };
+    let stream = futures::stream::unfold(watch.subscribe(), |mut rx| async move {
+        let event = rx.recv().await.ok()?;
+        Some((Ok::<_, std::io::Error>(format!("{event}\n")), rx))
     });
     Response::builder()
         .header("content-type", "application/json")
@@ -61,18 +84,20 @@ async fn collection(
 }
 
 fn service() -> Value {
-    json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default","resourceVersion":"1"},
-        "spec":{"clusterIP":"10.96.0.10","ports":[{"name":"http","port":80,"targetPort":8080,"protocol":"TCP"}]}})
+    let mut s = testkit::kube::cluster_ip("web", "10.96.0.10", 80, 8080);
+    s["metadata"]["resourceVersion"] = json!("1");
+    s
 }
 
 fn slice(ips: &[&str]) -> Value {
-    let eps: Vec<Value> = ips
+    let eps = ips
         .iter()
-        .map(|ip| json!({"addresses":[ip],"nodeName":"win-2","conditions":{"ready":true}}))
+        .map(|ip| testkit::kube::ready(ip, "win-2"))
         .collect();
-    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-        "metadata":{"name":"web-1","namespace":"default","resourceVersion":"2","labels":{"kubernetes.io/service-name":"web"}},
-        "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],"endpoints":eps})
+    let mut s =
+        testkit::kube::endpoint_slice("web-1", "web", "IPv4", testkit::kube::http_port(8080), eps);
+    s["metadata"]["resourceVersion"] = json!("2");
+    s
 }
 
 async fn wait_for(
@@ -80,24 +105,23 @@ async fn wait_for(
     client: &hns_client::Client,
     check: impl Fn(&[hcn::LoadBalancer]) -> bool,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(lbs) = client.list_load_balancers().await
-            && check(&lbs)
-        {
-            return;
+    until_async(what, WAIT, async || {
+        let lbs = client
+            .list_load_balancers()
+            .await
+            .map_err(|e| e.to_string())?;
+        if check(&lbs) {
+            Ok(())
+        } else {
+            Err(format!("load balancers {lbs:?}"))
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_come_from_a_kube_api_watch() {
-    let api = Api {
-        lists: Arc::default(),
-        events: broadcast::channel(64).0,
-    };
+    let api = Api::new(&["services", "endpointslices"]);
     api.lists
         .lock()
         .unwrap()
@@ -122,42 +146,10 @@ async fn services_come_from_a_kube_api_watch() {
         ),
     )
     .unwrap();
-    let hnsd = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile: Profile::Ws2022,
-        dataplane: None,
-    })
-    .unwrap();
+    let hnsd = Hnsd::start(Profile::Ws2022).await;
     let client = hnsd.client();
-    let net = json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
-        "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
-    client
-        .call(
-            hns_client::Method::POST,
-            "/networks",
-            Some(net.to_string().into_bytes()),
-        )
-        .await
-        .unwrap();
-
-    let config = Config {
-        hostname: "win-1".into(),
-        network_name: "cbr0".into(),
-        source_vip: None,
-        enable_dsr: false,
-        feature_gates: FeatureGates::default(),
-        cluster_cidr: None,
-        node_ips: vec!["192.168.0.11".parse().unwrap()],
-        healthz_bind: None,
-        metrics_bind: None,
-        hns_socket: hnsd.socket.clone(),
-        root_hnsendpoint_name: "cbr0".into(),
-        forward_healthcheck_vip: false,
-        source: SourceConfig::Kubeconfig(kubeconfig),
-        retry_after: Duration::from_millis(100),
-        host_mac: None,
-    };
+    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
+    let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Kubeconfig(kubeconfig));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let proxy = tokio::spawn(proxy::run(config, async {
         let _ = stopped.await;
@@ -169,22 +161,13 @@ async fn services_come_from_a_kube_api_watch() {
     .await;
     // A watch event scales the Service up.
     let modified = json!({"type":"MODIFIED","object":slice(&["10.244.2.5","10.244.2.6"])});
-    // Retry until the watch is connected (the event is only seen by a live watch).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let _ = api.events.send(("endpointslices".into(), modified.clone()));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let lbs = client.list_load_balancers().await.unwrap();
-        if lbs.len() == 1 && lbs[0].host_compute_endpoints.len() == 2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the watch event was not applied: {lbs:?}"
-        );
-    }
+    api.send_when_watched("endpointslices", modified).await;
+    wait_for("the watch event to be applied", &client, |lbs| {
+        lbs.len() == 1 && lbs[0].host_compute_endpoints.len() == 2
+    })
+    .await;
     let deleted = json!({"type":"DELETED","object":service()});
-    let _ = api.events.send(("services".into(), deleted));
+    api.send_when_watched("services", deleted).await;
     wait_for(
         "the deleted Service's load balancer to go",
         &client,

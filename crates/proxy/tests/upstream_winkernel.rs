@@ -23,7 +23,7 @@ const REMOTE: &str = "10.244.2.5";
 /// to 10.244.2.0/24), the root endpoint `cbr0` (upstream's `EP-GW`), and one local pod
 /// endpoint made as the CNI makes it.
 struct Node {
-    hnsd: common::Hnsd,
+    hnsd: testkit::hnsd::Hnsd,
     client: Client,
     local: Guid,
     root: Guid,
@@ -35,7 +35,7 @@ async fn node(overlay: bool) -> Node {
 
 async fn node_on(profile: Profile, overlay: bool) -> Node {
     let (hnsd, net) = common::hnsd_with_cbr0(profile, overlay).await;
-    let client = hnsd.running.client();
+    let client = hnsd.client();
     let local = common::endpoint(&client, &net, "pod-a", &[(LOCAL, 24)]).await;
     let mut gw = vec![("10.244.1.2", 24)];
     if !overlay {
@@ -51,25 +51,18 @@ async fn node_on(profile: Profile, overlay: bool) -> Node {
 }
 
 fn config(n: &Node, overlay: bool) -> Config {
+    let source = SourceConfig::Manifests("/nonexistent".into());
     Config {
         hostname: NODE.into(),
-        network_name: "cbr0".into(),
         source_vip: overlay.then(|| "10.244.1.3".parse().unwrap()),
-        enable_dsr: false,
         feature_gates: FeatureGates {
             win_dsr: false,
             win_overlay: overlay,
         },
-        cluster_cidr: None,
         node_ips: vec!["192.168.0.11".parse().unwrap(), "fd00::11".parse().unwrap()],
-        healthz_bind: None,
-        metrics_bind: None,
-        hns_socket: n.hnsd.running.socket.clone(),
-        root_hnsendpoint_name: "cbr0".into(),
-        forward_healthcheck_vip: false,
-        source: SourceConfig::Manifests("/nonexistent".into()),
         retry_after: Duration::from_millis(50),
         host_mac: Some("00-11-22-33-44-55".parse().unwrap()),
+        ..testkit::proxy::config(&n.hnsd.socket(), source)
     }
 }
 

@@ -11,13 +11,14 @@ use std::time::Duration;
 use hcn::{Endpoint, Guid, LoadBalancer};
 use hns::Profile;
 use hns_client::Client;
-use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
+use proxy::{Config, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
+use testkit::kube::service;
 
 const NODE: &str = "win-1";
 
 struct Node {
-    hnsd: common::Hnsd,
+    hnsd: testkit::hnsd::Hnsd,
     client: Client,
     /// IP -> HNS ID of the local pod endpoints the CNI made.
     locals: Vec<(IpAddr, Guid)>,
@@ -27,7 +28,7 @@ struct Node {
 /// An hnsd with an L2Bridge (or Overlay) network `cbr0`, the root endpoint, and two local pods.
 async fn node(profile: Profile, overlay: bool) -> Node {
     let (hnsd, net) = common::hnsd_with_cbr0(profile, overlay).await;
-    let client = hnsd.running.client();
+    let client = hnsd.client();
     let root = common::endpoint(&client, &net, "cbr0", &[("10.244.1.2", 24)]).await;
     let mut locals = Vec::new();
     for (name, ip) in [("pod-a", "10.244.1.10"), ("pod-b", "10.244.1.11")] {
@@ -43,44 +44,27 @@ async fn node(profile: Profile, overlay: bool) -> Node {
 }
 
 fn config(n: &Node) -> Config {
+    let source = SourceConfig::Manifests("/nonexistent".into());
     Config {
-        hostname: NODE.into(),
-        network_name: "cbr0".into(),
-        source_vip: None,
-        enable_dsr: false,
-        feature_gates: FeatureGates::default(),
-        cluster_cidr: None,
-        node_ips: vec!["192.168.0.11".parse().unwrap()],
-        healthz_bind: None,
-        metrics_bind: None,
-        hns_socket: n.hnsd.running.socket.clone(),
-        root_hnsendpoint_name: "cbr0".into(),
-        forward_healthcheck_vip: false,
-        source: SourceConfig::Manifests("/nonexistent".into()),
         retry_after: Duration::from_millis(50),
         host_mac: Some("00-15-5D-AA-BB-CC".parse().unwrap()),
+        ..testkit::proxy::config(&n.hnsd.socket(), source)
     }
-}
-
-fn service(name: &str, spec: Value) -> Value {
-    json!({"apiVersion":"v1","kind":"Service","metadata":{"name":name,"namespace":"default"},"spec":spec})
 }
 
 /// An EndpointSlice: (ip, node, ready, serving, terminating).
 fn slice(svc: &str, family: &str, ports: Value, eps: &[(&str, &str, bool, bool, bool)]) -> Value {
-    let endpoints: Vec<Value> = eps
+    let endpoints = eps
         .iter()
         .map(|(ip, node, ready, serving, terminating)| {
-            json!({"addresses":[ip],"nodeName":node,"conditions":{"ready":ready,"serving":serving,"terminating":terminating}})
+            testkit::kube::endpoint(ip, node, *ready, *serving, *terminating)
         })
         .collect();
-    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-        "metadata":{"name":format!("{svc}-{family}"),"namespace":"default","labels":{"kubernetes.io/service-name":svc}},
-        "addressType":family,"ports":ports,"endpoints":endpoints})
+    testkit::kube::endpoint_slice(&format!("{svc}-{family}"), svc, family, ports, endpoints)
 }
 
 fn http_ports() -> Value {
-    json!([{"name":"http","port":8080,"protocol":"TCP"}])
+    testkit::kube::http_port(8080)
 }
 
 /// Local pod-a, local pod-b, remote 10.244.2.5 on win-2; all ready.

@@ -12,6 +12,10 @@ use lab::cluster::{Cluster, Mode, OUTSIDE, decode, node_ip};
 use lab::{ok, seen_from};
 use serde_json::json;
 
+/// How long a test waits for the frames it caused to be read off the fabric. They crossed it
+/// before the client had its answer, so this is a bound for a failure, not a delay.
+const WIRE: Duration = Duration::from_secs(5);
+
 /// The `ip -j addr` of `dev` in `ns`, as "addr/len" strings.
 fn addresses(ns: &str, dev: &str) -> Vec<String> {
     let out = ok(&["ip", "-n", ns, "-j", "addr", "show", "dev", dev]);
@@ -159,15 +163,21 @@ fn l2bridge_across_nodes_rewrites_pod_macs_to_the_hosts() {
     c.lab.http_server(&a, 8080);
     let pod_mac = mac_of(&a, "eth0");
     let host_mac = mac_of(&c.node_ns(0), "vEthernet-eth0");
-    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
-        c.lab.curl(&a, "http://10.244.2.10:8080/")
-    });
+    let capture = c.lab.capture("n0");
+    let res = c.lab.curl(&a, "http://10.244.2.10:8080/");
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
     assert_eq!(
         seen_from(&body),
         Some("10.244.1.10".parse().unwrap()),
         "pod to pod across nodes is not NATed"
     );
+    let pod_a: IpAddr = "10.244.1.10".parse().unwrap();
+    let frames = capture.until("a frame from pod a", WIRE, |frames| {
+        frames
+            .iter()
+            .filter_map(|f| parse(f))
+            .any(|s| s.src_ip == Some(pod_a))
+    });
     let body = c
         .lab
         .curl(&b, "http://10.244.1.10:8080/")
@@ -202,11 +212,16 @@ fn overlay_across_nodes_is_vxlan_4096_between_provider_addresses() {
         ok(&["ip", "-n", &a, "-j", "link", "show", "eth0"]).contains("\"mtu\":1450"),
         "overlay pods get the MTU less the VXLAN overhead"
     );
-    let (res, frames) = c.lab.capture("n0", Duration::from_secs(10), || {
-        c.lab.curl(&a, "http://10.244.2.10:8080/")
-    });
+    let capture = c.lab.capture("n0");
+    let res = c.lab.curl(&a, "http://10.244.2.10:8080/");
     let body = res.unwrap_or_else(|e| panic!("{e}\n{}", c.lab.logs()));
     assert_eq!(seen_from(&body), Some("10.244.1.10".parse().unwrap()));
+    let frames = capture.until("VXLAN between the nodes", WIRE, |frames| {
+        frames
+            .iter()
+            .filter_map(|f| parse(f))
+            .any(|s| s.udp_dst == Some(4789))
+    });
     let vxlan: Vec<Seen> = frames
         .iter()
         .filter_map(|f| parse(f))

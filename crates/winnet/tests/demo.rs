@@ -7,8 +7,9 @@
 mod local_cluster;
 
 use local_cluster::{require_root, text, winnet};
+use testkit::capture::Capture;
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -172,41 +173,14 @@ fn the_simulated_demo_resolves_the_windows_pods_names_as_the_profile_says() {
     }
 }
 
-/// Frames the nodes behind fabric ports `ports` send while `during` runs.
-fn capture(ports: &[&str], during: impl FnOnce() -> Output) -> (Output, Vec<Vec<u8>>) {
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let threads: Vec<_> = ports
-        .iter()
-        .map(|port| {
-            let sock = host::netns::Netns::named("wn-fabric")
-                .run(|| host::packet_socket::PacketSocket::bind(port))
-                .expect("capture on the fabric");
-            let stop = done.clone();
-            std::thread::spawn(move || {
-                let mut frames = Vec::new();
-                let mut buf = vec![0u8; 70_000];
-                let end = Instant::now() + Duration::from_secs(15);
-                while Instant::now() < end {
-                    match sock.recv(&mut buf) {
-                        Ok(n) if n > 10 => frames.push(buf[10..n].to_vec()),
-                        // Nothing queued: done once the client has finished (what it caused
-                        // is queued on the socket by then).
-                        _ if stop.load(std::sync::atomic::Ordering::SeqCst) => break,
-                        _ => std::thread::sleep(Duration::from_millis(1)),
-                    }
-                }
-                frames
-            })
-        })
-        .collect();
-    let out = during();
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    let frames = threads
-        .into_iter()
-        .flat_map(|t| t.join().expect("capture thread"))
-        .collect();
-    (out, frames)
+/// Starts capturing what the nodes behind fabric ports `ports` send.
+fn capture_fabric(ports: &[&str]) -> Capture {
+    Capture::start("wn-fabric", ports)
 }
+
+/// How long a test waits for the frames it caused to be read off the fabric. They crossed it
+/// before the client had its answer, so this is a bound for a failure, not a delay.
+const WIRE: Duration = Duration::from_secs(5);
 
 /// An IPv4 packet's transport bytes, source, destination and protocol.
 type Ipv4View<'a> = (&'a [u8], [u8; 4], [u8; 4], u8);
@@ -220,6 +194,16 @@ fn ipv4(f: &[u8]) -> Option<Ipv4View<'_>> {
     let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
     let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
     Some((ip.get(ihl..)?, src, dst, *ip.get(9)?))
+}
+
+/// The VXLAN datagrams (UDP to 4789) among `frames`: UDP bytes, source, destination.
+fn vxlan(frames: &[Vec<u8>]) -> Vec<(&[u8], [u8; 4], [u8; 4])> {
+    frames
+        .iter()
+        .filter_map(|f| ipv4(f))
+        .filter(|(l4, _, _, p)| *p == 17 && l4.get(2..4) == Some(&[0x12, 0xb5]))
+        .map(|(l4, s, d, _)| (l4, s, d))
+        .collect()
 }
 
 fn mac(ns: &str, dev: &str) -> Vec<u8> {
@@ -283,7 +267,8 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
     let up = winnet(&["cluster", "up", "--mode", "overlay"]);
     assert!(up.status.success(), "{}", text(&up));
     let win1_vtep = vtep_mac("win-1");
-    let (out, frames) = capture(&["linux-1", "win-1"], curl);
+    let capture = capture_fabric(&["linux-1", "win-1"]);
+    let out = curl();
     assert!(
         out.status.success(),
         "Linux pod -> Windows pod over VXLAN: {}",
@@ -293,12 +278,14 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
         String::from_utf8_lossy(&out.stdout).trim(),
         "from 10.244.3.10"
     );
-    let vxlan: Vec<(&[u8], [u8; 4], [u8; 4])> = frames
-        .iter()
-        .filter_map(|f| ipv4(f))
-        .filter(|(l4, _, _, p)| *p == 17 && l4.get(2..4) == Some(&[0x12, 0xb5]))
-        .map(|(l4, s, d, _)| (l4, s, d))
-        .collect();
+    let frames = capture.until("VXLAN from the Linux node and back", WIRE, |frames| {
+        let vxlan = vxlan(frames);
+        vxlan.iter().any(|(_, s, _)| *s == [192, 168, 77, 21])
+            && vxlan
+                .iter()
+                .any(|(_, s, d)| *s == [192, 168, 77, 11] && *d == [192, 168, 77, 21])
+    });
+    let vxlan = vxlan(&frames);
     let from_linux: Vec<_> = vxlan
         .iter()
         .filter(|(_, s, _)| *s == [192, 168, 77, 21])
@@ -338,16 +325,18 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
     assert!(up.status.success(), "{}", text(&up));
     let linux_mac = mac("wn-linux-1", "eth0");
     let win_mac = mac("wn-win-1", "vEthernet-eth0");
-    let (out, frames) = capture(&["linux-1", "win-1"], curl);
+    let capture = capture_fabric(&["linux-1", "win-1"]);
+    let out = curl();
     assert!(
         out.status.success(),
         "Linux pod -> Windows pod, routed: {}",
         text(&out)
     );
-    let routed: Vec<&Vec<u8>> = frames
-        .iter()
-        .filter(|f| ipv4(f).is_some_and(|(_, s, _, _)| s == [10, 244, 3, 10]))
-        .collect();
+    let from_pod = |f: &Vec<u8>| ipv4(f).is_some_and(|(_, s, _, _)| s == [10, 244, 3, 10]);
+    let frames = capture.until("a frame from the Linux pod", WIRE, |frames| {
+        frames.iter().any(from_pod)
+    });
+    let routed: Vec<&Vec<u8>> = frames.iter().filter(|f| from_pod(f)).collect();
     assert!(
         !routed.is_empty(),
         "no frame from the Linux pod on the fabric"

@@ -95,7 +95,7 @@ impl Setup {
     /// `winnet resolve` for the client pod, through its node's hnsd: the walk (`--json`) and
     /// the text.
     fn resolve(&self, name: &str) -> (Walk, String) {
-        let socket = &self.c.lab.hnsds[0].socket;
+        let socket = self.c.lab.hnsds[0].socket();
         let command = |extra: &[&str]| {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_winnet"));
             cmd.arg("resolve")
@@ -172,7 +172,7 @@ fn a_ws2022_pod_resolves_by_the_windows_dns_client_rules_and_resolve_explains_th
     // A namespace this hnsd has no endpoint in is named in the error.
     let out = Command::new(env!("CARGO_BIN_EXE_winnet"))
         .args(["resolve", "--netns", "wnt-dns-nothere", "--hns-socket"])
-        .arg(&s.c.lab.hnsds[0].socket)
+        .arg(s.c.lab.hnsds[0].socket())
         .arg("web")
         .output()
         .expect("run winnet resolve");

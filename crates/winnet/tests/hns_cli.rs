@@ -29,15 +29,8 @@ fn examples() -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_list_get_and_dump() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let hnsd = hns::server::spawn(&hns::server::Config {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile: hns::Profile::Ws2022,
-        dataplane: None,
-    })
-    .expect("hnsd");
-    let s = hnsd.socket.clone();
+    let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2022).await;
+    let s = hnsd.socket();
     let ex = examples();
     let net = ok(winnet(
         &s,
@@ -128,7 +121,7 @@ async fn create_list_get_and_dump() {
     let refused = winnet(&s, &["delete", "networks", net]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("0x803B002C"));
-    let bad = dir.path().join("bad.json");
+    let bad = hnsd.dir().join("bad.json");
     std::fs::write(&bad, r#"{"Name":"x","Type":"Bridge"}"#).expect("write");
     let out = winnet(&s, &["create", "networks", "-f", bad.to_str().unwrap()]);
     assert!(!out.status.success());

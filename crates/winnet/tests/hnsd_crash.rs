@@ -3,17 +3,16 @@
 //! half-written; and one hnsd per socket, a stale socket replaced.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hcn::{Endpoint, Guid, IpConfig, MacAddress, Network};
 use hns_client::Client;
+use testkit::hnsd::{HnsdCommand, HnsdProcess, l2bridge};
 
 /// Endpoint creates in the crash test.
 const CREATES: usize = 200;
@@ -22,91 +21,18 @@ const CLIENTS: usize = 8;
 /// hnsd is killed right after this many creates were acknowledged.
 const KILL_AFTER: usize = 80;
 
-/// A `winnet hnsd` process; killed (SIGKILL) and reaped when dropped, so a failing test leaves
-/// nothing running.
-struct Hnsd {
-    child: Child,
-    log: PathBuf,
+/// `winnet hnsd` with its store, socket and log where the test puts them; the process is
+/// killed (SIGKILL) and reaped when dropped, so a failing test leaves nothing running.
+fn winnet_hnsd(state_dir: &Path, socket: &Path, log: &Path) -> HnsdCommand {
+    HnsdCommand::new(env!("CARGO_BIN_EXE_winnet"), state_dir)
+        .state_dir(state_dir)
+        .socket(socket)
+        .log(log)
+        .log_level("warn")
 }
 
-impl Hnsd {
-    /// Starts hnsd and waits until it answers on `socket`.
-    async fn start(state_dir: &Path, socket: &Path, log: &Path) -> Hnsd {
-        let mut hnsd = Hnsd::spawn(state_dir, socket, log);
-        let client = Client::new(socket);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if client.get_version().await.is_ok() {
-                return hnsd;
-            }
-            if let Some(status) = hnsd.child.try_wait().expect("wait for hnsd") {
-                panic!("hnsd exited ({status}) before serving:\n{}", hnsd.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "hnsd did not answer on {} within 20 s:\n{}",
-                socket.display(),
-                hnsd.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Starts hnsd without waiting for it; its stderr goes to `log` (appended).
-    fn spawn(state_dir: &Path, socket: &Path, log: &Path) -> Hnsd {
-        let stderr = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("open the hnsd log");
-        let child = Command::new(env!("CARGO_BIN_EXE_winnet"))
-            .arg("hnsd")
-            .arg("--state-dir")
-            .arg(state_dir)
-            .arg("--socket")
-            .arg(socket)
-            .args(["--profile", "ws2022"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start winnet hnsd");
-        Hnsd {
-            child,
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        i32::try_from(self.child.id()).expect("pid fits in pid_t")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits up to `timeout` for hnsd to exit.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for hnsd") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Hnsd {
-    fn drop(&mut self) {
-        // Already exited is fine; either way reap it.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn pid(hnsd: &HnsdProcess) -> i32 {
+    i32::try_from(hnsd.pid()).expect("pid fits in pid_t")
 }
 
 /// One planned create: the name and, for half of them, the address the caller asks for.
@@ -139,19 +65,8 @@ fn plan() -> Vec<Planned> {
 }
 
 fn network_doc() -> Network {
-    serde_json::from_value(serde_json::json!({
-        "Name": "crash-l2bridge",
-        "Type": "L2Bridge",
-        "Ipams": [{
-            "Type": "Static",
-            "Subnets": [{
-                "IpAddressPrefix": "10.0.0.0/16",
-                "Routes": [{ "NextHop": "10.0.0.1", "DestinationPrefix": "0.0.0.0/0" }]
-            }]
-        }],
-        "SchemaVersion": { "Major": 2, "Minor": 0 }
-    }))
-    .expect("network document")
+    serde_json::from_value(l2bridge("crash-l2bridge", "10.0.0.0/16", "10.0.0.1"))
+        .expect("network document")
 }
 
 fn endpoint_doc(network: Guid, p: &Planned) -> Endpoint {
@@ -291,7 +206,7 @@ async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
     );
     let plan = plan();
 
-    let mut hnsd = Hnsd::start(&state, &socket, &log).await;
+    let mut hnsd = winnet_hnsd(&state, &socket, &log).start();
     let client = Client::new(&socket);
     let network = client
         .create_network(&network_doc())
@@ -304,7 +219,7 @@ async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
         network,
         &plan,
         (0..CREATES).collect(),
-        Some(hnsd.pid()),
+        Some(pid(&hnsd)),
     )
     .await;
     let status = hnsd
@@ -329,7 +244,7 @@ async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
     drop(hnsd);
 
     // Restart on the same store and the same (now stale) socket.
-    let hnsd = Hnsd::start(&state, &socket, &log).await;
+    let hnsd = winnet_hnsd(&state, &socket, &log).start();
     let client = Client::new(&socket);
     let stored = check_store(&client, network).await;
     for (i, a) in &acked {
@@ -386,9 +301,8 @@ async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
     }
 
     // A graceful stop removes the socket.
-    let pid = hnsd.pid();
     // SAFETY: kill(2) on our own child, which is not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
     let mut hnsd = hnsd;
     let status = hnsd
         .wait_exit(Duration::from_secs(10))
@@ -405,18 +319,19 @@ async fn sigkill_during_parallel_creates_loses_no_acknowledged_endpoint() {
 async fn second_hnsd_on_a_live_socket_refuses_to_start() {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("hns.sock");
-    let first = Hnsd::start(
+    let first = winnet_hnsd(
         &dir.path().join("state-1"),
         &socket,
         &dir.path().join("hnsd-1.log"),
     )
-    .await;
+    .start();
 
-    let mut second = Hnsd::spawn(
+    let mut second = winnet_hnsd(
         &dir.path().join("state-2"),
         &socket,
         &dir.path().join("hnsd-2.log"),
-    );
+    )
+    .spawn();
     let status = second
         .wait_exit(Duration::from_secs(10))
         .expect("the second hnsd exits instead of serving");
@@ -439,15 +354,15 @@ async fn second_hnsd_on_a_live_socket_refuses_to_start() {
 async fn second_hnsd_on_a_store_in_use_refuses_to_start() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state");
-    let first = Hnsd::start(
+    let first = winnet_hnsd(
         &state,
         &dir.path().join("a.sock"),
         &dir.path().join("a.log"),
     )
-    .await;
+    .start();
 
     let socket = dir.path().join("b.sock");
-    let mut second = Hnsd::spawn(&state, &socket, &dir.path().join("b.log"));
+    let mut second = winnet_hnsd(&state, &socket, &dir.path().join("b.log")).spawn();
     let status = second
         .wait_exit(Duration::from_secs(10))
         .expect("the second hnsd exits instead of serving");
@@ -474,12 +389,12 @@ async fn stale_socket_is_replaced() {
     assert!(socket.exists());
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_err());
 
-    let hnsd = Hnsd::start(
+    let hnsd = winnet_hnsd(
         &dir.path().join("state"),
         &socket,
         &dir.path().join("hnsd.log"),
     )
-    .await;
+    .start();
     let client = Client::new(&socket);
     let version = client.get_version().await.expect("hnsd answers");
     assert!(version.major >= 9, "HNS version {version:?}");

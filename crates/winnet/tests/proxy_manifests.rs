@@ -6,12 +6,14 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hcn::{Endpoint, IpConfig};
 use hns::Profile;
-use hns::server::Config;
 use serde_json::json;
+use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::kube::{cluster_ip, endpoint_slice, http_port, ready, yaml_stream};
+use testkit::wait::until_async;
 
 /// The proxy process; killed and reaped when dropped.
 struct Proc(Child);
@@ -49,62 +51,32 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// How long the proxy may take to act on a change.
+const WAIT: Duration = Duration::from_secs(15);
 
 fn write(dir: &Path, file: &str, objects: &[serde_json::Value]) {
-    let text: String = objects.iter().map(|o| format!("---\n{o}\n")).collect();
-    std::fs::write(dir.join(file), text).expect("write manifest");
+    std::fs::write(dir.join(file), yaml_stream(objects)).expect("write manifest");
 }
 
 fn web(extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = json!({"clusterIP":"10.96.0.10","ports":[{"name":"http","port":80,"targetPort":8080,"protocol":"TCP"}]});
+    let mut web = cluster_ip("web", "10.96.0.10", 80, 8080);
     for (k, v) in extra.as_object().expect("object") {
-        spec[k] = v.clone();
+        web["spec"][k] = v.clone();
     }
-    json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},"spec":spec})
+    web
 }
 
 fn web_slice() -> serde_json::Value {
-    json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
-        "metadata":{"name":"web-1","namespace":"default","labels":{"kubernetes.io/service-name":"web"}},
-        "addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],
-        "endpoints":[{"addresses":["10.244.1.10"],"nodeName":"win-1","conditions":{"ready":true}},
-                     {"addresses":["10.244.2.5"],"nodeName":"win-2","conditions":{"ready":true}}]})
+    let endpoints = vec![ready("10.244.1.10", "win-1"), ready("10.244.2.5", "win-2")];
+    endpoint_slice("web-1", "web", "IPv4", http_port(8080), endpoints)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_programs_a_changing_folder_and_serves_health() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let hnsd = hns::server::spawn(&Config {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile: Profile::Ws2022,
-        dataplane: None,
-    })
-    .expect("hnsd");
+    let hnsd = Hnsd::start(Profile::Ws2022).await;
     let client = hnsd.client();
-    let net = json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
-        "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]});
-    let net: hcn::Network = serde_json::from_value(
-        client
-            .call(
-                hns_client::Method::POST,
-                "/networks",
-                Some(net.to_string().into_bytes()),
-            )
-            .await
-            .expect("network"),
-    )
-    .expect("network");
+    let net = create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
     let pod = Endpoint {
         host_compute_network: net.id,
         ip_configurations: vec![IpConfig {
@@ -134,7 +106,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
             .arg("--manifests")
             .arg(&manifests)
             .arg("--hns-socket")
-            .arg(&hnsd.socket)
+            .arg(hnsd.socket())
             .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
             .stdout(Stdio::null())
@@ -144,16 +116,16 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
     );
     let log_text = || std::fs::read_to_string(dir.path().join("proxy.log")).unwrap_or_default();
 
-    let lbs = wait_for("the ClusterIP load balancer", async || {
+    let lbs = until_async("the ClusterIP load balancer", WAIT, async || {
         let lbs = client.list_load_balancers().await.ok()?;
         (lbs.len() == 1).then_some(lbs)
     })
     .await;
     assert_eq!(lbs[0].host_compute_endpoints.len(), 2);
-    let (status, body) = wait_for("/healthz", async || get(healthz, "/healthz")).await;
+    let (status, body) = until_async("/healthz", WAIT, async || get(healthz, "/healthz")).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("lastUpdated"), "{body}");
-    let (_, text) = wait_for("/metrics", async || get(metrics, "/metrics")).await;
+    let (_, text) = until_async("/metrics", WAIT, async || get(metrics, "/metrics")).await;
     assert!(text.contains("winnet_proxy_load_balancers 1"), "{text}");
     assert!(text.contains("winnet_proxy_remote_endpoints 1"), "{text}");
     assert!(
@@ -173,14 +145,14 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
             web_slice(),
         ],
     );
-    wait_for("the NodePort load balancer", async || {
+    until_async("the NodePort load balancer", WAIT, async || {
         let lbs = client.list_load_balancers().await.ok()?;
         lbs.iter()
             .any(|lb| lb.frontend_vips.is_empty() && lb.port_mappings[0].external_port == 30080)
             .then_some(())
     })
     .await;
-    let (status, body) = wait_for("the health check node port", async || {
+    let (status, body) = until_async("the health check node port", WAIT, async || {
         get(health_node_port, "/")
     })
     .await;
@@ -195,7 +167,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
         "kind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n",
     )
     .expect("write");
-    wait_for("the bad manifest to be reported", async || {
+    until_async("the bad manifest to be reported", WAIT, async || {
         log_text().contains("broken.yaml").then_some(())
     })
     .await;
@@ -208,7 +180,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
 
     // The Service goes: its load balancers and remote endpoint go with it.
     std::fs::remove_file(manifests.join("web.yaml")).expect("remove");
-    wait_for("everything to be removed", async || {
+    until_async("everything to be removed", WAIT, async || {
         let lbs = client.list_load_balancers().await.ok()?;
         let remotes = client
             .list_endpoints()

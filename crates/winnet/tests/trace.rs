@@ -42,9 +42,9 @@ impl Node {
     fn trace(&self, args: &[&str]) -> Output {
         let h = &self.c.lab.hnsds[0];
         std::process::Command::new(env!("CARGO_BIN_EXE_winnet"))
-            .args(["trace", "--node", &h.node])
+            .args(["trace", "--node", h.node().expect("a node's hnsd")])
             .arg("--hns-socket")
-            .arg(&h.socket)
+            .arg(h.socket())
             .args(args)
             .env_remove("HNS_SOCKET")
             .output()

@@ -13,13 +13,13 @@ pub mod engines;
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use hcn::Guid;
 use hns_client::Client;
 use serde_json::{Value, json};
+use testkit::hnsd::{HnsdCommand, HnsdProcess};
 
 /// Debian's plugins (containernetworking-plugins).
 pub const DEBIAN_CNI: &str = "/usr/lib/cni";
@@ -33,7 +33,7 @@ pub fn winnet() -> PathBuf {
 pub struct Node {
     pub dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
-    hnsd: Option<Child>,
+    hnsd: Option<HnsdProcess>,
     /// The node's namespace (`ip netns` name).
     pub node_ns: String,
     /// Pod namespaces made so far.
@@ -78,12 +78,7 @@ impl Node {
     /// Makes the node's namespace (a NIC `eth0` whose peer stays inside it), starts `winnet
     /// hnsd --node-netns` (profile ws2022) and installs the plugins with `winnet install-cni`.
     pub fn start() -> Node {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(
-            euid, 0,
-            "the CNI end-to-end tests make namespaces and TAPs: run them as root (CI does)"
-        );
+        testkit::require_root("the CNI end-to-end tests make namespaces and TAPs");
         let ipam_ok = Path::new(DEBIAN_CNI).join("host-local").is_file();
         assert!(
             ipam_ok,
@@ -116,51 +111,22 @@ impl Node {
         ip(&["-n", &ns, "link", "set", "wire0", "up"]);
         ip(&["-n", &ns, "route", "add", "default", "via", "192.168.99.1"]);
         node.start_hnsd();
-        let out = Command::new(winnet())
-            .arg("install-cni")
-            .arg(node.plugin_dir())
-            .output()
-            .expect("run winnet install-cni");
-        assert!(
-            out.status.success(),
-            "install-cni: {}",
-            String::from_utf8_lossy(&out.stderr)
+        testkit::cmd::ok(
+            Command::new(winnet())
+                .arg("install-cni")
+                .arg(node.plugin_dir()),
         );
         node
     }
 
     fn start_hnsd(&mut self) {
-        let log = std::fs::File::create(self.dir.path().join("hnsd.log")).expect("hnsd log");
-        let child = Command::new(winnet())
-            .arg("hnsd")
-            .args([
-                "--node-netns",
-                &self.node_ns,
-                "--nic",
-                "eth0",
-                "--profile",
-                "ws2022",
-            ])
-            .arg("--state-dir")
-            .arg(self.dir.path().join("hnsd"))
-            .arg("--socket")
-            .arg(self.socket())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start winnet hnsd");
-        self.hnsd = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.hns(self.client().get_version()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "hnsd did not answer:\n{}",
-                self.hnsd_log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let dir = self.dir.path();
+        let hnsd = HnsdCommand::new(winnet(), dir)
+            .state_dir(dir.join("hnsd"))
+            .node(&self.node_ns, "eth0")
+            .log_level("warn")
+            .start();
+        self.hnsd = Some(hnsd);
     }
 
     /// What hnsd logged.
@@ -197,10 +163,8 @@ impl Node {
 
     /// Stops hnsd (STATUS tests).
     pub fn stop_hnsd(&mut self) {
-        if let Some(mut h) = self.hnsd.take() {
-            let _ = h.kill();
-            let _ = h.wait();
-        }
+        // Dropping it kills and reaps it.
+        self.hnsd = None;
     }
 
     /// A pod network namespace, made as a runtime makes it (`ip netns add`); its path.
@@ -421,12 +385,7 @@ impl Drop for Node {
 
 /// Runs `ip ARGS`, which must succeed.
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::cmd::ok(Command::new("ip").args(args));
 }
 
 /// host-local's files in a network dir: one per address, holding `<container>\r\n<ifname>`.

@@ -2,7 +2,6 @@
 //! `ip` to check this crate's work with another tool.
 #![allow(dead_code)]
 
-use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -10,14 +9,7 @@ use host::netns::Netns;
 
 /// Fails the test, with what to do, unless it runs as root.
 pub fn require_root() {
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX);
-    assert_eq!(
-        uid, 0,
-        "this test makes network namespaces, TAPs and veth pairs and needs root \
-         (CAP_SYS_ADMIN, CAP_NET_ADMIN): run it as root, e.g. `sudo -E cargo test -p host`"
-    );
+    testkit::require_root("this test makes network namespaces, TAPs and veth pairs");
 }
 
 /// A network namespace made for one test, named after the process and the test, deleted
@@ -56,16 +48,7 @@ impl Drop for TestNs {
 
 /// Runs `ip args...` and returns its standard output; fails the test if `ip` fails.
 pub fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run ip {args:?}: {e} (is iproute2 installed?)"));
-    assert!(
-        out.status.success(),
-        "ip {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    testkit::cmd::ok(Command::new("ip").args(args))
 }
 
 /// Reads from `recv` until a frame satisfies `want` or `timeout` passes.

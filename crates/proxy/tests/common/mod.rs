@@ -3,29 +3,15 @@
 
 use hcn::{Endpoint, Guid};
 use hns::Profile;
-use hns::server::{Config as HnsConfig, Running};
 use hns_client::Client;
 use serde_json::json;
-
-/// An hnsd in a scratch dir (removed when this goes).
-pub struct Hnsd {
-    _dir: tempfile::TempDir,
-    pub running: Running,
-}
+use testkit::hnsd::{Hnsd, create_network};
 
 /// An hnsd under `profile` with network `cbr0`: L2Bridge dual-stack (10.244.1.0/24 and
 /// fd00:244:1::/64), or Overlay (10.244.1.0/24, VSID 4096, a RemoteSubnetRoute to
 /// 10.244.2.0/24 at 192.168.0.12).
 pub async fn hnsd_with_cbr0(profile: Profile, overlay: bool) -> (Hnsd, hcn::Network) {
-    let dir = tempfile::tempdir().unwrap();
-    let running = hns::server::spawn(&HnsConfig {
-        state_dir: dir.path().join("state"),
-        socket: dir.path().join("hns.sock"),
-        profile,
-        dataplane: None,
-    })
-    .unwrap();
-    let client = running.client();
+    let hnsd = Hnsd::start(profile).await;
     let net = if overlay {
         json!({"Name":"cbr0","Type":"Overlay","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
             "Policies":[{"Type":"VSID","Settings":{"IsolationId":4096}}],
@@ -37,16 +23,8 @@ pub async fn hnsd_with_cbr0(profile: Profile, overlay: bool) -> (Hnsd, hcn::Netw
             {"IpAddressPrefix":"10.244.1.0/24","Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]},
             {"IpAddressPrefix":"fd00:244:1::/64","Routes":[{"NextHop":"fd00:244:1::1","DestinationPrefix":"::/0"}]}]}]})
     };
-    let body = client
-        .call(
-            hns_client::Method::POST,
-            "/networks",
-            Some(net.to_string().into_bytes()),
-        )
-        .await
-        .unwrap();
-    let net: hcn::Network = serde_json::from_value(body).unwrap();
-    (Hnsd { _dir: dir, running }, net)
+    let net = create_network(&hnsd.client(), &net).await;
+    (hnsd, net)
 }
 
 /// A local endpoint `name` on `net` with `addresses` (address, prefix length), as the CNI makes it.

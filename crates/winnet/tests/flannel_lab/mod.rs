@@ -12,40 +12,19 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use testkit::hnsd::{HnsdCommand, HnsdProcess};
 
 pub const WINNET: &str = env!("CARGO_BIN_EXE_winnet");
 
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "flanneld's tests build namespaces and devices: run them as root"
-    );
-}
+/// Runs a command; its stdout, or a failed test naming it with its output.
+pub use testkit::cmd::sh;
 
-/// Runs a command; its stdout, or a panic naming it and its stderr.
-pub fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")));
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits up to `secs` seconds for `f` to hold; fails the test naming `what`.
+#[track_caller]
+pub fn wait_for(what: &str, secs: u64, f: impl FnMut() -> bool) {
+    testkit::wait::until(what, Duration::from_secs(secs), f)
 }
 
 /// A namespace, deleted on drop.
@@ -121,6 +100,8 @@ pub static NEXT: AtomicU8 = AtomicU8::new(0);
 /// The fabric: a bridge namespace (with etcd on it, or not), and nodes plugged in.
 pub struct Lab {
     pub procs: Vec<Proc>,
+    /// The Windows nodes' hnsd processes (stopped before the namespaces go).
+    pub hnsds: Vec<HnsdProcess>,
     pub pods: Vec<Ns>,
     pub nodes: Vec<Ns>,
     pub fabric: Ns,
@@ -141,7 +122,7 @@ impl Lab {
 
     /// A fabric without etcd (the kube subnet manager's tests).
     pub fn bare(test: &str) -> Lab {
-        require_root();
+        testkit::require_root("flanneld's tests build namespaces and devices");
         let net = 90 + NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("wnt-fl-{test}");
         let fabric = Ns::new(format!("{name}-f"));
@@ -150,6 +131,7 @@ impl Lab {
         fabric.ip(&["link", "set", "br0", "up"]);
         Lab {
             procs: Vec::new(),
+            hnsds: Vec::new(),
             pods: Vec::new(),
             nodes: Vec::new(),
             fabric,
@@ -325,48 +307,29 @@ impl Lab {
     /// Starts hnsd with its data plane in node `node`'s namespace; its socket.
     pub fn hnsd(&mut self, node: usize) -> PathBuf {
         let dir = self.dir.path().join(format!("hnsd{node}"));
-        let sock = dir.join("hns.sock");
         std::fs::create_dir_all(&dir).expect("dir");
-        let (state, sock_text) = (dir.join("state"), sock.to_string_lossy().into_owned());
-        let state_text = state.to_string_lossy().into_owned();
-        let log = dir.join("hnsd.log");
-        let p = Proc::spawn(
-            &self.nodes[node],
-            &[
-                WINNET,
-                "hnsd",
-                "--dataplane",
-                "--nic",
-                "eth0",
-                "--state-dir",
-                &state_text,
-                "--socket",
-                &sock_text,
-            ],
-            log,
-        );
-        self.procs.push(p);
-        wait_for("hnsd's socket", 30, || sock.exists());
+        let hnsd = HnsdCommand::new(WINNET, &dir)
+            .in_netns(&self.nodes[node].0)
+            .args(&["--dataplane", "--nic", "eth0"])
+            .log_level("info")
+            .start();
+        let sock = hnsd.socket().to_path_buf();
+        self.hnsds.push(hnsd);
         sock
     }
 }
 
 /// `winnet hns ARGS -o json` against `sock`.
 pub fn hns_json(sock: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(WINNET)
-        .arg("hns")
-        .args(args)
-        .args(["-o", "json", "--hns-socket"])
-        .arg(sock)
-        .output()
-        .expect("winnet hns");
-    assert!(
-        out.status.success(),
-        "winnet hns {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = testkit::cmd::ok(
+        Command::new(WINNET)
+            .arg("hns")
+            .args(args)
+            .args(["-o", "json", "--hns-socket"])
+            .arg(sock),
     );
     // One object prints as itself, several as an array or one document each.
-    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&stdout)
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("json");
@@ -398,18 +361,11 @@ pub fn policies_of<'a>(net: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_
 impl Proc {
     /// Waits for the process to exit by itself; its status.
     pub fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the process did not exit:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let log = self.log.clone();
+        testkit::wait::until("the process to exit", Duration::from_secs(secs), || {
+            let read = || std::fs::read_to_string(&log).unwrap_or_default();
+            self.child.try_wait().expect("try_wait").ok_or_else(read)
+        })
     }
 }
 

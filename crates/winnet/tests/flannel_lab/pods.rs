@@ -65,16 +65,7 @@ impl Lab {
     fn plugin_dir(&self) -> PathBuf {
         let dir = self.dir.path().join("cni-bin");
         if !dir.join("flannel").exists() {
-            let out = Command::new(WINNET)
-                .arg("install-cni")
-                .arg(&dir)
-                .output()
-                .expect("run winnet install-cni");
-            assert!(
-                out.status.success(),
-                "install-cni: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            testkit::cmd::ok(Command::new(WINNET).arg("install-cni").arg(&dir));
         }
         assert!(
             Path::new(DEBIAN_CNI).join("host-local").is_file(),

@@ -99,7 +99,7 @@ impl Cluster {
     }
 
     pub fn node_ns(&self, i: usize) -> String {
-        self.lab.hnsds[i].node.clone()
+        self.lab.hnsds[i].node().expect("a node's hnsd").to_string()
     }
 
     pub fn client(&self, i: usize) -> hns_client::Client {

@@ -8,26 +8,17 @@
 
 pub mod cluster;
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use host::netns::Netns;
-
-/// Fails the test (loudly) when not root: these tests make namespaces and devices.
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this end-to-end test makes network namespaces and devices: run it as root (CI does)"
-    );
-}
+use testkit::capture::Capture;
+use testkit::hnsd::{HnsdCommand, HnsdProcess};
 
 /// Runs a command; panics with its output when it cannot start.
 pub fn run(args: &[&str]) -> Output {
@@ -37,112 +28,15 @@ pub fn run(args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"))
 }
 
-/// Runs a command that must succeed.
-pub fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A `winnet hnsd` process serving one node.
-pub struct Hnsd {
-    pub node: String,
-    pub socket: PathBuf,
-    pub state_dir: PathBuf,
-    pub profile: String,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Hnsd {
-    fn spawn(&mut self) {
-        let stderr = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open the hnsd log");
-        let child = Command::new(env!("CARGO_BIN_EXE_winnet"))
-            .arg("hnsd")
-            .args(["--node-netns", &self.node])
-            .arg("--state-dir")
-            .arg(&self.state_dir)
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(["--profile", &self.profile, "--nic", "eth0"])
-            .env(
-                "RUST_LOG",
-                std::env::var("WINNET_TEST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start winnet hnsd");
-        self.child = Some(child);
-        self.wait_ready();
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.socket.exists() {
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(status)) = c.try_wait()
-            {
-                panic!("hnsd exited ({status}) before serving:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "hnsd did not serve within 20 s:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// hnsd's log so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Kills hnsd with SIGKILL (no clean-up of its own) and reaps it.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // A killed hnsd leaves its socket behind; the next one replaces it.
-    }
-
-    /// Starts hnsd again on the same store and socket.
-    pub fn restart(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_file(&self.socket);
-        self.spawn();
-    }
-
-    /// An HCN client of this hnsd.
-    pub fn client(&self) -> hns_client::Client {
-        hns_client::Client::new(&self.socket)
-    }
-}
-
-impl Drop for Hnsd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+/// Runs a command that must succeed; its standard output.
+pub use testkit::cmd::sh as ok;
 
 /// The lab: every namespace it made, and the hnsd processes.
 pub struct Lab {
     tag: String,
     namespaces: Vec<String>,
     dir: tempfile::TempDir,
-    pub hnsds: Vec<Hnsd>,
+    pub hnsds: Vec<HnsdProcess>,
     fabric: Option<String>,
     stop: Arc<AtomicBool>,
 }
@@ -150,7 +44,7 @@ pub struct Lab {
 impl Lab {
     /// An empty lab; `tag` keeps its names apart from other tests running at the same time.
     pub fn new(tag: &str) -> Lab {
-        require_root();
+        testkit::require_root("this end-to-end test makes network namespaces and devices");
         let tag = format!("{tag}{}", std::process::id() % 10_000);
         Lab {
             tag,
@@ -219,15 +113,12 @@ impl Lab {
         self.plug(&ns, port, addr, Some(gateway));
         let dir = self.dir.path().join(short);
         std::fs::create_dir_all(&dir).expect("node dir");
-        let mut h = Hnsd {
-            node: ns,
-            socket: dir.join("hns.sock"),
-            state_dir: dir.join("state"),
-            profile: profile.to_string(),
-            child: None,
-            log: dir.join("hnsd.log"),
-        };
-        h.spawn();
+        let level = std::env::var("WINNET_TEST_LOG").unwrap_or_else(|_| "info".into());
+        let h = HnsdCommand::new(env!("CARGO_BIN_EXE_winnet"), &dir)
+            .node(&ns, "eth0")
+            .profile(profile)
+            .log_level(&level)
+            .start();
         self.hnsds.push(h);
         self.hnsds.len() - 1
     }
@@ -236,7 +127,7 @@ impl Lab {
     pub fn logs(&self) -> String {
         self.hnsds
             .iter()
-            .map(|h| format!("--- hnsd {}:\n{}", h.node, h.log()))
+            .map(|h| format!("--- hnsd {}:\n{}", h.node().unwrap_or("?"), h.log()))
             .collect()
     }
 
@@ -349,42 +240,11 @@ impl Lab {
         });
     }
 
-    /// Captures the frames crossing fabric port `port` (a node's cable) for at most `dur`
-    /// while `during` runs.
-    pub fn capture<R>(
-        &self,
-        port: &str,
-        dur: Duration,
-        during: impl FnOnce() -> R,
-    ) -> (R, Vec<Vec<u8>>) {
+    /// Starts capturing the frames crossing fabric port `port` (a node's cable); the test
+    /// then waits for the frames it expects with [`Capture::until`].
+    pub fn capture(&self, port: &str) -> Capture {
         let f = self.fabric.clone().expect("capture needs the fabric");
-        let sock = Netns::named(&f)
-            .run(|| host::packet_socket::PacketSocket::bind(port))
-            .expect("capture socket on the fabric");
-        let frames = Arc::new(Mutex::new(Vec::new()));
-        let got = Arc::clone(&frames);
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
-        let t = std::thread::spawn(move || {
-            let mut buf = vec![0u8; 70_000];
-            let end = Instant::now() + dur;
-            while Instant::now() < end && !stop.load(Ordering::SeqCst) {
-                match sock.recv(&mut buf) {
-                    Ok(n) if n > 10 => got
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(buf[10..n].to_vec()),
-                    Ok(_) => {}
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                }
-            }
-        });
-        let r = during();
-        std::thread::sleep(Duration::from_millis(100));
-        done.store(true, Ordering::SeqCst);
-        let _ = t.join();
-        let frames = std::mem::take(&mut *frames.lock().unwrap_or_else(|p| p.into_inner()));
-        (r, frames)
+        Capture::start(&f, &[port])
     }
 }
 

@@ -22,10 +22,5 @@ pub fn text(o: &Output) -> String {
 
 /// Fails the test loudly unless it runs as root: the local cluster builds namespaces and devices.
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "the local cluster builds namespaces and devices: run this test as root (CI does)"
-    );
+    testkit::require_root("the local cluster builds namespaces and devices");
 }
