@@ -243,7 +243,6 @@ fn convergence(
             state_dir: dir.join(format!("hns-{i}")),
             socket: sock.clone(),
             profile: hns::Profile::Ws2022,
-            dataplane: None,
         })
         .expect("in-process hnsd");
         hnsds.push(h);

@@ -25,48 +25,30 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error("serving failed: {0}")]
     Serve(io::Error),
-    #[error(transparent)]
-    Dataplane(#[from] crate::dataplane::DataplaneError),
 }
 
-/// What `winnet hnsd` is started with.
+/// Where hnsd keeps its objects and serves them, and which Windows build it reproduces.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub state_dir: PathBuf,
     pub socket: PathBuf,
     pub profile: Profile,
-    /// Carry packets on real devices in the calling thread's namespace; `None` serves the
-    /// objects only.
-    pub dataplane: Option<crate::dataplane::Config>,
 }
 
-/// Opens the store, binds the socket and serves until `shutdown` completes; removes the socket
-/// on the way out.
+/// Opens the store, binds the socket and serves the objects (no data plane) until `shutdown`
+/// completes; removes the socket on the way out.
 pub async fn run(
     config: &Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let (listener, service) = open(config)?;
-    let dataplane = match &config.dataplane {
-        Some(dp) => match crate::dataplane::Dataplane::start(&service, dp.clone()) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                let _ = std::fs::remove_file(&config.socket);
-                service.shutdown();
-                return Err(e.into());
-            }
-        },
-        None => None,
-    };
-    let served = serve(listener, service, &config.socket, shutdown).await;
-    if let Some(d) = dataplane {
-        d.stop();
-    }
-    served
+    serve(listener, service, &config.socket, shutdown).await
 }
 
-/// Binds the socket and loads the store: everything that can fail before serving.
-fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
+/// Binds the socket and loads the store: everything that can fail before serving. A data
+/// plane subscribes to the service between this and [`serve`]; if it cannot start, give the
+/// socket up with [`abandon`].
+pub fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
     // Refuse a live socket before touching the state dir, so the message names the real cause.
     let listener = bind(&config.socket)?;
     let opened = std::fs::create_dir_all(&config.state_dir)
@@ -85,7 +67,16 @@ fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
     }
 }
 
-async fn serve(
+/// Gives up a socket [`open`] bound and stops its service, when hnsd stops before serving.
+pub fn abandon(listener: Listener, service: &Service, socket: &Path) {
+    let _ = std::fs::remove_file(socket);
+    service.shutdown();
+    drop(listener);
+}
+
+/// Serves the API of `service` on `listener` (bound at `socket`) until `shutdown` completes;
+/// then removes the socket and closes the store.
+pub async fn serve(
     listener: Listener,
     service: Arc<Service>,
     socket: &Path,

@@ -297,9 +297,9 @@ fn endpoint_in_netns(state: &State, path: &str) -> Option<Result<hcn::Guid, HnsE
         return None;
     }
     let found = state.endpoints().find(|e| {
-        state.namespace(e.host_compute_namespace).is_some_and(|ns| {
-            crate::dataplane::devices::netns_path(ns) == std::path::Path::new(path)
-        })
+        state
+            .namespace(e.host_compute_namespace)
+            .is_some_and(|ns| crate::state::netns_path(ns) == std::path::Path::new(path))
     });
     Some(found.map(|e| e.id).ok_or_else(|| {
         HnsError::new(

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 
 use hcn::error::HnsError;
-use hns::dataplane::trace::trace;
 use hns_client::{TraceProtocol, TraceRequest};
+use hns_dataplane::trace::trace;
 use lab::sim::cluster::addr::{self, INTERNET};
 use lab::{Cluster, PodOptions, Service};
 use serde_json::Value;

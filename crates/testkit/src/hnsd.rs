@@ -42,7 +42,6 @@ fn config(dir: &Path, profile: Profile) -> Config {
         state_dir: dir.join("state"),
         socket: dir.join("hns.sock"),
         profile,
-        dataplane: None,
     }
 }
 

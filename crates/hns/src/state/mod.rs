@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::profile::Profile;
 
 pub use hcn::Kind;
+pub use namespace::{NETNS_DIR, NETNS_PREFIX, netns_path};
 
 /// One HNS object of any kind.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,9 +4,26 @@
 use hcn::error::{HResult, HnsError};
 use hcn::modify::{ModifyRequest, NamespaceEndpointRequest};
 use hcn::namespace::NamespaceResourceData;
+use std::path::{Path, PathBuf};
+
 use hcn::{Guid, Namespace, NamespaceResource, NamespaceResourceType, RequestType, ResourceType};
 
 use super::{Change, Kind, Object, Plan, State, settings};
+
+/// Where `ip netns` keeps named network namespaces.
+pub const NETNS_DIR: &str = "/run/netns";
+/// Prefix of the namespaces hnsd makes for HostComputeNamespaces created without one.
+pub const NETNS_PREFIX: &str = "hcn-";
+
+/// The Linux network namespace a HostComputeNamespace is: its `LinuxNetns`, or the one hnsd
+/// makes for it (`/run/netns/hcn-<ID>`).
+pub fn netns_path(ns: &Namespace) -> PathBuf {
+    if ns.linux_netns.is_empty() {
+        Path::new(NETNS_DIR).join(format!("{NETNS_PREFIX}{}", ns.id))
+    } else {
+        PathBuf::from(&ns.linux_netns)
+    }
+}
 
 impl State {
     pub(super) fn plan_create_namespace(&self, mut ns: Namespace) -> Result<Plan, HnsError> {

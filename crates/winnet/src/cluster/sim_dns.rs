@@ -130,7 +130,7 @@ pub fn pod_rules(profile: Profile, pod: &str, dns: &hcn::Dns) -> anyhow::Result<
         ..hcn::Endpoint::default()
     };
     let netns = Path::new(host::netns::Netns::RUN_DIR).join(pod);
-    hns::dataplane::dns::pod_dns(profile, &ep, &netns)
+    hns_dataplane::dns::pod_dns(profile, &ep, &netns)
         .and_then(|d| d.rules())
         .with_context(|| format!("{pod}: no DNS client"))
 }

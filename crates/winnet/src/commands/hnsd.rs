@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use hns::Profile;
-use hns::server::Config;
+use hns_dataplane::HnsdConfig;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .enter()
             .with_context(|| format!("cannot enter the node's namespace {name}"))?;
     }
-    let dataplane = (args.node_netns.is_some() || args.dataplane).then(|| hns::dataplane::Config {
+    let dataplane = (args.node_netns.is_some() || args.dataplane).then(|| hns_dataplane::Config {
         node_name: args
             .node_name
             .clone()
@@ -49,15 +49,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         state_dir: args.state_dir.clone(),
         nic: args.nic.clone(),
     });
-    let config = Config {
-        state_dir: args.state_dir,
-        socket: args.socket,
-        profile: args.profile,
+    let config = HnsdConfig {
+        server: hns::server::Config {
+            state_dir: args.state_dir,
+            socket: args.socket,
+            profile: args.profile,
+        },
         dataplane,
     };
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async {
-        hns::server::run(&config, super::shutdown_signal()).await?;
+        hns_dataplane::run_hnsd(&config, super::shutdown_signal()).await?;
         tracing::info!("hnsd stopped");
         Ok(())
     })

@@ -14,8 +14,8 @@ use host::HostError;
 use host::netlink::Netlink;
 use vfp::wire::MacAddr;
 
-use super::Shared;
-use crate::compiler::{HostRoute, Resolver};
+use crate::Shared;
+use hns::compiler::{HostRoute, Resolver};
 
 /// How often the kernel's tables are read.
 const PERIOD: Duration = Duration::from_millis(250);

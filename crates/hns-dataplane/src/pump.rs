@@ -8,9 +8,9 @@ use host::offload::{VNET_HDR_LEN, VnetHdr};
 use nix::sys::epoll::{EpollEvent, EpollTimeout};
 use vfp::{Disposition, Frame, PortId, Timestamp};
 
-use super::devices::Devices;
-use super::offload;
-use super::{Inner, Shared, WAKE};
+use crate::devices::Devices;
+use crate::offload;
+use crate::{Inner, Shared, WAKE};
 
 /// Frames read from one device before the next ready device gets its turn.
 const BATCH: usize = 64;

@@ -15,7 +15,7 @@ use host::HostError;
 use host::netlink::{LOCAL_TABLE, Netlink, PortRange, RouteEntry, Rule, RuleFamily};
 use ipnet::IpNet;
 
-use crate::compiler::{Compiler, HostClaim};
+use hns::compiler::{Compiler, HostClaim};
 
 /// The routing table claims route through.
 const TABLE: u32 = 4242;

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hcn::{Endpoint, Guid, NamespaceType, NetworkType};
 use host::HostError;
@@ -20,18 +20,16 @@ use ipnet::IpNet;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 use vfp::PortId;
 
-use super::dns::PodDns;
-use super::uplink::{Uplink, management_name};
-use crate::compiler::Compiler;
-use crate::state::State;
+use crate::dns::PodDns;
+use crate::uplink::{Uplink, management_name};
+use hns::compiler::Compiler;
+use hns::state::{NETNS_PREFIX, State, netns_path};
 
 /// The largest GSO segment a pod's kernel may hand a TAP: room for VXLAN's 50 bytes of
 /// outer headers inside an IP packet's 64 KiB.
 const GSO_MAX: u32 = 64_000;
 /// Bytes VXLAN adds (outer Ethernet, IPv4, UDP, VXLAN).
 const VXLAN_OVERHEAD: u32 = 50;
-/// Prefix of the namespaces hnsd makes for HostComputeNamespaces created without one.
-pub const NETNS_PREFIX: &str = "hcn-";
 
 /// What a device is for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -323,7 +321,7 @@ pub fn desired(c: &Compiler, state: &State, uplink: &Uplink) -> Vec<(Key, PortId
             Key::Pod(ep.id),
             port,
             Spec::Tap(TapSpec {
-                dns: super::dns::pod_dns(state.profile(), ep, &netns).map(Box::new),
+                dns: crate::dns::pod_dns(state.profile(), ep, &netns).map(Box::new),
                 netns: Some(netns),
                 name: if ep.linux_interface_name.is_empty() {
                     "eth0".into()
@@ -339,15 +337,6 @@ pub fn desired(c: &Compiler, state: &State, uplink: &Uplink) -> Vec<(Key, PortId
         ));
     }
     want
-}
-
-/// The namespace a HostComputeNamespace is: its `LinuxNetns`, or the one hnsd made for it.
-pub fn netns_path(ns: &hcn::Namespace) -> PathBuf {
-    if ns.linux_netns.is_empty() {
-        Path::new(Netns::RUN_DIR).join(format!("{NETNS_PREFIX}{}", ns.id))
-    } else {
-        PathBuf::from(&ns.linux_netns)
-    }
 }
 
 /// Makes the namespaces of HostComputeNamespaces created without one.
@@ -372,9 +361,9 @@ pub fn ensure_namespaces(state: &State) {
 
 /// Removes the namespaces hnsd made for the HostComputeNamespaces `changes` delete. Only
 /// its own deletions count: other hnsd on the machine (other nodes) make theirs too.
-pub fn remove_namespaces(changes: &[crate::state::Change]) {
+pub fn remove_namespaces(changes: &[hns::state::Change]) {
     for c in changes {
-        if let crate::state::Change::Delete(crate::state::Kind::Namespace, id) = c {
+        if let hns::state::Change::Delete(hns::state::Kind::Namespace, id) = c {
             let name = format!("{NETNS_PREFIX}{id}");
             let ns = Netns::named(&name);
             if !ns.exists() {
@@ -520,8 +509,8 @@ mod tests {
             mtu: 1500,
             routes: Vec::new(),
             dns: dns.then(|| {
-                Box::new(crate::dataplane::dns::PodDns {
-                    file: crate::dataplane::dns::ResolvFile {
+                Box::new(crate::dns::PodDns {
+                    file: crate::dns::ResolvFile {
                         servers: vec!["10.96.0.10".parse().unwrap()],
                         search: Vec::new(),
                         options: Vec::new(),
@@ -566,6 +555,11 @@ mod tests {
         );
         let uplink = Spec::Uplink { nic: "eth0".into() };
         assert_eq!(dns_file_left_unused(&uplink, std::iter::empty()), None);
+    }
+
+    #[test]
+    fn hnsd_makes_namespaces_where_ip_netns_keeps_them() {
+        assert_eq!(hns::state::NETNS_DIR, Netns::RUN_DIR);
     }
 
     #[test]

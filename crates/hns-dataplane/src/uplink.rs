@@ -16,8 +16,8 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use vfp::wire::MacAddr;
 
-use crate::compiler::{HostRoute, NodeFacts, Resolver};
-use crate::profile::Profile;
+use hns::compiler::{HostRoute, NodeFacts, Resolver};
+use hns::profile::Profile;
 
 /// True for the network types whose switch is bound to the NIC.
 pub fn is_external(t: NetworkType) -> bool {

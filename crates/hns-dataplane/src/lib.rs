@@ -14,6 +14,7 @@
 pub mod claims;
 pub mod devices;
 pub mod dns;
+pub mod hnsd;
 pub mod kernel;
 pub mod offload;
 pub mod pump;
@@ -28,9 +29,11 @@ use std::thread::{self, JoinHandle};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use crate::compiler::Compiler;
-use crate::service::Service;
-use crate::state::{Change, State};
+use hns::compiler::Compiler;
+use hns::service::Service;
+use hns::state::{Change, State};
+
+pub use hnsd::{HnsdConfig, HnsdError, run_hnsd};
 
 use devices::Devices;
 use kernel::KernelView;

@@ -24,11 +24,11 @@ use hcn::{Endpoint, Guid};
 use host::netns::Netns;
 use tokio::runtime::Handle;
 
-use super::Shared;
-use super::devices::{Key, Spec};
-use crate::profile::Profile;
-use crate::resolve::PodResolver;
-use crate::trace::NO_DATAPLANE;
+use crate::Shared;
+use crate::devices::{Key, Spec};
+use hns::profile::Profile;
+use hns::resolve::PodResolver;
+use hns::trace::NO_DATAPLANE;
 
 /// The options a Linux pod's resolv.conf carries (kubelet `ClusterFirst`).
 const KUBELET_OPTIONS: &str = "ndots:5";
@@ -271,7 +271,7 @@ fn target(shared: &Weak<Shared>, id: Guid) -> Result<Target, HnsError> {
             let ns = state
                 .namespace(ep.host_compute_namespace)
                 .ok_or_else(|| not_found(id, "is in no namespace (not attached to a pod)"))?;
-            let netns = super::devices::netns_path(ns);
+            let netns = hns::state::netns_path(ns);
             let dns = pod_dns(state.profile(), ep, &netns).ok_or_else(|| {
                 not_found(
                     id,

@@ -21,10 +21,10 @@ use vfp::trace::{LayerDecision, TraceStep};
 use vfp::wire::{Icmpv6Repr, MacAddr, TcpFlags};
 use vfp::{Action, Disposition, DropReason, Headers, Origin, PacketHeaders, PortId, Timestamp};
 
-use super::Shared;
-use crate::compiler::{Compiler, limitation};
-use crate::state::State;
-use crate::trace::{NO_DATAPLANE, TraceProtocol, TraceRequest, TraceSource, Tracer};
+use crate::Shared;
+use hns::compiler::{Compiler, limitation};
+use hns::state::State;
+use hns::trace::{NO_DATAPLANE, TraceProtocol, TraceRequest, TraceSource, Tracer};
 
 /// First source port (or echo identifier) tried for the traced connection.
 const FIRST_SOURCE_PORT: u16 = 40_000;
@@ -259,7 +259,7 @@ impl Sender {
         let iface = Iface {
             port: port.id(),
             mac,
-            prefixes: super::devices::pod_addresses(state, ep),
+            prefixes: crate::devices::pod_addresses(state, ep),
         };
         Ok(Sender {
             kind: "Endpoint",
@@ -270,7 +270,7 @@ impl Sender {
             mac,
             stack: Some(Stack {
                 ifaces: vec![iface],
-                routes: super::devices::pod_routes(state, ep),
+                routes: crate::devices::pod_routes(state, ep),
             }),
             mac_note: None,
         })
@@ -539,7 +539,7 @@ fn solicitation(mac: MacAddr, src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
 struct View<'a> {
     state: &'a State,
     compiler: &'a Compiler,
-    profile: crate::Profile,
+    profile: hns::Profile,
 }
 
 impl View<'_> {
