@@ -15,7 +15,7 @@ use host::HostError;
 use host::netlink::{LOCAL_TABLE, Netlink, PortRange, RouteEntry, Rule, RuleFamily};
 use ipnet::IpNet;
 
-use hns::compiler::{Compiler, HostClaim};
+use hns_compiler::{Compiler, HostClaim};
 
 /// The routing table claims route through.
 const TABLE: u32 = 4242;

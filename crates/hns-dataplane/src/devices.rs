@@ -4,12 +4,12 @@
 //! NIC for the uplink. A device whose wanted shape is unchanged is kept as it is; TAPs are
 //! persistent, so an hnsd that starts again finds and adopts them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use hcn::{Endpoint, Guid, NamespaceType, NetworkType};
+use hcn::{Guid, NamespaceType, NetworkType};
 use host::HostError;
 use host::netlink::{Netlink, RouteEntry};
 use host::netns::Netns;
@@ -22,8 +22,8 @@ use vfp::PortId;
 
 use crate::dns::PodDns;
 use crate::uplink::{Uplink, management_name};
-use hns::compiler::Compiler;
 use hns::state::{NETNS_PREFIX, State, netns_path};
+use hns_compiler::{Compiler, pod};
 
 /// The largest GSO segment a pod's kernel may hand a TAP: room for VXLAN's 50 bytes of
 /// outer headers inside an IP packet's 64 KiB.
@@ -329,9 +329,9 @@ pub fn desired(c: &Compiler, state: &State, uplink: &Uplink) -> Vec<(Key, PortId
                     ep.linux_interface_name.clone()
                 },
                 mac: mac.0,
-                addresses: pod_addresses(state, ep),
+                addresses: pod::addresses(state, ep),
                 mtu: ep_mtu,
-                routes: pod_routes(state, ep),
+                routes: pod::routes(state, ep),
                 configure: true,
             }),
         ));
@@ -394,50 +394,6 @@ pub fn link_name(name: &str) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     format!("hns-{:08x}", h as u32)
-}
-
-/// The pod's addresses with their prefixes, as its vNIC gets them.
-pub(crate) fn pod_addresses(state: &State, ep: &Endpoint) -> Vec<IpNet> {
-    let net = state.network(ep.host_compute_network);
-    ep.ip_configurations
-        .iter()
-        .filter_map(|cfg| {
-            let ip = cfg.ip_address?;
-            let len = match cfg.prefix_length {
-                0 => net?.subnet_for(ip)?.ip_address_prefix?.prefix_len(),
-                n => n,
-            };
-            IpNet::new(ip, len).ok()
-        })
-        .collect()
-}
-
-/// The pod's routes: the endpoint's own, else those of the subnet its address is in.
-pub(crate) fn pod_routes(state: &State, ep: &Endpoint) -> Vec<(IpNet, IpAddr)> {
-    let own: Vec<(IpNet, IpAddr)> = ep
-        .routes
-        .iter()
-        .filter_map(|r| Some((r.destination_prefix?, r.next_hop?)))
-        .collect();
-    if !own.is_empty() {
-        return own;
-    }
-    let Some(net) = state.network(ep.host_compute_network) else {
-        return Vec::new();
-    };
-    let mut routes: BTreeMap<IpNet, IpAddr> = BTreeMap::new();
-    for ip in ep.ips() {
-        if let Some(s) = net.subnet_for(ip) {
-            for r in &s.routes {
-                if let (Some(d), Some(h)) = (r.destination_prefix, r.next_hop)
-                    && d.addr().is_ipv4() == ip.is_ipv4()
-                {
-                    routes.insert(d, h);
-                }
-            }
-        }
-    }
-    routes.into_iter().collect()
 }
 
 /// Makes (or adopts) the device.

@@ -15,7 +15,7 @@ use host::netlink::Netlink;
 use vfp::wire::MacAddr;
 
 use crate::Shared;
-use hns::compiler::{HostRoute, Resolver};
+use hns_compiler::{HostRoute, Resolver};
 
 /// How often the kernel's tables are read.
 const PERIOD: Duration = Duration::from_millis(250);

@@ -18,7 +18,7 @@ pub mod hnsd;
 pub mod kernel;
 pub mod offload;
 pub mod pump;
-pub mod trace;
+mod tracer;
 pub mod uplink;
 
 use std::path::PathBuf;
@@ -29,9 +29,9 @@ use std::thread::{self, JoinHandle};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use hns::compiler::Compiler;
 use hns::service::Service;
 use hns::state::{Change, State};
+use hns_compiler::Compiler;
 
 pub use hnsd::{HnsdConfig, HnsdError, run_hnsd};
 
@@ -122,7 +122,7 @@ impl Dataplane {
         service.observe(Box::new(move |state, changes| {
             observer.on_commit(state, changes);
         }));
-        service.set_tracer(trace::tracer(Arc::downgrade(&shared)));
+        service.set_tracer(tracer::tracer(Arc::downgrade(&shared)));
         service.set_resolver(dns::resolver(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
         let pump = Arc::clone(&shared);

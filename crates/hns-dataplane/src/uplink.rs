@@ -16,8 +16,8 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use vfp::wire::MacAddr;
 
-use hns::compiler::{HostRoute, NodeFacts, Resolver};
 use hns::profile::Profile;
+use hns_compiler::{HostRoute, NodeFacts, Resolver};
 
 /// True for the network types whose switch is bound to the NIC.
 pub fn is_external(t: NetworkType) -> bool {

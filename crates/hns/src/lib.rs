@@ -1,10 +1,10 @@
 //! hnsd, the Host Networking Service: HNS objects in a durable store behind an HCN-compatible
-//! HTTP/JSON API, served on a Unix socket or in process ([`InProcess`]); the compiler from
-//! those objects to the node's VFP switch ([`compiler`]). The device data plane, which
-//! subscribes to the committed objects, is `hns-dataplane`.
+//! HTTP/JSON API, served on a Unix socket or in process ([`InProcess`]). This is the control
+//! plane only: the compiler from these objects to the node's VFP switch (and the trace's
+//! logic) is `hns-compiler`, the device data plane that subscribes to the committed objects
+//! ([`Service::observe`]) and answers traces ([`Service::set_tracer`]) is `hns-dataplane`.
 
 pub mod api;
-pub mod compiler;
 pub mod in_process;
 pub mod profile;
 pub mod resolve;

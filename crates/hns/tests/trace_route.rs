@@ -1,7 +1,7 @@
 //! `POST /trace` through hnsd's socket without a data plane (no root): the request's checks
 //! name the bad field, `From` must name something, and an hnsd that serves the objects only
 //! says it has no switch to trace. Traces on a data plane are tested in
-//! `crates/winnet/tests/trace.rs` (root) and in `hns::dataplane::trace` (the simulated node).
+//! `crates/winnet/tests/trace.rs` (root) and in `crates/lab/tests/trace_explain.rs` (the simulated node).
 
 mod common;
 

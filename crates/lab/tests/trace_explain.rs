@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use hcn::error::HnsError;
 use hns_client::{TraceProtocol, TraceRequest};
-use hns_dataplane::trace::trace;
+use hns_compiler::explain::trace;
 use lab::sim::cluster::addr::{self, INTERNET};
 use lab::{Cluster, PodOptions, Service};
 use serde_json::Value;

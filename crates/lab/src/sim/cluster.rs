@@ -12,8 +12,8 @@ use vfp::wire::MacAddr;
 use vfp::{Disposition, DropReason, Frame, PortId, Timestamp};
 
 use hcn::error::HnsError;
-use hns::compiler::{Resolver, limitation};
 use hns::{Limitation, Profile};
+use hns_compiler::{Resolver, limitation};
 use vfp::packet::Packet;
 
 use super::fabric::{AttachmentId, Fabric};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use vfp::wire::{ArpOperation, Icmpv6Repr, MacAddr, TcpFlags};
 
-use hns::compiler::HostClaim;
+use hns_compiler::HostClaim;
 use vfp::packet::{self, L4, Packet, Parsed};
 
 /// An interface of a stack.

@@ -15,11 +15,11 @@ use vfp::layer::ROUTE;
 use vfp::wire::MacAddr;
 use vfp::{Action, Conditions, Direction, Encap, Origin, Owner, Rule};
 
-use super::modes::Mode;
-use super::network;
-use super::placement::{Compiled, Target};
-use super::{Compiler, mac};
-use crate::state::State;
+use crate::modes::Mode;
+use crate::network;
+use crate::placement::{Compiled, Target};
+use crate::{Compiler, mac};
+use hns::state::State;
 
 /// Tie-breaks between routes of the same prefix length: an endpoint's own `SDNRoute` first,
 /// then a remote endpoint, then the network's routes, then the host's.

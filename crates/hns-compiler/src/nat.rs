@@ -11,11 +11,11 @@ use vfp::layer::NAT;
 use vfp::wire::proto;
 use vfp::{Action, Backend, Conditions, Direction, LoadBalancer, Origin, Rule};
 
-use super::limitation;
-use super::modes::Mode;
-use super::placement::{Compiled, Target};
-use super::{Compiler, mac};
-use crate::profile::Limitation;
+use crate::limitation;
+use crate::modes::Mode;
+use crate::placement::{Compiled, Target};
+use crate::{Compiler, mac};
+use hns::profile::Limitation;
 
 /// Parses an HNS address list entry: an address or a prefix.
 pub fn parse_net(s: &str) -> Option<IpNet> {

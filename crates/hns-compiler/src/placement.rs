@@ -9,7 +9,7 @@ use hcn::Guid;
 use vfp::wire::MacAddr;
 use vfp::{Origin, Owner, PortId, Rule};
 
-use crate::profile::Limitation;
+use hns::profile::Limitation;
 
 /// Which compiled object: the node itself, or one HNS object. The order is the order a batch is
 /// compiled in (networks before their endpoints, endpoints before the load balancers naming

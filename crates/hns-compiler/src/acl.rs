@@ -8,7 +8,7 @@ use hcn::{Endpoint, EndpointPolicy};
 use vfp::layer::ACL;
 use vfp::{Action, Conditions, Direction, Origin, PortRange, Rule};
 
-use super::placement::{Compiled, Target};
+use crate::placement::{Compiled, Target};
 
 /// The owner kind of ACL rules.
 pub const KIND: &str = "Endpoint/ACL";

@@ -18,10 +18,10 @@ use ipnet::IpNet;
 use vfp::layer::SLB;
 use vfp::{Action, Backend, Conditions, Direction, Distribution, Origin, Owner, Rule};
 
-use super::placement::{Compiled, HostClaim, Notice, Target};
-use super::{Compiler, limitation, mac};
-use crate::profile::Limitation;
-use crate::state::State;
+use crate::placement::{Compiled, HostClaim, Notice, Target};
+use crate::{Compiler, limitation, mac};
+use hns::profile::Limitation;
+use hns::state::State;
 
 /// The origin of a load balancer's rules: its ID and the Kubernetes Service port kube-proxy
 /// named in `LinuxService`.

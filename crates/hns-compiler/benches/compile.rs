@@ -9,7 +9,7 @@
 //! programming cost), and the latency of one backend change (`Compiler::apply` of the
 //! committed change, and plan + apply + compile together as hnsd's committer runs it).
 //!
-//! `cargo bench -p hns --bench compile`. Sizes: `HNS_BENCH_LBS` (2000), `HNS_BENCH_REMOTE`
+//! `cargo bench -p hns-compiler --bench compile`. Sizes: `HNS_BENCH_LBS` (2000), `HNS_BENCH_REMOTE`
 //! (5000), `HNS_BENCH_PODS` (15), `HNS_BENCH_CHANGES` (500).
 
 use std::collections::HashMap;
@@ -25,8 +25,8 @@ use hcn::{
     SubnetPolicy,
 };
 use hns::Profile;
-use hns::compiler::{Compiler, NodeFacts, Resolver};
 use hns::state::{Kind, Object, State, WriteOp};
+use hns_compiler::{Compiler, NodeFacts, Resolver};
 use vfp::wire::MacAddr;
 use vfp::{PortConfig, Rule, Switch, SwitchConfig};
 
@@ -193,7 +193,7 @@ fn cluster(profile: Profile, lbs: usize, remote: usize, pods: usize) -> Cluster 
         host_mac: MacAddr([0, 0x15, 0x5d, 1, 0, 0x11]),
         addresses: vec!["192.168.1.11/24".parse().unwrap()],
         uplink: Some("Ethernet".into()),
-        routes: vec![hns::compiler::HostRoute::new(
+        routes: vec![hns_compiler::HostRoute::new(
             "0.0.0.0/0".parse().unwrap(),
             "192.168.1.1".parse().unwrap(),
         )],

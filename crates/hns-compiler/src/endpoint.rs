@@ -12,10 +12,10 @@ use ipnet::IpNet;
 use vfp::layer::{MAC, ROUTE};
 use vfp::{Action, Conditions, Direction, Origin, PortConfig, Rule};
 
-use super::modes::{self, Mode};
-use super::placement::{Compiled, Target};
-use super::{Compiler, PortWant, acl, mac, nat, network, route};
-use crate::state::State;
+use crate::modes::{self, Mode};
+use crate::placement::{Compiled, Target};
+use crate::{Compiler, PortWant, acl, mac, nat, network, route};
+use hns::state::State;
 
 /// The Ethernet MTU pods get without an `EncapOverhead` policy.
 pub const BASE_MTU: u16 = 1500;

@@ -5,7 +5,7 @@
 use vfp::trace::LayerDecision;
 use vfp::{Action, Conditions, Origin, Rule, Trace};
 
-use crate::profile::{Limitation, Profile};
+use hns::profile::{Limitation, Profile};
 
 /// The owner kind of every limitation rule.
 pub const KIND: &str = "Limitation";

@@ -10,10 +10,13 @@
 //!
 //! One file per concept: [`node`] (the node's facts), [`modes`] (what each network type does to
 //! packets), [`network`], [`endpoint`], [`acl`], [`nat`], [`route`], [`loadbalancer`],
-//! [`limitation`] and [`placement`] (rule sets and the ports they go to).
+//! [`limitation`] and [`placement`] (rule sets and the ports they go to); [`pod`] (a pod's IP
+//! stack as its endpoint configures it). Beside them, [`explain`]: the trace of a connection's
+//! first packet through the compiled switch, told back by the objects that made each rule.
 
 pub mod acl;
 pub mod endpoint;
+pub mod explain;
 pub mod limitation;
 pub mod loadbalancer;
 pub mod modes;
@@ -21,6 +24,7 @@ pub mod nat;
 pub mod network;
 pub mod node;
 pub mod placement;
+pub mod pod;
 pub mod route;
 
 use std::collections::{BTreeSet, HashMap};
@@ -31,7 +35,7 @@ use ipnet::IpNet;
 use vfp::wire::MacAddr;
 use vfp::{PoolId, PortConfig, PortId, Switch, SwitchConfig, SwitchKind};
 
-use crate::state::{Change, Kind, Object, State};
+use hns::state::{Change, Kind, Object, State};
 
 pub use node::{HostRoute, NodeFacts, Resolver};
 pub use placement::{Compiled, HostClaim, Key, Notice, Placement, Target};

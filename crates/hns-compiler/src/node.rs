@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use vfp::wire::MacAddr;
 
-use crate::profile::Profile;
+use hns::profile::Profile;
 
 /// The facts of one node that shape its switch.
 #[derive(Clone, Debug)]

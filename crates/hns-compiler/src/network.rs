@@ -11,13 +11,13 @@ use vfp::layer::{ACL, ROUTE};
 use vfp::wire::MacAddr;
 use vfp::{Action, Conditions, Origin, PortConfig, Rule};
 
-use super::limitation;
-use super::modes::Mode;
-use super::placement::{Compiled, Target};
-use super::route::{self, Class};
-use super::{Compiler, PortWant, mac};
-use crate::profile::Limitation;
-use crate::state::State;
+use crate::limitation;
+use crate::modes::Mode;
+use crate::placement::{Compiled, Target};
+use crate::route::{self, Class};
+use crate::{Compiler, PortWant, mac};
+use hns::profile::Limitation;
+use hns::state::State;
 
 /// The network's `VxlanPort`, if it sets one.
 pub fn vxlan_port(net: &Network) -> Option<u16> {
