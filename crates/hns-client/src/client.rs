@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::Kind;
-use crate::trace::TraceRequest;
+use crate::trace::{TraceAnswer, TraceRequest};
 use crate::transport::{Transport, UnixSocket};
 
 /// A failed call.
@@ -363,9 +363,9 @@ impl Client {
     }
 
     /// What the node's switch does with the first packet of a connection (`POST /trace`): the
-    /// answer's `Trace` (structured), `Disposition` and `Text`.
-    pub async fn trace(&self, req: &TraceRequest) -> Result<serde_json::Value> {
-        self.call(Method::POST, "/trace", Self::json(&req.to_json())?)
+    /// structured trace, its disposition and the switch's text.
+    pub async fn trace(&self, req: &TraceRequest) -> Result<TraceAnswer> {
+        self.typed(Method::POST, "/trace", Self::json(&req.to_json())?)
             .await
     }
 

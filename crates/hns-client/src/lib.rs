@@ -4,8 +4,8 @@
 //! or an hnsd in the same process (the in-memory cluster). The bodies are HNS v2 JSON either
 //! way, so a component cannot tell the two apart.
 //!
-//! Also here: the bodies of hnsd's own requests (`POST /trace`, `POST /resolve`), and where
-//! clients look for hnsd ([`socket_path`]).
+//! Also here: the bodies of hnsd's own requests (`POST /trace`, `POST /resolve`), the trace's
+//! answer ([`TraceAnswer`]), and where clients look for hnsd ([`socket_path`]).
 
 pub mod client;
 pub mod request;
@@ -17,7 +17,7 @@ pub use client::{Client, ClientError};
 pub use hcn::Kind;
 pub use hyper::Method;
 pub use resolve::ResolveRequest;
-pub use trace::{TraceProtocol, TraceRequest};
+pub use trace::{TraceAnswer, TraceProtocol, TraceRequest};
 pub use transport::{Reply, Transport, UnixSocket};
 
 /// Where clients look for hnsd when neither a flag nor `HNS_SOCKET` names a socket.

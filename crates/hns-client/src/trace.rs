@@ -1,14 +1,20 @@
 //! The request of `POST /trace` (what the switch of a node does with the first packet of a
-//! connection), read and written here so that hnsd and its clients agree on it.
+//! connection) and its [`answer`], read and written here so that hnsd and its clients agree on
+//! them.
+
+pub mod answer;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
 use hcn::error::{HResult, HnsError};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Value, json};
 
 use crate::request::invalid;
+
+pub use answer::TraceAnswer;
 
 /// The HRESULT of a trace asked of an hnsd without a data plane
 /// (`HRESULT_FROM_WIN32(ERROR_SERVICE_NOT_ACTIVE)`); the API answers it with 503.
@@ -131,6 +137,38 @@ impl TraceRequest {
             Some(p) => SocketAddr::new(self.to, p).to_string(),
             None => self.to.to_string(),
         }
+    }
+}
+
+/// The request as [`TraceRequest::to_json`] writes it: `From`, `To`, `Protocol`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RequestBody<S> {
+    from: S,
+    to: S,
+    protocol: Option<S>,
+}
+
+impl Serialize for TraceRequest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let to = self.destination();
+        RequestBody {
+            from: self.from.as_str(),
+            to: to.as_str(),
+            protocol: Some(self.protocol.as_str()),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TraceRequest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let b = RequestBody::<String>::deserialize(d)?;
+        let protocol = match b.protocol {
+            Some(p) => p.parse().map_err(serde::de::Error::custom)?,
+            None => TraceProtocol::Tcp,
+        };
+        TraceRequest::new(&b.from, &b.to, protocol).map_err(|e| serde::de::Error::custom(e.detail))
     }
 }
 

@@ -18,8 +18,7 @@ use std::net::IpAddr;
 
 use hcn::error::{HResult, HnsError};
 use hns::state::State;
-use hns::trace::{TraceProtocol, TraceRequest, TraceSource};
-use serde_json::Value;
+use hns::trace::{TraceAnswer, TraceProtocol, TraceRequest, TraceSource};
 use vfp::Timestamp;
 use vfp::packet::{L4, Packet};
 use vfp::wire::{MacAddr, TcpFlags};
@@ -46,7 +45,7 @@ pub fn trace(
     node: &str,
     req: &TraceRequest,
     now: Timestamp,
-) -> Result<Value, HnsError> {
+) -> Result<TraceAnswer, HnsError> {
     let source = TraceSource::resolve(state, &req.from)?;
     let sender = Sender::find(state, compiler, source, req.to)?;
     let mut notes = Vec::new();

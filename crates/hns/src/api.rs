@@ -170,13 +170,14 @@ async fn delete(AxState(svc): Svc, Path((k, id)): Path<(String, String)>) -> Api
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// `POST /trace`: the first packet of a connection through this node's switch, explained.
+/// `POST /resolve`: what a pod's DNS client does with a name, step by step.
 async fn resolve(AxState(svc): Svc, body: Bytes) -> ApiResult {
     let req = ResolveRequest::from_json(&body)?;
     let walk = svc.resolve(&req).await?;
     Ok(axum::Json(walk).into_response())
 }
 
+/// `POST /trace`: the first packet of a connection through this node's switch, explained.
 async fn trace(AxState(svc): Svc, body: Bytes) -> ApiResult {
     let req = TraceRequest::from_json(&body)?;
     let answer = tokio::task::spawn_blocking(move || svc.trace(&req))

@@ -19,6 +19,6 @@ pub use profile::{Limitation, Profile};
 pub use resolve::ResolveRequest;
 pub use service::Service;
 pub use state::{Kind, State};
-pub use trace::{TraceProtocol, TraceRequest};
+pub use trace::{TraceAnswer, TraceProtocol, TraceRequest};
 
 pub use hns_client::{DEFAULT_SOCKET, socket_path};

@@ -13,7 +13,7 @@ use crate::profile::Profile;
 use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
-use crate::trace::{NO_DATAPLANE, TraceRequest, TraceSource, Tracer};
+use crate::trace::{NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer};
 
 /// Most writes one transaction takes; bounds the latency of the first caller in a batch.
 const MAX_BATCH: usize = 512;
@@ -75,7 +75,7 @@ impl Service {
     /// something (else not found) before the data plane is asked; without a data plane the
     /// error is [`NO_DATAPLANE`]. Blocks while the data plane is busy: call it off the async
     /// workers.
-    pub fn trace(&self, req: &TraceRequest) -> Result<serde_json::Value, HnsError> {
+    pub fn trace(&self, req: &TraceRequest) -> Result<TraceAnswer, HnsError> {
         self.read(|s| TraceSource::resolve(s, &req.from))?;
         let tracer = self.tracer.read().unwrap_or_else(|p| p.into_inner());
         let Some(tracer) = tracer.as_ref() else {

@@ -8,16 +8,14 @@
 
 use std::net::IpAddr;
 
+use crate::state::State;
 use hcn::Guid;
 use hcn::error::{HResult, HnsError};
-use serde_json::Value;
 
-use crate::state::State;
-
-pub use hns_client::trace::{NO_DATAPLANE, TraceProtocol, TraceRequest};
+pub use hns_client::trace::{NO_DATAPLANE, TraceAnswer, TraceProtocol, TraceRequest};
 
 /// Answers a trace request on the data plane: the structured trace, or why there is none.
-pub type Tracer = Box<dyn Fn(&TraceRequest) -> Result<Value, HnsError> + Send + Sync>;
+pub type Tracer = Box<dyn Fn(&TraceRequest) -> Result<TraceAnswer, HnsError> + Send + Sync>;
 
 /// Where a traced packet comes from, as `From` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

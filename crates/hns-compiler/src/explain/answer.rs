@@ -1,15 +1,20 @@
 //! The answer of a trace: the sender, the next hop, each layer with its rule and the HNS and
-//! Kubernetes objects behind it, the rewrites, the forwarding and the disposition.
+//! Kubernetes objects behind it, the rewrites, the forwarding and the disposition, as a
+//! [`TraceAnswer`].
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use hcn::Guid;
 use hns::Profile;
 use hns::state::State;
 use hns::trace::TraceRequest;
-use serde_json::{Value, json};
+use hns_client::trace::answer::{
+    FlowTableHit, Forwarding, KubernetesRef, LayerStep, LimitationRef, ObjectKind, ObjectRef,
+    PacketTrace, PortRef, RuleOrigin, RuleRef, StepDirection, TraceAnswer, TraceDisposition,
+    TraceSender, TracedEncap, TracedHeaders, Verdict,
+};
 use vfp::trace::{LayerDecision, TraceStep};
-use vfp::{Action, Disposition, DropReason, Headers, Origin, PacketHeaders, PortId};
+use vfp::{Action, Direction, Disposition, DropReason, Headers, Origin, PacketHeaders, PortId};
 
 use super::sender::{Sender, is_node_address};
 use super::stack::NextHop;
@@ -31,7 +36,7 @@ impl View<'_> {
         hop: Option<&NextHop>,
         t: &vfp::Trace,
         mut notes: Vec<String>,
-    ) -> Value {
+    ) -> TraceAnswer {
         if t.cached.is_some() {
             notes.push(
                 "every source port tried names a connection the flow table has: this is its fast path, not the layers"
@@ -40,54 +45,52 @@ impl View<'_> {
         }
         notes.extend(sender.mac_note.clone());
         notes.extend(self.host_routes_on(t));
-        let limitation = limitation::of_trace(t)
-            .map(|l| json!({"Name": l.as_str(), "Message": l.message(self.profile)}));
         let disposition = self.disposition_text(t);
-        let trace = json!({
-            "Node": node,
-            "Profile": self.profile.as_str(),
-            "Request": req.to_json(),
-            "From": {
-                "Kind": sender.kind,
-                "Name": sender.name,
-                "Endpoint": sender.endpoint.map(|g| g.to_string()),
-                "Address": sender.address.to_string(),
-                "Mac": sender.mac.to_string(),
+        let trace = PacketTrace {
+            node: node.to_string(),
+            profile: self.profile.as_str().to_string(),
+            request: req.clone(),
+            from: TraceSender {
+                kind: sender.kind,
+                name: sender.name.clone(),
+                endpoint: sender.endpoint,
+                address: sender.address,
+                mac: sender.mac.to_string(),
             },
-            "NextHop": hop.map(|h| json!({
-                "Address": h.address.to_string(),
-                "Mac": h.mac.to_string(),
-                "How": h.describe(),
-            })),
-            "Ingress": self.port_json(t.ingress),
-            "Packet": t.input.as_ref().map(headers_json),
-            "FlowTable": t.cached.as_ref().map(|c| json!({
-                "Side": format!("{:?}", c.side),
-                "Original": headers_json(&c.orig),
-                "Final": headers_json(&c.fin),
-            })),
-            "Steps": t.steps.iter().map(|s| self.step_json(s)).collect::<Vec<_>>(),
-            "Forward": t.forward.map(|f| {
-                let mut v = self.port_json(f.to);
-                v["Reason"] = json!(format!("{:?}", f.reason));
-                v
+            next_hop: hop.map(|h| hns_client::trace::answer::NextHop {
+                address: h.address,
+                mac: h.mac.to_string(),
+                how: h.describe(),
             }),
-            "Output": t.output.as_ref().map(headers_json),
-            "Disposition": self.disposition_json(t, &disposition),
-            "Limitation": limitation,
-            "Notes": notes,
-        });
-        json!({
-            "Trace": trace,
-            "Disposition": disposition,
-            "Text": t.to_string(),
-        })
+            ingress: self.port_ref(t.ingress),
+            packet: t.input.as_ref().map(headers),
+            flow_table: t.cached.as_ref().map(|c| FlowTableHit {
+                side: format!("{:?}", c.side),
+                original: headers(&c.orig),
+                fin: headers(&c.fin),
+            }),
+            steps: t.steps.iter().map(|s| self.step(s)).collect(),
+            forward: t.forward.map(|f| Forwarding {
+                port: f.to,
+                name: self.port_name(f.to),
+                reason: format!("{:?}", f.reason),
+            }),
+            output: t.output.as_ref().map(headers),
+            disposition: self.disposition(t, &disposition),
+            limitation: limitation::of_trace(t).map(|l| self.limitation_ref(l)),
+            notes,
+        };
+        TraceAnswer {
+            trace,
+            disposition,
+            text: t.to_string(),
+        }
     }
 
     /// A packet delivered to a host vNIC but not addressed to the host goes on through the
     /// host's IP stack, which routes it (and sends it into the switch again): say so, and how
     /// to trace that hop.
-    pub(super) fn host_routes_on(&self, t: &vfp::Trace) -> Option<String> {
+    fn host_routes_on(&self, t: &vfp::Trace) -> Option<String> {
         let Disposition::Deliver(p) = t.disposition else {
             return None;
         };
@@ -104,54 +107,73 @@ impl View<'_> {
         ))
     }
 
-    pub(super) fn port_name(&self, port: PortId) -> String {
+    fn port_name(&self, port: PortId) -> String {
         self.compiler
             .switch()
             .port(port)
             .map_or_else(|| format!("port {port}"), |p| p.name().to_string())
     }
 
-    pub(super) fn port_json(&self, port: PortId) -> Value {
-        json!({"Port": port, "Name": self.port_name(port)})
+    fn port_ref(&self, port: PortId) -> PortRef {
+        PortRef {
+            port,
+            name: self.port_name(port),
+        }
     }
 
-    pub(super) fn step_json(&self, s: &TraceStep) -> Value {
-        let mut v = json!({
-            "Port": s.port,
-            "PortName": s.port_name,
-            "Direction": s.direction.to_string(),
-            "Layer": s.layer,
-            "Before": headers_json(&s.before),
-            "After": headers_json(&s.after),
-            "Rewrite": rewrites(&s.before, &s.after),
-        });
-        match &s.decision {
+    fn limitation_ref(&self, l: hns::Limitation) -> LimitationRef {
+        LimitationRef {
+            name: l.as_str().to_string(),
+            message: l.message(self.profile),
+        }
+    }
+
+    fn step(&self, s: &TraceStep) -> LayerStep {
+        let (rule, action, origin, backend) = match &s.decision {
             LayerDecision::Rule {
                 origin,
                 group,
                 index,
                 priority,
                 action,
-            } => {
-                v["Rule"] = json!({"Index": index, "Group": group, "Priority": priority});
-                v["Action"] = json!(action.to_string());
-                v["Origin"] = self.origin_json(origin);
-                if let Action::LoadBalance(_) = action {
-                    v["Backend"] = json!(sock(&s.after.inner));
-                }
-            }
-            LayerDecision::Default(d) => {
-                v["Rule"] = Value::Null;
-                v["Action"] = json!(format!("no rule matched: default {d:?}").to_lowercase());
-                v["Origin"] = Value::Null;
-            }
+            } => (
+                Some(RuleRef {
+                    index: *index,
+                    group: group.clone(),
+                    priority: *priority,
+                }),
+                action.to_string(),
+                Some(self.origin(origin)),
+                matches!(action, Action::LoadBalance(_)).then(|| sock(&s.after.inner)),
+            ),
+            LayerDecision::Default(d) => (
+                None,
+                format!("no rule matched: default {d:?}").to_lowercase(),
+                None,
+                None,
+            ),
+        };
+        LayerStep {
+            port: s.port,
+            port_name: s.port_name.clone(),
+            direction: match s.direction {
+                Direction::Out => StepDirection::Out,
+                Direction::In => StepDirection::In,
+            },
+            layer: s.layer.clone(),
+            before: headers(&s.before),
+            after: headers(&s.after),
+            rewrite: rewrites(&s.before, &s.after),
+            rule,
+            action,
+            origin,
+            backend,
         }
-        v
     }
 
     /// The rule's owner, the HNS object it names (with its name), the Kubernetes object behind
     /// it and, for a limitation, which one.
-    pub(super) fn origin_json(&self, o: &Origin) -> Value {
+    fn origin(&self, o: &Origin) -> RuleOrigin {
         let limitation = limitation::of_origin(o);
         // Owner ids are the object's ID, "<ID>/<n>" for one of its policies, and
         // "<Limitation>/<ID>" for a limitation enforced on an object.
@@ -163,47 +185,44 @@ impl View<'_> {
             .parse::<Guid>()
             .ok()
             .and_then(|id| self.object(id));
-        let kubernetes = object.as_ref().and_then(|(kind, id, _)| {
-            (*kind == "LoadBalancer")
-                .then(|| self.state.load_balancer(*id))
+        let kubernetes = object.as_ref().and_then(|obj| {
+            (obj.kind == ObjectKind::LoadBalancer)
+                .then(|| self.state.load_balancer(obj.id))
                 .flatten()
-                .and_then(|lb| service_json(&lb.linux_service))
+                .and_then(|lb| service_ref(&lb.linux_service))
         });
-        json!({
-            "Kind": o.owner.kind,
-            "Id": o.owner.id,
-            "Source": o.source,
-            "Object": object.map(|(kind, id, name)| json!({
-                "Kind": kind,
-                "Id": id.to_string(),
-                "Name": (!name.is_empty()).then_some(name),
-            })),
-            "Kubernetes": kubernetes,
-            "Limitation": limitation.map(|l| json!({
-                "Name": l.as_str(), "Message": l.message(self.profile),
-            })),
-        })
+        RuleOrigin {
+            kind: o.owner.kind.clone(),
+            id: o.owner.id.clone(),
+            source: o.source.clone(),
+            object,
+            kubernetes,
+            limitation: limitation.map(|l| self.limitation_ref(l)),
+        }
     }
 
     /// The HNS object with this ID: its kind and name.
-    pub(super) fn object(&self, id: Guid) -> Option<(&'static str, Guid, String)> {
+    fn object(&self, id: Guid) -> Option<ObjectRef> {
         let s = self.state;
-        if let Some(e) = s.endpoint(id) {
-            return Some(("Endpoint", id, e.name.clone()));
-        }
-        if let Some(n) = s.network(id) {
-            return Some(("Network", id, n.name.clone()));
-        }
-        if s.load_balancer(id).is_some() {
-            return Some(("LoadBalancer", id, String::new()));
-        }
-        if s.route(id).is_some() {
-            return Some(("Route", id, String::new()));
-        }
-        None
+        let (kind, name) = if let Some(e) = s.endpoint(id) {
+            (ObjectKind::Endpoint, e.name.as_str())
+        } else if let Some(n) = s.network(id) {
+            (ObjectKind::Network, n.name.as_str())
+        } else if s.load_balancer(id).is_some() {
+            (ObjectKind::LoadBalancer, "")
+        } else if s.route(id).is_some() {
+            (ObjectKind::Route, "")
+        } else {
+            return None;
+        };
+        Some(ObjectRef {
+            kind,
+            id,
+            name: (!name.is_empty()).then(|| name.to_string()),
+        })
     }
 
-    pub(super) fn disposition_text(&self, t: &vfp::Trace) -> String {
+    fn disposition_text(&self, t: &vfp::Trace) -> String {
         let text = match t.disposition {
             Disposition::Deliver(p) | Disposition::Uplink(p) | Disposition::Reply(p) => {
                 format!("{} ({})", t.disposition, self.port_name(p))
@@ -222,26 +241,26 @@ impl View<'_> {
         }
     }
 
-    pub(super) fn disposition_json(&self, t: &vfp::Trace, text: &str) -> Value {
+    fn disposition(&self, t: &vfp::Trace, text: &str) -> TraceDisposition {
         let (verdict, port, reason) = match t.disposition {
-            Disposition::Deliver(p) => ("Deliver", Some(p), None),
-            Disposition::Uplink(p) => ("Uplink", Some(p), None),
-            Disposition::Reply(p) => ("Reply", Some(p), None),
-            Disposition::Flood { from } => ("Flood", Some(from), None),
-            Disposition::Drop(r) => ("Drop", None, Some(r)),
+            Disposition::Deliver(p) => (Verdict::Deliver, Some(p), None),
+            Disposition::Uplink(p) => (Verdict::Uplink, Some(p), None),
+            Disposition::Reply(p) => (Verdict::Reply, Some(p), None),
+            Disposition::Flood { from } => (Verdict::Flood, Some(from), None),
+            Disposition::Drop(r) => (Verdict::Drop, None, Some(r)),
         };
-        json!({
-            "Verdict": verdict,
-            "Port": port,
-            "PortName": port.map(|p| self.port_name(p)),
-            "Reason": reason.map(|r| r.to_string()),
-            "Text": text,
-        })
+        TraceDisposition {
+            verdict,
+            port,
+            port_name: port.map(|p| self.port_name(p)),
+            reason: reason.map(|r| r.to_string()),
+            text: text.to_string(),
+        }
     }
 }
 
 /// The origin of the rule that blocked the packet.
-pub(super) fn blocking_origin(t: &vfp::Trace) -> Option<String> {
+fn blocking_origin(t: &vfp::Trace) -> Option<String> {
     t.steps.iter().rev().find_map(|s| match &s.decision {
         LayerDecision::Rule {
             origin,
@@ -253,44 +272,44 @@ pub(super) fn blocking_origin(t: &vfp::Trace) -> Option<String> {
 }
 
 /// kube-proxy's `LinuxService` ("namespace/name:port") as a Kubernetes object reference.
-pub(super) fn service_json(s: &str) -> Option<Value> {
+fn service_ref(s: &str) -> Option<KubernetesRef> {
     if s.is_empty() {
         return None;
     }
     let (name, port) = s.split_once(':').unwrap_or((s, ""));
     let (namespace, name) = name.split_once('/').unwrap_or(("", name));
-    Some(json!({
-        "Kind": "Service",
-        "Namespace": namespace,
-        "Name": name,
-        "Port": port,
-        "Text": format!("Service {s}"),
-    }))
-}
-
-pub(super) fn headers_json(h: &PacketHeaders) -> Value {
-    let i = &h.inner;
-    json!({
-        "SrcMac": i.src_mac.to_string(),
-        "DstMac": i.dst_mac.to_string(),
-        "Src": i.src_ip.to_string(),
-        "Dst": i.dst_ip.to_string(),
-        "Protocol": protocol_name(i.proto),
-        "SrcPort": i.src_port,
-        "DstPort": i.dst_port,
-        "Encap": h.outer.as_ref().map(|o| json!({
-            "Vni": o.vni,
-            "Src": o.src_ip.to_string(),
-            "Dst": o.dst_ip.to_string(),
-            "SrcMac": o.src_mac.to_string(),
-            "DstMac": o.dst_mac.to_string(),
-            "UdpPort": o.udp_port,
-        })),
-        "Text": h.to_string(),
+    Some(KubernetesRef {
+        kind: "Service".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        port: port.into(),
+        text: format!("Service {s}"),
     })
 }
 
-pub(super) fn protocol_name(p: u8) -> String {
+fn headers(h: &PacketHeaders) -> TracedHeaders {
+    let i = &h.inner;
+    TracedHeaders {
+        src_mac: i.src_mac.to_string(),
+        dst_mac: i.dst_mac.to_string(),
+        src: i.src_ip,
+        dst: i.dst_ip,
+        protocol: protocol_name(i.proto),
+        src_port: i.src_port,
+        dst_port: i.dst_port,
+        encap: h.outer.as_ref().map(|o| TracedEncap {
+            vni: o.vni,
+            src: o.src_ip,
+            dst: o.dst_ip,
+            src_mac: o.src_mac.to_string(),
+            dst_mac: o.dst_mac.to_string(),
+            udp_port: o.udp_port,
+        }),
+        text: h.to_string(),
+    }
+}
+
+fn protocol_name(p: u8) -> String {
     match p {
         vfp::wire::proto::TCP => "tcp".into(),
         vfp::wire::proto::UDP => "udp".into(),
@@ -300,8 +319,8 @@ pub(super) fn protocol_name(p: u8) -> String {
     }
 }
 
-pub(super) fn sock(h: &Headers) -> String {
-    std::net::SocketAddr::new(h.dst_ip, h.dst_port).to_string()
+fn sock(h: &Headers) -> SocketAddr {
+    SocketAddr::new(h.dst_ip, h.dst_port)
 }
 
 /// What a layer changed, field by field ("dst 10.96.0.10:80 -> 10.244.1.11:8080").
@@ -376,7 +395,7 @@ mod tests {
 
     #[test]
     fn a_service_reference_reads_kube_proxys_linux_service() {
-        let v = service_json("default/web:http").unwrap();
+        let v = serde_json::to_value(service_ref("default/web:http")).unwrap();
         assert_eq!(
             (
                 v["Namespace"].as_str(),
@@ -385,6 +404,6 @@ mod tests {
             ),
             (Some("default"), Some("web"), Some("http"))
         );
-        assert_eq!(service_json(""), None);
+        assert_eq!(service_ref(""), None);
     }
 }

@@ -7,6 +7,7 @@ use hcn::error::{HResult, HnsError};
 use hcn::{Endpoint, Guid};
 use hns::state::State;
 use hns::trace::TraceSource;
+use hns_client::trace::answer::SenderKind;
 use vfp::PortId;
 use vfp::wire::MacAddr;
 
@@ -16,8 +17,7 @@ use crate::{Compiler, pod};
 
 /// Who sends the traced packet.
 pub(super) struct Sender {
-    /// "Endpoint", "Node" or "External".
-    pub(super) kind: &'static str,
+    pub(super) kind: SenderKind,
     /// How the answer names it.
     pub(super) name: String,
     pub(super) endpoint: Option<Guid>,
@@ -113,7 +113,7 @@ impl Sender {
             prefixes: pod::addresses(state, ep),
         };
         Ok(Sender {
-            kind: "Endpoint",
+            kind: SenderKind::Endpoint,
             name,
             endpoint: Some(ep.id),
             address,
@@ -149,7 +149,7 @@ impl Sender {
             .map(|r| (r.destination, r.next_hop))
             .collect();
         Sender {
-            kind: "Node",
+            kind: SenderKind::Node,
             name,
             endpoint,
             address,
@@ -201,7 +201,7 @@ impl Sender {
             }
         };
         Ok(Sender {
-            kind: "External",
+            kind: SenderKind::External,
             name: format!("{ip}, beyond the uplink"),
             endpoint: None,
             address: ip,

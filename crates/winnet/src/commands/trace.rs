@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use hns_client::{Client, TraceProtocol, TraceRequest};
-use serde_json::Value;
+use hns_client::trace::answer::RuleOrigin;
+use hns_client::{Client, TraceAnswer, TraceProtocol, TraceRequest};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -80,156 +80,115 @@ fn socket(node: &str, flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(hns_client::socket_path(flag))
 }
 
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or_default()
-}
-
 /// The detailed explanation: where the packet comes from, each layer with its rule, the
 /// objects behind it and the rewrite, the forwarding and the disposition.
-fn detail(answer: &Value) -> String {
-    let t = &answer["Trace"];
+fn detail(answer: &TraceAnswer) -> String {
+    let t = &answer.trace;
     let mut out = String::new();
-    let req = &t["Request"];
     let _ = writeln!(
         out,
         "# {} from {} {} to {} on node {} ({})",
-        s(&req["Protocol"]),
-        s(&t["From"]["Name"]),
-        s(&t["From"]["Address"]),
-        s(&req["To"]),
-        s(&t["Node"]),
-        s(&t["Profile"])
+        t.request.protocol,
+        t.from.name,
+        t.from.address,
+        t.request.destination(),
+        t.node,
+        t.profile
     );
-    if t["NextHop"].is_object() {
-        let h = &t["NextHop"];
-        let _ = writeln!(
-            out,
-            "# next hop {} at {} ({})",
-            s(&h["Address"]),
-            s(&h["Mac"]),
-            s(&h["How"])
-        );
+    if let Some(h) = &t.next_hop {
+        let _ = writeln!(out, "# next hop {} at {} ({})", h.address, h.mac, h.how);
     }
     let _ = writeln!(
         out,
         "\ningress port {} ({})",
-        t["Ingress"]["Port"],
-        s(&t["Ingress"]["Name"])
+        t.ingress.port, t.ingress.name
     );
-    let _ = writeln!(out, "  packet: {}", s(&t["Packet"]["Text"]));
-    if t["FlowTable"].is_object() {
+    let packet = t.packet.as_ref().map_or("", |p| p.text.as_str());
+    let _ = writeln!(out, "  packet: {packet}");
+    if let Some(f) = &t.flow_table {
         let _ = writeln!(
             out,
             "  flow table hit ({} side of {} -> {})",
-            s(&t["FlowTable"]["Side"]),
-            s(&t["FlowTable"]["Original"]["Text"]),
-            s(&t["FlowTable"]["Final"]["Text"])
+            f.side, f.original.text, f.fin.text
         );
     }
-    for (i, step) in steps(t).iter().enumerate() {
+    for (i, step) in t.steps.iter().enumerate() {
         let _ = writeln!(
             out,
             "\n{}. {} {}, layer {}",
             i + 1,
-            s(&step["PortName"]),
-            s(&step["Direction"]),
-            s(&step["Layer"])
+            step.port_name,
+            step.direction,
+            step.layer
         );
-        match step["Rule"].as_object() {
+        match &step.rule {
             Some(r) => {
                 let _ = writeln!(
                     out,
                     "   rule {} (group {}, priority {}): {}",
-                    r.get("Index").unwrap_or(&Value::Null),
-                    r.get("Group").and_then(Value::as_str).unwrap_or_default(),
-                    r.get("Priority").unwrap_or(&Value::Null),
-                    s(&step["Action"])
+                    r.index, r.group, r.priority, step.action
                 );
             }
             None => {
-                let _ = writeln!(out, "   {}", s(&step["Action"]));
+                let _ = writeln!(out, "   {}", step.action);
             }
         }
-        origin_lines(&step["Origin"], &mut out);
-        if let Some(b) = step["Backend"].as_str() {
+        if let Some(o) = &step.origin {
+            origin_lines(o, &mut out);
+        }
+        if let Some(b) = step.backend {
             let _ = writeln!(out, "   backend: {b}");
         }
-        let rewrites: Vec<&str> = step["Rewrite"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if !rewrites.is_empty() {
-            let _ = writeln!(out, "   rewrite: {}", rewrites.join("; "));
+        if !step.rewrite.is_empty() {
+            let _ = writeln!(out, "   rewrite: {}", step.rewrite.join("; "));
         }
     }
     out.push('\n');
-    if t["Forward"].is_object() {
-        let f = &t["Forward"];
+    if let Some(f) = &t.forward {
         let _ = writeln!(
             out,
             "forwarded to port {} ({}): {}",
-            f["Port"],
-            s(&f["Name"]),
-            s(&f["Reason"])
+            f.port, f.name, f.reason
         );
     }
-    if t["Output"].is_object() {
-        let _ = writeln!(out, "leaves as: {}", s(&t["Output"]["Text"]));
+    if let Some(o) = &t.output {
+        let _ = writeln!(out, "leaves as: {}", o.text);
     }
-    let _ = writeln!(out, "disposition: {}", s(&answer["Disposition"]));
-    for n in t["Notes"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "note: {}", s(n));
+    let _ = writeln!(out, "disposition: {}", answer.disposition);
+    for n in &t.notes {
+        let _ = writeln!(out, "note: {n}");
     }
     out
 }
 
 /// Who made a rule: the HNS object (kind, name, ID), the Kubernetes object behind it, and the
 /// limitation it enforces.
-fn origin_lines(o: &Value, out: &mut String) {
-    if !o.is_object() {
-        return;
-    }
-    let object = &o["Object"];
-    let made_by = match object.as_object() {
+fn origin_lines(o: &RuleOrigin, out: &mut String) {
+    let made_by = match &o.object {
         Some(obj) => {
             let name = obj
-                .get("Name")
-                .and_then(Value::as_str)
+                .name
+                .as_deref()
                 .map(|n| format!(" {n}"))
                 .unwrap_or_default();
-            format!(
-                "{}{name} {}",
-                obj.get("Kind").and_then(Value::as_str).unwrap_or_default(),
-                obj.get("Id").and_then(Value::as_str).unwrap_or_default()
-            )
+            format!("{}{name} {}", obj.kind, obj.id)
         }
-        None => format!("{} {}", s(&o["Kind"]), s(&o["Id"])),
+        None => format!("{} {}", o.kind, o.id),
     };
     let _ = writeln!(out, "   made by HNS {made_by}");
-    if let Some(k) = o["Kubernetes"].as_object() {
+    if let Some(k) = &o.kubernetes {
         let _ = writeln!(
             out,
             "   for Kubernetes {} {}/{} port {}",
-            k.get("Kind").and_then(Value::as_str).unwrap_or_default(),
-            k.get("Namespace")
-                .and_then(Value::as_str)
-                .unwrap_or_default(),
-            k.get("Name").and_then(Value::as_str).unwrap_or_default(),
-            k.get("Port").and_then(Value::as_str).unwrap_or_default()
+            k.kind, k.namespace, k.name, k.port
         );
-    } else if let Some(l) = o["Limitation"].as_object() {
-        let _ = writeln!(
-            out,
-            "   limitation {}: {}",
-            l.get("Name").and_then(Value::as_str).unwrap_or_default(),
-            l.get("Message").and_then(Value::as_str).unwrap_or_default()
-        );
-    } else if let Some(src) = o["Source"].as_str() {
+    } else if let Some(l) = &o.limitation {
+        let _ = writeln!(out, "   limitation {}: {}", l.name, l.message);
+    } else if let Some(src) = &o.source {
         // "endpoint pa_cbr0" says nothing the line above does not.
-        let echo = object.as_object().is_some_and(|obj| {
-            let kind = obj.get("Kind").and_then(Value::as_str).unwrap_or_default();
-            let name = obj.get("Name").and_then(Value::as_str).unwrap_or_default();
-            src.eq_ignore_ascii_case(&format!("{kind} {name}"))
+        let echo = o.object.as_ref().is_some_and(|obj| {
+            let name = obj.name.as_deref().unwrap_or_default();
+            src.eq_ignore_ascii_case(&format!("{} {name}", obj.kind))
         });
         if !echo {
             let _ = writeln!(out, "   ({src})");
@@ -238,45 +197,27 @@ fn origin_lines(o: &Value, out: &mut String) {
 }
 
 /// One line per layer, then the disposition.
-fn summary(answer: &Value) -> String {
-    let t = &answer["Trace"];
+fn summary(answer: &TraceAnswer) -> String {
     let mut out = String::new();
-    for step in steps(t) {
-        let who = match step["Origin"].as_object() {
+    for step in &answer.trace.steps {
+        let who = match &step.origin {
             Some(o) => {
                 let source = o
-                    .get("Source")
-                    .and_then(Value::as_str)
+                    .source
+                    .as_deref()
                     .map(|src| format!(" ({src})"))
                     .unwrap_or_default();
-                format!(
-                    "{} {}{source}: ",
-                    o.get("Kind").and_then(Value::as_str).unwrap_or_default(),
-                    o.get("Id").and_then(Value::as_str).unwrap_or_default()
-                )
+                format!("{} {}{source}: ", o.kind, o.id)
             }
             None => String::new(),
         };
-        let backend = step["Backend"]
-            .as_str()
-            .map(|b| format!(" -> {b}"))
-            .unwrap_or_default();
+        let backend = step.backend.map(|b| format!(" -> {b}")).unwrap_or_default();
         let _ = writeln!(
             out,
             "{} {} {}: {who}{}{backend}",
-            s(&step["PortName"]),
-            s(&step["Direction"]),
-            s(&step["Layer"]),
-            s(&step["Action"])
+            step.port_name, step.direction, step.layer, step.action
         );
     }
-    let _ = writeln!(out, "=> {}", s(&answer["Disposition"]));
+    let _ = writeln!(out, "=> {}", answer.disposition);
     out
-}
-
-fn steps(t: &Value) -> Vec<&Value> {
-    t["Steps"]
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default()
 }
