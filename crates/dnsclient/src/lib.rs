@@ -8,14 +8,21 @@
 //! - [`stub`]: the per-pod stub resolver on 127.0.0.53 that applies the Windows rules;
 //! - [`resolve`]: a walk driven over real queries, for serving and for explaining.
 //!
+//! The last four do I/O and are the `io` feature (on by default); hnsd's API and its clients,
+//! which only name walks, use the pure core without it.
+//!
 //! The design is in this crate's README.
 
 pub mod name;
 pub mod resolv_conf;
+#[cfg(feature = "io")]
 pub mod resolve;
 pub mod rules;
+#[cfg(feature = "io")]
 pub mod sockets;
+#[cfg(feature = "io")]
 pub mod stub;
+#[cfg(feature = "io")]
 pub mod upstream;
 pub mod walk;
 
