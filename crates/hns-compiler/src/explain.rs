@@ -4,11 +4,11 @@
 //! rule. Pure over hnsd's [`State`] and the node's [`Compiler`]: the data plane calls
 //! [`trace`] under its lock, the in-memory cluster on its simulated node.
 //!
-//! Where the packet enters ([`sender`]): from a local endpoint, its port, with the MAC its pod
+//! Where the packet enters (`sender`): from a local endpoint, its port, with the MAC its pod
 //! would use (its next hop's: the pod's routes say which, and the switch's answer to the pod's
-//! ARP, or the port that has the address, says the MAC: [`stack`]); from an address of the
+//! ARP, or the port that has the address, says the MAC: `stack`); from an address of the
 //! node, the host vNIC the host's routes pick; from any other address, the uplink, addressed
-//! to the host's MAC. [`answer`] tells what happened.
+//! to the host's MAC. `answer` tells what happened.
 
 mod answer;
 mod sender;

@@ -70,7 +70,7 @@ pub struct HostClaim {
 /// it could not compile (an unresolvable provider address, an unknown mode).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
-    /// The object, as a trace would name it ("LoadBalancer <guid>").
+    /// The object, as a trace would name it (`LoadBalancer <guid>`).
     pub owner: String,
     /// What happened and why.
     pub message: String,

@@ -1,5 +1,5 @@
 //! The DNS client of each pod compartment. What a pod endpoint's `Dns` (Domain, Search,
-//! ServerList, Options) becomes depends on the profile ([`Limitation::WindowsDnsClient`]):
+//! ServerList, Options) becomes depends on the profile ([`Limitation::WindowsDnsClient`](hns::Limitation::WindowsDnsClient)):
 //!
 //! - Windows DNS Client: the pod's resolv.conf is `nameserver 127.0.0.53` with no search line
 //!   (and a timeout that lets the stub finish its retries),

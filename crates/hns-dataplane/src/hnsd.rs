@@ -20,8 +20,10 @@ pub struct HnsdConfig {
 /// Why hnsd could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HnsdError {
+    /// The store or the socket.
     #[error(transparent)]
     Server(#[from] ServerError),
+    /// The data plane could not start.
     #[error(transparent)]
     Dataplane(#[from] DataplaneError),
 }

@@ -30,8 +30,11 @@ pub enum ServerError {
 /// Where hnsd keeps its objects and serves them, and which Windows build it reproduces.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Where the store (`hns.redb`) lives.
     pub state_dir: PathBuf,
+    /// The Unix socket the API is served on.
     pub socket: PathBuf,
+    /// The Windows build to reproduce.
     pub profile: Profile,
 }
 
