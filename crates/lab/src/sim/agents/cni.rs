@@ -280,7 +280,7 @@ impl Cluster {
                 .get(n)?
                 .read(|s| s.endpoint(ep).and_then(|e| e.ips().next())),
             Who::Node(n) => Some(addr::node(n)),
-            Who::External => addr::ROUTER.parse().ok(),
+            Who::External => Some(addr::ROUTER),
         }
     }
 }

@@ -17,10 +17,8 @@ use ipnet::{IpNet, Ipv4Net};
 use super::super::cluster::{Cluster, addr};
 use super::super::node::block_on;
 
-/// The cluster's pod CIDR.
-pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
-/// The Service CIDR.
-pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+pub use crate::topology::{CLUSTER_CIDR, SERVICE_CIDR};
+
 /// flannel's VXLAN VNI on Windows.
 pub const VNI: u32 = 4096;
 /// The NIC flanneld is told to use (`--iface`), the one hnsd's external switch binds.
