@@ -109,8 +109,15 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster of `n` nodes with the profile `profile` and no networks yet.
+    /// A cluster of `n` nodes (`node1`, `node2`, ...) with the profile `profile` and no
+    /// networks yet.
     pub fn new(n: usize, profile: Profile) -> Result<Cluster, HnsError> {
+        let names: Vec<String> = (1..=n).map(|i| format!("node{i}")).collect();
+        Cluster::with_nodes(&names, profile)
+    }
+
+    /// A cluster of Windows nodes named `names`, in the plan's order of addresses.
+    pub fn with_nodes(names: &[String], profile: Profile) -> Result<Cluster, HnsError> {
         let mut fabric = Fabric::default();
         let directory: Directory = Arc::default();
         let external_at = fabric.attach("external");
@@ -140,8 +147,8 @@ impl Cluster {
             work: tempfile::tempdir()
                 .map_err(|e| HnsError::new(hcn::HResult::E_FAIL, format!("a work dir: {e}")))?,
         };
-        for i in 0..n {
-            c.add_node(&format!("node{}", i + 1), profile)?;
+        for name in names {
+            c.add_node(name, profile)?;
         }
         Ok(c)
     }

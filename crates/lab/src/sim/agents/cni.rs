@@ -30,7 +30,8 @@ pub struct PodOptions {
     pub loopback_dsr: bool,
     /// More endpoint policies in the config's `policies` (ACLs, port mappings, ...).
     pub policies: Vec<EndpointPolicy>,
-    /// Leave out the config's OutBoundNAT policy.
+    /// Leave out the config's OutBoundNAT policy (and win-bridge's `ipMasqNetwork`, from which
+    /// the plugin makes one).
     pub no_outbound_nat: bool,
     /// Addresses the pod accepts as its own besides its endpoint's (a DSR VIP).
     pub extra_addresses: Vec<IpAddr>,
@@ -88,7 +89,7 @@ pub fn cni_config(
             "dataDir": ipam_dir.to_string_lossy(),
         },
     });
-    if !overlay {
+    if !overlay && !opts.no_outbound_nat {
         conf["ipMasqNetwork"] = json!(CLUSTER_CIDR);
     }
     if opts.loopback_dsr {

@@ -60,22 +60,26 @@ pub fn net_conf(backend: BackendType) -> Result<NetConf, HnsError> {
 impl Cluster {
     /// flanneld host-gw on every node.
     pub fn flannel_host_gw(&mut self) -> Result<(), HnsError> {
-        self.flannel(BackendType::HostGw)
+        let subnets = leases(BackendType::HostGw, self.nodes.len())?;
+        self.flannel(BackendType::HostGw, &subnets)
     }
 
     /// flanneld vxlan on every node.
     pub fn flannel_vxlan(&mut self) -> Result<(), HnsError> {
-        self.flannel(BackendType::Vxlan)
+        let subnets = leases(BackendType::Vxlan, self.nodes.len())?;
+        self.flannel(BackendType::Vxlan, &subnets)
     }
 
-    fn flannel(&mut self, backend: BackendType) -> Result<(), HnsError> {
+    /// flanneld with `backend` on every node, node `i` holding the lease of `subnets[i]` (as
+    /// its subnet manager gave it).
+    pub fn flannel(&mut self, backend: BackendType, subnets: &[Ipv4Net]) -> Result<(), HnsError> {
         let conf = net_conf(backend)?;
         let mut leases: Vec<Lease> = Vec::new();
         let mut backends = Vec::new();
         for i in 0..self.nodes.len() {
-            let taken: Vec<Ipv4Net> = leases.iter().map(|l| l.subnet).collect();
-            let subnet = flannel::etcd::pick_subnet(&conf, &taken, None, 0)
-                .ok_or_else(|| fail(format!("no free subnet left in {CLUSTER_CIDR}")))?;
+            let subnet = *subnets
+                .get(i)
+                .ok_or_else(|| fail(format!("no lease for node {i}")))?;
             let IpAddr::V4(public_ip) = addr::node(i) else {
                 return Err(fail("the underlay is IPv4".into()));
             };
@@ -127,6 +131,19 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The subnets flanneld's etcd subnet manager leases `n` nodes started one by one (each takes
+/// the first free subnet, flannel's allocator with no race to lose).
+pub fn leases(backend: BackendType, n: usize) -> Result<Vec<Ipv4Net>, HnsError> {
+    let conf = net_conf(backend)?;
+    let mut taken: Vec<Ipv4Net> = Vec::new();
+    for _ in 0..n {
+        let subnet = flannel::etcd::pick_subnet(&conf, &taken, None, 0)
+            .ok_or_else(|| fail(format!("no free subnet left in {CLUSTER_CIDR}")))?;
+        taken.push(subnet);
+    }
+    Ok(taken)
 }
 
 impl Cluster {

@@ -263,6 +263,13 @@ impl Cluster {
         self.sync_proxies(Some(&svc.name))
     }
 
+    /// Gives every node's kube-proxy `objects` (what the kube API now holds) and lets it sync.
+    pub fn set_objects(&mut self, objects: Objects) -> Result<(), HnsError> {
+        self.proxies.objects = objects;
+        self.proxies.objects.synced = true;
+        self.sync_proxies(None)
+    }
+
     /// Starts the proxies not running yet and syncs every one with the current objects;
     /// the first problem a proxy reports with `service` is returned.
     fn sync_proxies(&mut self, service: Option<&str>) -> Result<(), HnsError> {
