@@ -228,6 +228,31 @@ fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The VNI of the overlay: the only one Windows and Linux nodes share (reference §3.3).
+pub const VNI: u32 = 4096;
+
+/// flannel's net-conf.json of `mode`, as the cluster's admin writes it to etcd: host-gw for
+/// l2bridge, vxlan VNI 4096 on UDP 4789 for overlay (the SDN overlay README's setting for
+/// mixed clusters).
+pub fn net_conf(mode: Mode) -> String {
+    match mode {
+        Mode::L2bridge => {
+            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
+        }
+        Mode::Overlay => format!(
+            r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI},"Port":4789}}}}"#
+        ),
+    }
+}
+
+/// The HNS network flanneld makes on a Windows node in `mode` (flannel's default names).
+pub fn network_name(mode: Mode) -> String {
+    match mode {
+        Mode::L2bridge => "cbr0".into(),
+        Mode::Overlay => format!("flannel.{VNI}"),
+    }
+}
+
 /// The cluster DNS's Service address (`kube-dns`), as kubeadm reserves it: the tenth of the
 /// Service CIDR.
 pub const DNS_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);

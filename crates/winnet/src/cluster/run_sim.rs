@@ -42,7 +42,7 @@ pub struct SimCluster {
 /// Builds `t` in memory.
 pub fn build(t: &Topology) -> anyhow::Result<SimCluster> {
     let opts = PodOptions {
-        dns: sim_dns::endpoint_dns()?,
+        cluster_dns: true,
         ..PodOptions::default()
     };
     build_with(t, opts)
@@ -166,11 +166,18 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
             );
         }
     }
+    // The resolver hnsd gives each pod, from the DNS the plugin put on its endpoint.
     let mut rules = BTreeMap::new();
     for (_, p) in &pods {
+        let Who::Pod(n, ep) = who[&p.name] else {
+            bail!("{}: not a simulated pod", p.name);
+        };
+        let dns = c.nodes[n]
+            .read(|s| s.endpoint(ep).map(|e| e.dns.clone()))
+            .with_context(|| format!("{}: no HNS endpoint", p.name))?;
         rules.insert(
             p.name.clone(),
-            sim_dns::pod_rules(t.profile, &p.name, &opts.dns)?,
+            sim_dns::pod_rules(t.profile, &p.name, &dns)?,
         );
     }
     Ok(SimCluster {
@@ -298,7 +305,7 @@ mod tests {
             let mut sim = build(&t).expect("cluster");
             assert_eq!(mismatched(&mut sim, &t), Vec::<String>::new(), "{mode}");
             let opts = PodOptions {
-                dns: sim_dns::endpoint_dns().expect("dns"),
+                cluster_dns: true,
                 no_outbound_nat: true,
                 ..PodOptions::default()
             };

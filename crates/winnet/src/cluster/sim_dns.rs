@@ -27,18 +27,6 @@ use super::topology::{CLUSTER_DOMAIN, DNS_SERVICE_IP, EXTERNAL_ZONE, OUTSIDE_IP,
 /// The TTL `winnet dns` answers with by default (`--ttl`).
 const TTL: u32 = 30;
 
-/// The endpoint DNS settings a Windows CNI plugin (win-bridge / win-overlay) reads from the
-/// cluster's pod config.
-pub fn endpoint_dns() -> anyhow::Result<hcn::Dns> {
-    let conf = super::build::pods::windows_dns_conf();
-    let map = conf.as_object().context("the DNS config is an object")?;
-    cni::dns::endpoint_dns(
-        &cni::config::Obj::root(map),
-        cni::dns::RuntimeOptions::Ignored,
-    )
-    .map_err(|e| anyhow!("the pods' DNS config: {e}"))
-}
-
 /// The Kubernetes objects the real cluster writes for topology `t`, its `pods` (node name,
 /// pod) and its DNS pods `dns_pods` (node name, pod), read as a kube API would serve them.
 pub fn objects(

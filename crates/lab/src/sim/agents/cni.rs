@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::super::cluster::{Cluster, Who, addr};
 use super::super::stack::{Interface, Stack, StackRoute};
 use super::flannel::{CLUSTER_CIDR, SERVICE_CIDR, nth};
+use crate::topology::{DNS_SERVICE_IP, pod_searches};
 use hns::state::Object;
 
 /// Where Debian's CNI plugins are (`host-local` is the pods' IPAM).
@@ -35,8 +36,39 @@ pub struct PodOptions {
     pub no_outbound_nat: bool,
     /// Addresses the pod accepts as its own besides its endpoint's (a DSR VIP).
     pub extra_addresses: Vec<IpAddr>,
-    /// The config's `dns` block (the endpoint's Dns, as the plugin reads it).
-    pub dns: hcn::Dns,
+    /// The cluster DNS in the config ([`cluster_dns_conf`]), as the local cluster writes it.
+    pub cluster_dns: bool,
+}
+
+/// The pod network of a Windows node as its CNI config names it.
+#[derive(Clone, Debug)]
+pub struct NetworkConf<'a> {
+    /// The HNS network's name (flanneld's `cbr0` or `flannel.4096`).
+    pub name: &'a str,
+    /// Overlay (win-overlay) rather than L2Bridge (win-bridge).
+    pub overlay: bool,
+    /// The node's flannel subnet.
+    pub subnet: IpNet,
+    /// The node's address on the underlay.
+    pub node_ip: IpAddr,
+    /// host-local's `dataDir` on the node.
+    pub ipam_dir: &'a Path,
+}
+
+/// The DNS part of a pod's CNI config as the local cluster writes it: the static `dns` block,
+/// and what containerd hands a plugin that declares the `dns` capability (`runtimeConfig.dns`:
+/// kubelet's ClusterFirst DNS config; win-bridge / win-overlay put it on the HNS endpoint's
+/// Dns).
+pub fn cluster_dns_conf() -> Value {
+    json!({
+        "dns": {"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]},
+        "capabilities": {"dns": true},
+        "runtimeConfig": {"dns": {
+            "servers": [DNS_SERVICE_IP.to_string()],
+            "searches": pod_searches(),
+            "options": ["ndots:5"],
+        }},
+    })
 }
 
 /// TCP ports every pod answers on.
@@ -49,13 +81,8 @@ pub const POD_UDP: [u16; 2] = [53, 5353];
 /// with `NeedEncap` for the Service CIDR and the node's address), win-overlay on Overlay
 /// (OutBoundNAT, the Service CIDR's `SDNRoute`, the node's `ProviderAddress`); host-local on
 /// the node's subnet from [`FIRST_POD`].
-pub fn cni_config(
-    network: &super::flannel::PodNetwork,
-    node_ip: IpAddr,
-    ipam_dir: &Path,
-    opts: &PodOptions,
-) -> Result<Value, HnsError> {
-    let overlay = network.network_type == NetworkType::Overlay;
+pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value, HnsError> {
+    let (overlay, node_ip, ipam_dir) = (network.overlay, network.node_ip, network.ipam_dir);
     let policy = |v: Value| json!({"name": "EndpointPolicy", "value": v});
     let mut policies = Vec::new();
     if !opts.no_outbound_nat {
@@ -95,13 +122,10 @@ pub fn cni_config(
     if opts.loopback_dsr {
         conf["loopbackDSR"] = json!(true);
     }
-    if opts.dns != hcn::Dns::default() {
-        conf["dns"] = json!({
-            "nameservers": opts.dns.server_list,
-            "search": opts.dns.search,
-            "domain": opts.dns.domain,
-            "options": opts.dns.options,
-        });
+    if opts.cluster_dns
+        && let (Value::Object(conf), Value::Object(dns)) = (&mut conf, cluster_dns_conf())
+    {
+        conf.extend(dns);
     }
     Ok(conf)
 }
@@ -120,7 +144,16 @@ impl Cluster {
         };
         let ipam_dir = self.work_dir().join(format!("{}-ipam", n.name));
         let state_dir = self.work_dir().join(format!("{}-cni", n.name));
-        let conf = cni_config(&net, addr::node(node), &ipam_dir, &opts)?;
+        let conf = cni_config(
+            &NetworkConf {
+                name: &net.name,
+                overlay: net.network_type == NetworkType::Overlay,
+                subnet: net.subnet,
+                node_ip: addr::node(node),
+                ipam_dir: &ipam_dir,
+            },
+            &opts,
+        )?;
         let plugin = match net.network_type {
             NetworkType::Overlay => "win-overlay",
             _ => "win-bridge",

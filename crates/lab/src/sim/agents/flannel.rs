@@ -16,11 +16,10 @@ use ipnet::{IpNet, Ipv4Net};
 
 use super::super::cluster::{Cluster, addr};
 use super::super::node::block_on;
+use crate::topology::{self, Mode};
 
 pub use crate::topology::{CLUSTER_CIDR, SERVICE_CIDR};
 
-/// flannel's VXLAN VNI on Windows.
-pub const VNI: u32 = 4096;
 /// The NIC flanneld is told to use (`--iface`), the one hnsd's external switch binds.
 pub const NIC: &str = "Ethernet";
 
@@ -44,17 +43,13 @@ pub fn nth(subnet: IpNet, n: u8) -> IpAddr {
     }
 }
 
-/// flannel's net-conf.json for `backend`, as the cluster writes it to etcd.
+/// flannel's net-conf.json for `backend`: the local cluster's ([`topology::net_conf`]).
 pub fn net_conf(backend: BackendType) -> Result<NetConf, HnsError> {
-    let text = match backend {
-        BackendType::HostGw => {
-            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
-        }
-        BackendType::Vxlan => {
-            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI}}}}}"#)
-        }
+    let mode = match backend {
+        BackendType::HostGw => Mode::L2bridge,
+        BackendType::Vxlan => Mode::Overlay,
     };
-    NetConf::parse(&text).map_err(|e| fail(e.to_string()))
+    NetConf::parse(&topology::net_conf(mode)).map_err(|e| fail(e.to_string()))
 }
 
 impl Cluster {
