@@ -4,12 +4,14 @@
 //! distribution's `host-local` on the node's flannel subnet; then the pod's own IP stack on the
 //! endpoint the plugin made, with the address and gateway of the plugin's result.
 
-use std::net::IpAddr;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 use hcn::error::{HResult, HnsError};
 use hcn::{Endpoint, EndpointPolicy, Namespace, NamespaceType, NetworkType};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 use serde_json::{Value, json};
 
 use super::super::cluster::{Cluster, Who, addr};
@@ -130,7 +132,71 @@ pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value,
     Ok(conf)
 }
 
+/// Reserves kube-proxy's source VIP in `subnet` with the distribution's host-local, as
+/// start.ps1's `GetSourceVip` runs it (CNI 0.2.0, in the pods' host-local store `ipam_dir`,
+/// under the network's name `network`): the first free address, .2 on a fresh node.
+pub fn reserve_source_vip(
+    network: &str,
+    subnet: Ipv4Net,
+    ipam_dir: &Path,
+) -> Result<Ipv4Addr, HnsError> {
+    let conf = json!({
+        "cniVersion": "0.2.0",
+        "name": network,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": subnet.to_string()}]],
+            "dataDir": ipam_dir.to_string_lossy(),
+        },
+    });
+    let mut child = Command::new(Path::new(DEBIAN_CNI).join("host-local"))
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "dummy")
+        .env("CNI_NETNS", "dummy")
+        .env("CNI_IFNAME", "dummy")
+        .env("CNI_PATH", DEBIAN_CNI)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            bad(format!(
+                "cannot run {DEBIAN_CNI}/host-local ({e}); install Debian's containernetworking-plugins"
+            ))
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(conf.to_string().as_bytes())
+            .map_err(|e| bad(format!("host-local's stdin: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| bad(format!("host-local: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(bad(format!(
+            "host-local could not reserve the source VIP: {text}"
+        )));
+    }
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v["ip4"]["ip"]
+                .as_str()
+                .and_then(|a| a.split('/').next())
+                .and_then(|a| a.parse().ok())
+        })
+        .ok_or_else(|| bad(format!("host-local's result has no ip4.ip: {text}")))
+}
+
 impl Cluster {
+    /// host-local's store on node `node` (its pods' and its source VIP's).
+    pub fn ipam_dir(&self, node: usize) -> std::path::PathBuf {
+        let name = self.nodes.get(node).map_or("node", |n| n.name.as_str());
+        self.work_dir().join(format!("{name}-ipam"))
+    }
+
     /// A pod on node `node`, added by the CNI plugin of the node's network.
     pub fn add_pod(&mut self, node: usize, name: &str, opts: PodOptions) -> Result<Who, HnsError> {
         let Some(n) = self.nodes.get(node) else {
@@ -142,7 +208,7 @@ impl Cluster {
                 n.name
             )));
         };
-        let ipam_dir = self.work_dir().join(format!("{}-ipam", n.name));
+        let ipam_dir = self.ipam_dir(node);
         let state_dir = self.work_dir().join(format!("{}-cni", n.name));
         let conf = cni_config(
             &NetworkConf {

@@ -104,6 +104,15 @@ impl Cluster {
             leases.push(lease);
             backends.push(b);
         }
+        for (i, lease) in leases.iter().enumerate() {
+            // What the node's start script does once flanneld has leased on overlay.
+            if backend == BackendType::Vxlan {
+                let dir = self.ipam_dir(i);
+                let name = topology::network_name(Mode::Overlay);
+                let vip = super::cni::reserve_source_vip(&name, lease.subnet, &dir)?;
+                self.nodes[i].source_vip = Some(IpAddr::V4(vip));
+            }
+        }
         for (i, mut b) in backends.into_iter().enumerate() {
             let remote: Vec<Lease> = leases
                 .iter()
