@@ -25,7 +25,20 @@ fn a_persistent_tap_outlives_its_descriptor_and_is_adopted_by_name() {
         drop(tap);
         assert!(nl.link("tp0")?.is_some(), "persistent TAP gone with its fd");
 
-        let again = Tap::open("tp0")?;
+        // A process another test forks at this moment holds a copy of every descriptor until it
+        // execs (they are close-on-exec): wait for the TAP to be free rather than fail on that.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let again = loop {
+            match Tap::open("tp0") {
+                Err(e)
+                    if e.to_string().contains("another file descriptor holds it")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other?,
+            }
+        };
         let busy = Tap::open("tp0").expect_err("a second attach");
         assert!(
             busy.to_string()

@@ -258,7 +258,7 @@ async fn hnsd_drives_the_compiler_with_each_committed_batch() {
         name: "node1".into(),
         profile: Profile::Ws2022,
         host_mac: vfp::wire::MacAddr([0, 0x15, 0x5d, 1, 0, 0x11]),
-        addresses: vec!["192.168.1.11/24".parse().unwrap()],
+        addresses: vec!["192.168.77.11/24".parse().unwrap()],
         uplink: Some("Ethernet".into()),
         routes: Vec::new(),
         resolver: Resolver::none(),

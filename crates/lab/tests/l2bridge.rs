@@ -85,14 +85,14 @@ fn pod_to_external_by_ip_is_translated_to_the_node_address() {
     let mut t = t();
     let a = t.a;
     for port in [80, 443] {
-        let ex = t.c.tcp_syn(a, ip(addr::INTERNET), port);
-        delivered(&ex, Who::External, addr::node(0), ip(addr::INTERNET), port);
+        let ex = t.c.tcp_syn(a, addr::INTERNET, port);
+        delivered(&ex, Who::External, addr::node(0), addr::INTERNET, port);
         assert_eq!(ex.seen().unwrap().src_mac.0, addr::node_mac(0));
     }
-    let dns = t.c.udp(a, ip(addr::INTERNET), 53);
-    delivered(&dns, Who::External, addr::node(0), ip(addr::INTERNET), 53);
+    let dns = t.c.udp(a, addr::INTERNET, 53);
+    delivered(&dns, Who::External, addr::node(0), addr::INTERNET, 53);
     // The node subnet is an OutBoundNAT exception in flannel's config: not translated.
-    let plain = t.c.udp(a, ip(addr::ROUTER), 53);
+    let plain = t.c.udp(a, addr::ROUTER, 53);
     assert_eq!(plain.seen().unwrap().src, t.ip(a), "{plain}");
 }
 

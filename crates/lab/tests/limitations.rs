@@ -69,7 +69,7 @@ fn ping_through_outbound_nat_to_an_external_address_fails_on_ws2022_pod_to_pod_w
     for backend in [Backend::HostGw, Backend::Vxlan] {
         let mut t = topo(backend, Profile::Ws2022);
         let (a, b, d) = (t.a, t.b, t.d);
-        let ex = t.c.ping(a, ip(addr::INTERNET));
+        let ex = t.c.ping(a, addr::INTERNET);
         refused(&ex, Limitation::IcmpThroughOutboundNat, Profile::Ws2022);
         assert!(ex.drops[0].trace.contains(
             "not transposed: ICMP through OutboundNAT to a remote network is not supported on ws2022"
@@ -78,11 +78,11 @@ fn ping_through_outbound_nat_to_an_external_address_fails_on_ws2022_pod_to_pod_w
         assert!(t.c.ping(a, t.ip(b)).ok());
         assert!(t.c.ping(a, t.ip(d)).ok());
         // TCP through the same NAT works.
-        assert!(t.c.tcp_syn(a, ip(addr::INTERNET), 80).ok());
+        assert!(t.c.tcp_syn(a, addr::INTERNET, 80).ok());
 
         let mut u = topo(backend, Profile::Unrestricted);
         let a = u.a;
-        let ex = u.c.ping(a, ip(addr::INTERNET));
+        let ex = u.c.ping(a, addr::INTERNET);
         assert!(ex.ok(), "{ex}");
         assert_eq!(ex.seen().unwrap().src, addr::node(0));
     }
@@ -246,7 +246,7 @@ fn local_without_dsr(t: &mut Topo) {
 
 #[test]
 fn external_traffic_policy_local_keeps_the_client_only_with_dsr_on_ws2022() {
-    let client = ip(addr::ROUTER);
+    let client = addr::ROUTER;
     let mut t = topo(Backend::HostGw, Profile::Ws2022);
     local_without_dsr(&mut t);
     let b = t.b;

@@ -158,7 +158,7 @@ fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
 #[test]
 fn preserve_dip_delivers_with_the_vip_as_destination() {
     let mut t = topo(Backend::HostGw, Profile::Ws2022);
-    let vip = ip("192.168.1.210");
+    let vip = ip("192.168.77.210");
     // A DSR backend holds the VIP on its loopback.
     let backend =
         t.c.add_pod(
@@ -194,7 +194,7 @@ fn preserve_dip_delivers_with_the_vip_as_destination() {
     t.c.external_route(format!("{vip}/32").parse().unwrap(), addr::node(0));
     let ex = t.c.tcp_syn(Who::External, vip, 80);
     // No DNAT: the backend sees the VIP and port as the client sent them.
-    delivered(&ex, backend, ip(addr::ROUTER), vip, 80);
+    delivered(&ex, backend, addr::ROUTER, vip, 80);
 }
 
 /// A load balancer for pod b on node1 with the given port mapping flags.
@@ -219,10 +219,10 @@ fn lb_for_b(t: &mut Topo, vip: &str, flags: u32) {
 #[test]
 fn an_internal_load_balancer_serves_pods_only() {
     let mut t = topo(Backend::HostGw, Profile::Ws2022);
-    lb_for_b(&mut t, "192.168.1.220", PortMappingFlags::ILB);
+    lb_for_b(&mut t, "192.168.77.220", PortMappingFlags::ILB);
     let (a, b) = (t.a, t.b);
-    assert_eq!(t.c.tcp_syn(a, ip("192.168.1.220"), 80).receiver(), Some(b));
-    let ex = t.c.tcp_syn(Who::External, ip("192.168.1.220"), 80);
+    assert_eq!(t.c.tcp_syn(a, ip("192.168.77.220"), 80).receiver(), Some(b));
+    let ex = t.c.tcp_syn(Who::External, ip("192.168.77.220"), 80);
     assert!(!ex.ok(), "{ex}");
     assert_ne!(ex.receiver(), Some(b));
 }

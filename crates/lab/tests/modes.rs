@@ -164,36 +164,31 @@ fn l2tunnel_sends_every_pod_packet_to_the_router_even_to_a_local_pod() {
 #[test]
 fn transparent_pods_are_on_the_wire_with_their_own_mac_and_address() {
     let mut c = Cluster::new(1, Profile::Ws2022).unwrap();
+    let router = addr::ROUTER.to_string();
     let net = c.nodes[0]
         .create(Object::Network(network(
             "ext",
             NetworkType::Transparent,
             addr::UNDERLAY,
-            Some(addr::ROUTER),
+            Some(&router),
         )))
         .unwrap();
     let p = pod(
         &mut c,
         net,
         "t",
-        "192.168.1.100",
+        "192.168.77.100",
         addr::UNDERLAY,
-        addr::ROUTER,
+        &router,
         vec![],
     );
     let mac = c.stack(p).unwrap().interfaces[0].mac;
-    let ex = c.tcp_syn(p, ip(addr::INTERNET), 80);
-    delivered(
-        &ex,
-        Who::External,
-        ip("192.168.1.100"),
-        ip(addr::INTERNET),
-        80,
-    );
+    let ex = c.tcp_syn(p, addr::INTERNET, 80);
+    delivered(&ex, Who::External, ip("192.168.77.100"), addr::INTERNET, 80);
     assert_eq!(ex.seen().unwrap().src_mac, mac);
     // The physical network reaches the pod directly.
-    let ex = c.tcp_syn(Who::External, ip("192.168.1.100"), 8080);
-    delivered(&ex, p, ip(addr::ROUTER), ip("192.168.1.100"), 8080);
+    let ex = c.tcp_syn(Who::External, ip("192.168.77.100"), 8080);
+    delivered(&ex, p, addr::ROUTER, ip("192.168.77.100"), 8080);
     assert_eq!(ex.seen().unwrap().dst_mac, mac);
 }
 
@@ -234,12 +229,12 @@ fn nat_translates_out_maps_ports_in_and_the_host_vnic_is_the_gateway() {
         vec![],
     );
     // Out: the node's address.
-    let ex = c.tcp_syn(p, ip(addr::INTERNET), 443);
-    delivered(&ex, Who::External, addr::node(0), ip(addr::INTERNET), 443);
-    assert!(c.ping(p, ip(addr::INTERNET)).ok(), "WinNAT carries ICMP");
+    let ex = c.tcp_syn(p, addr::INTERNET, 443);
+    delivered(&ex, Who::External, addr::node(0), addr::INTERNET, 443);
+    assert!(c.ping(p, addr::INTERNET).ok(), "WinNAT carries ICMP");
     // In: the port mapping, the client's address kept.
     let ex = c.tcp_syn(Who::External, addr::node(0), 8088);
-    delivered(&ex, p, ip(addr::ROUTER), ip("172.20.0.5"), 80);
+    delivered(&ex, p, addr::ROUTER, ip("172.20.0.5"), 80);
     assert_eq!(ex.reply.unwrap().src_port(), 8088);
     // The host is the gateway; pods talk to each other directly.
     let ex = c.tcp_syn(p, ip("172.20.0.1"), 10250);
@@ -263,7 +258,7 @@ fn private_and_internal_networks_stay_on_the_host() {
         let q = pod(&mut c, net, "q", "172.31.0.6", "172.31.0.0/24", g, vec![]);
         let ex = c.tcp_syn(p, ip("172.31.0.6"), 8080);
         delivered(&ex, q, ip("172.31.0.5"), ip("172.31.0.6"), 8080);
-        let ex = c.tcp_syn(p, ip(addr::INTERNET), 80);
+        let ex = c.tcp_syn(p, addr::INTERNET, 80);
         assert!(ex.request.is_none(), "{t}: {ex}");
         if gw.is_some() {
             // Internal: the host's vNIC on the network is reachable, nothing beyond.
@@ -271,7 +266,7 @@ fn private_and_internal_networks_stay_on_the_host() {
             delivered(&ex, Who::Node(0), ip("172.31.0.5"), ip("172.31.0.1"), 10250);
             let d = ex.drops.len();
             assert_eq!(d, 0);
-            let out = c.tcp_syn(p, ip(addr::INTERNET), 80);
+            let out = c.tcp_syn(p, addr::INTERNET, 80);
             let drop = out.drops.first().expect("dropped at the switch");
             assert_eq!(drop.reason, vfp::DropReason::BlockedByRule);
             assert!(
@@ -304,7 +299,7 @@ fn win_bridge_port_mappings_forward_a_node_port_to_the_pod() {
         )
         .unwrap();
     let ex = t.c.tcp_syn(Who::External, addr::node(0), 30500);
-    delivered(&ex, p, ip(addr::ROUTER), t.ip(p), 8080);
+    delivered(&ex, p, addr::ROUTER, t.ip(p), 8080);
 }
 
 #[test]

@@ -77,10 +77,10 @@ fn external_to_the_load_balancer_ingress_ip_reaches_the_backend() {
 fn pod_to_external_by_ip_is_translated_to_the_node_address() {
     let mut t = t();
     let (a, d) = (t.a, t.d);
-    let ex = t.c.tcp_syn(a, ip(addr::INTERNET), 80);
-    delivered(&ex, Who::External, addr::node(0), ip(addr::INTERNET), 80);
-    let ex = t.c.udp(d, ip(addr::INTERNET), 53);
-    delivered(&ex, Who::External, addr::node(1), ip(addr::INTERNET), 53);
+    let ex = t.c.tcp_syn(a, addr::INTERNET, 80);
+    delivered(&ex, Who::External, addr::node(0), addr::INTERNET, 80);
+    let ex = t.c.udp(d, addr::INTERNET, 53);
+    delivered(&ex, Who::External, addr::node(1), addr::INTERNET, 53);
 }
 
 #[test]

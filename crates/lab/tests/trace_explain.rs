@@ -78,7 +78,7 @@ fn pod_to_cluster_ip_names_the_load_balancer_its_service_and_the_backend() {
 #[test]
 fn icmp_to_the_outside_names_the_limitation_only_where_the_profile_has_it() {
     let (mut c, _, _) = node(hns::Profile::Ws2022);
-    let v = run(&mut c, "a", INTERNET, TraceProtocol::Icmp).unwrap();
+    let v = run(&mut c, "a", &INTERNET.to_string(), TraceProtocol::Icmp).unwrap();
     assert_eq!(
         v["Trace"]["Limitation"]["Name"], "IcmpThroughOutboundNat",
         "{v:#}"
@@ -90,7 +90,7 @@ fn icmp_to_the_outside_names_the_limitation_only_where_the_profile_has_it() {
             .contains("not transposed")
     );
     let (mut c, _, _) = node(hns::Profile::Unrestricted);
-    let v = run(&mut c, "a", INTERNET, TraceProtocol::Icmp).unwrap();
+    let v = run(&mut c, "a", &INTERNET.to_string(), TraceProtocol::Icmp).unwrap();
     assert_eq!(v["Trace"]["Limitation"], Value::Null, "{v:#}");
     assert_eq!(v["Trace"]["Disposition"]["Verdict"], "Uplink", "{v:#}");
 }
@@ -101,7 +101,7 @@ fn from_names_nothing_or_a_host_beyond_the_uplink() {
     let to_b = format!("{b}:8080");
     let e = run(&mut c, "nobody", "10.96.0.10:80", TraceProtocol::Tcp).unwrap_err();
     assert_eq!(e.code.http_status(), 404, "{e}");
-    let v = run(&mut c, INTERNET, &to_b, TraceProtocol::Tcp).unwrap();
+    let v = run(&mut c, &INTERNET.to_string(), &to_b, TraceProtocol::Tcp).unwrap();
     assert_eq!(v["Trace"]["From"]["Kind"], "External", "{v:#}");
     let node = addr::node(0).to_string();
     let v = run(&mut c, &node, &to_b, TraceProtocol::Tcp).unwrap();

@@ -42,8 +42,8 @@ fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac(
     // Outer IPv4: node1's PA to node2's PA, UDP.
     assert_eq!(f[14] >> 4, 4);
     assert_eq!(f[23], 17);
-    assert_eq!(f[26..30], [192, 168, 1, 11]);
-    assert_eq!(f[30..34], [192, 168, 1, 12]);
+    assert_eq!(f[26..30], [192, 168, 77, 11]);
+    assert_eq!(f[30..34], [192, 168, 77, 12]);
     // UDP: source port from the flow's hash in the dynamic range, destination 4789.
     let sport = u16::from_be_bytes([f[34], f[35]]);
     assert!(sport >= 49152, "entropy port {sport}");
@@ -74,8 +74,8 @@ fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac(
             .expect("the reply on the wire")
             .bytes
             .clone();
-    assert_eq!(back[26..30], [192, 168, 1, 12]);
-    assert_eq!(back[30..34], [192, 168, 1, 11]);
+    assert_eq!(back[26..30], [192, 168, 77, 12]);
+    assert_eq!(back[30..34], [192, 168, 77, 11]);
     assert_eq!(u32::from_be_bytes([0, back[46], back[47], back[48]]), 4096);
     assert_eq!(back[56..62], dr2.0);
     assert_eq!(back[50..56], a_mac.0);

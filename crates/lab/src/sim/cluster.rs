@@ -19,6 +19,7 @@ use vfp::packet::Packet;
 use super::fabric::{AttachmentId, Fabric};
 use super::node::Node;
 use super::stack::{Interface, Out, Stack, StackRoute};
+use crate::topology::{HTTP_PORT, UDP_PORT};
 
 /// A host in the cluster that sends and receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,22 +60,24 @@ enum Hop {
 /// The underlay's address book: what each host's ARP cache would learn.
 pub type Directory = Arc<RwLock<HashMap<IpAddr, MacAddr>>>;
 
-/// Addresses of the simulated underlay.
+/// Addresses of the simulated underlay: the local cluster's plan ([`crate::topology`]).
 pub mod addr {
     use std::net::IpAddr;
 
+    use crate::topology::{self, EXTERNAL_IP, OUTSIDE_IP, Os};
+
     /// The physical network.
-    pub const UNDERLAY: &str = "192.168.1.0/24";
+    pub const UNDERLAY: &str = topology::FABRIC;
     /// The router (the external host's address on the physical network).
-    pub const ROUTER: &str = "192.168.1.1";
-    /// An address of the external host beyond the router: "the internet".
-    pub const INTERNET: &str = "203.0.113.10";
+    pub const ROUTER: IpAddr = IpAddr::V4(EXTERNAL_IP);
+    /// An address of the external host beyond every OutBoundNAT exception: "the internet".
+    pub const INTERNET: IpAddr = IpAddr::V4(OUTSIDE_IP);
     /// The external host's MAC.
     pub const ROUTER_MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x00, 0x00, 0x01];
 
-    /// Node `i`'s address (0-based): 192.168.1.11, .12, ...
+    /// Windows node `i`'s address (0-based): 192.168.77.11, .12, ...
     pub fn node(i: usize) -> IpAddr {
-        IpAddr::from([192, 168, 1, 11 + i as u8])
+        IpAddr::V4(topology::node_ip(Os::Windows, i))
     }
 
     /// Node `i`'s NIC MAC.
@@ -106,17 +109,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster of `n` nodes with the profile `profile` and no networks yet.
+    /// A cluster of `n` nodes (`node1`, `node2`, ...) with the profile `profile` and no
+    /// networks yet.
     pub fn new(n: usize, profile: Profile) -> Result<Cluster, HnsError> {
+        let names: Vec<String> = (1..=n).map(|i| format!("node{i}")).collect();
+        Cluster::with_nodes(&names, profile)
+    }
+
+    /// A cluster of Windows nodes named `names`, in the plan's order of addresses.
+    pub fn with_nodes(names: &[String], profile: Profile) -> Result<Cluster, HnsError> {
         let mut fabric = Fabric::default();
         let directory: Directory = Arc::default();
         let external_at = fabric.attach("external");
-        let router: IpAddr = addr::ROUTER
-            .parse()
-            .unwrap_or(IpAddr::from([192, 168, 1, 1]));
-        let internet: IpAddr = addr::INTERNET
-            .parse()
-            .unwrap_or(IpAddr::from([203, 0, 113, 10]));
+        let (router, internet) = (addr::ROUTER, addr::INTERNET);
         let mut external = Stack::new("external");
         external.forwarding = true;
         external.interfaces.push(Interface {
@@ -125,8 +130,8 @@ impl Cluster {
             addresses: vec![IpNet::new(router, 24).unwrap_or_default()],
         });
         external.extra_addresses.push(internet);
-        external.tcp_listen.extend([80, 443]);
-        external.udp_listen.insert(53);
+        external.tcp_listen.extend([80, 443, HTTP_PORT]);
+        external.udp_listen.extend([53, UDP_PORT]);
         write_dir(&directory).insert(router, MacAddr(addr::ROUTER_MAC));
         let mut c = Cluster {
             profile,
@@ -142,8 +147,8 @@ impl Cluster {
             work: tempfile::tempdir()
                 .map_err(|e| HnsError::new(hcn::HResult::E_FAIL, format!("a work dir: {e}")))?,
         };
-        for i in 0..n {
-            c.add_node(&format!("node{}", i + 1), profile)?;
+        for name in names {
+            c.add_node(name, profile)?;
         }
         Ok(c)
     }
@@ -163,11 +168,9 @@ impl Cluster {
         });
         let at = self.fabric.attach(name);
         let address = IpNet::new(ip, 24).unwrap_or_default();
-        let router: IpAddr = addr::ROUTER
-            .parse()
-            .unwrap_or(IpAddr::from([192, 168, 1, 1]));
+        let router = addr::ROUTER;
         let mut node = Node::new(name, address, mac, profile, resolver, at, router)?;
-        node.host.tcp_listen.insert(10250);
+        node.host.tcp_listen.extend([10250, HTTP_PORT]);
         node.host.udp_listen.insert(53);
         self.nodes.push(node);
         Ok(i)

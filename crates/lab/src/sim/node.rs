@@ -48,6 +48,8 @@ pub struct Node {
     host_ports: Vec<PortId>,
     /// The pod network flanneld made on this node, once it has.
     pub network: Option<super::agents::flannel::PodNetwork>,
+    /// kube-proxy's source VIP on an Overlay network, once reserved.
+    pub source_vip: Option<IpAddr>,
 }
 
 impl std::fmt::Debug for Node {
@@ -112,6 +114,7 @@ impl Node {
             attachment,
             host_ports: Vec::new(),
             network: None,
+            source_vip: None,
         };
         n.sync_host();
         Ok(n)

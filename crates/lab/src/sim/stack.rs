@@ -504,7 +504,7 @@ mod tests {
         s.interfaces.push(Interface {
             name: "eth0".into(),
             mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            addresses: vec!["192.168.1.11/24".parse().unwrap()],
+            addresses: vec!["192.168.77.11/24".parse().unwrap()],
         });
         s.interfaces.push(Interface {
             name: "cbr0".into(),
@@ -513,12 +513,12 @@ mod tests {
         });
         s.routes.push(StackRoute {
             destination: "0.0.0.0/0".parse().unwrap(),
-            via: Some("192.168.1.1".parse().unwrap()),
+            via: Some("192.168.77.1".parse().unwrap()),
             dev: None,
         });
         s.routes.push(StackRoute {
             destination: "10.244.2.0/24".parse().unwrap(),
-            via: Some("192.168.1.12".parse().unwrap()),
+            via: Some("192.168.77.12".parse().unwrap()),
             dev: None,
         });
         s
@@ -529,10 +529,10 @@ mod tests {
         let s = host();
         let ip = |x: &str| x.parse::<IpAddr>().unwrap();
         assert_eq!(s.route(ip("10.244.1.7")), Some((1, ip("10.244.1.7"))));
-        assert_eq!(s.route(ip("10.244.2.7")), Some((0, ip("192.168.1.12"))));
-        assert_eq!(s.route(ip("8.8.8.8")), Some((0, ip("192.168.1.1"))));
+        assert_eq!(s.route(ip("10.244.2.7")), Some((0, ip("192.168.77.12"))));
+        assert_eq!(s.route(ip("8.8.8.8")), Some((0, ip("192.168.77.1"))));
         assert_eq!(s.source_for(ip("10.244.1.7")), Some(ip("10.244.1.2")));
-        assert_eq!(s.source_for(ip("8.8.8.8")), Some(ip("192.168.1.11")));
+        assert_eq!(s.source_for(ip("8.8.8.8")), Some(ip("192.168.77.11")));
     }
 
     #[test]
@@ -541,8 +541,8 @@ mod tests {
         s.tcp_listen.insert(10250);
         let ip = |x: &str| x.parse::<IpAddr>().unwrap();
         let p = Packet::new(
-            ip("192.168.1.11"),
-            ip("192.168.1.50"),
+            ip("192.168.77.11"),
+            ip("192.168.77.50"),
             L4::Udp {
                 src_port: 1,
                 dst_port: 2,
@@ -555,9 +555,9 @@ mod tests {
         assert_eq!(arp[12..14], [0x08, 0x06]);
         let reply = packet::arp_reply(
             MacAddr([2, 0, 0, 0, 0, 0x50]),
-            "192.168.1.50".parse().unwrap(),
+            "192.168.77.50".parse().unwrap(),
             MacAddr([2, 0, 0, 0, 0, 1]),
-            "192.168.1.11".parse().unwrap(),
+            "192.168.77.11".parse().unwrap(),
         );
         let out = s.receive(0, &reply);
         assert_eq!(out.len(), 1, "the queued packet");
@@ -567,8 +567,8 @@ mod tests {
         // A SYN to a listening port is answered; to another port, reset.
         let syn = |port| {
             Packet::new(
-                ip("192.168.1.50"),
-                ip("192.168.1.11"),
+                ip("192.168.77.50"),
+                ip("192.168.77.11"),
                 L4::Tcp {
                     src_port: 5555,
                     dst_port: port,

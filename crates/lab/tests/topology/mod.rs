@@ -15,7 +15,7 @@ pub const WEB_REMOTE: &str = "10.96.0.20";
 /// NodePort of the Service backed by pod b.
 pub const NODE_PORT: u16 = 30080;
 /// LoadBalancer ingress IP of the Service backed by pod b, routed by the router via node1.
-pub const INGRESS: &str = "192.168.1.200";
+pub const INGRESS: &str = "192.168.77.200";
 
 /// A two-node cluster with three pods and two Services.
 pub struct Topo {

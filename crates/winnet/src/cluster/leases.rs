@@ -11,34 +11,11 @@ use anyhow::{Context, bail};
 use flannel::Lease;
 use flannel::lease::{LeaseAttrs, parse_subnet_key};
 
-use super::topology::{CLUSTER_CIDR, Mode};
 use super::{NS_PREFIX, sh_in};
 
 /// flannel's etcd key prefix (flanneld's default).
 pub const PREFIX: &str = "/coreos.com/network";
-/// The VNI of the overlay: the only one Windows and Linux nodes share (reference §3.3).
-pub const VNI: u32 = 4096;
-
-/// The net-conf.json of `mode`: host-gw for l2bridge, vxlan VNI 4096 on UDP 4789 for overlay
-/// (the SDN overlay README's setting for mixed clusters).
-pub fn net_conf(mode: Mode) -> String {
-    match mode {
-        Mode::L2bridge => {
-            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
-        }
-        Mode::Overlay => format!(
-            r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI},"Port":4789}}}}"#
-        ),
-    }
-}
-
-/// The HNS network flanneld makes on a Windows node in `mode` (flannel's default names).
-pub fn network_name(mode: Mode) -> String {
-    match mode {
-        Mode::L2bridge => "cbr0".into(),
-        Mode::Overlay => format!("flannel.{VNI}"),
-    }
-}
+pub use super::topology::{net_conf, network_name};
 
 /// The fabric's namespace, where etcd runs.
 fn fabric() -> String {
@@ -137,6 +114,7 @@ pub fn describe(l: &Lease) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::topology::{CLUSTER_CIDR, Mode};
 
     #[test]
     fn etcdctl_output_reads_as_leases() {

@@ -1,4 +1,4 @@
-//! Names in the simulated demo: the cluster DNS pods answer with the `dns` crate's handler
+//! Names in the in-memory cluster: the cluster DNS pods answer with the `dns` crate's handler
 //! over the Kubernetes objects the real cluster writes (the same object makers), behind the
 //! `kube-dns` Service load-balanced by the simulated switches; a Windows pod resolves with
 //! the rules hnsd gives it (`pod_dns` from its endpoint's `Dns`, which the CNI config's `dns`
@@ -27,25 +27,13 @@ use super::topology::{CLUSTER_DOMAIN, DNS_SERVICE_IP, EXTERNAL_ZONE, OUTSIDE_IP,
 /// The TTL `winnet dns` answers with by default (`--ttl`).
 const TTL: u32 = 30;
 
-/// The endpoint DNS settings a Windows CNI plugin (win-bridge / win-overlay) reads from the
-/// cluster's pod config.
-pub fn endpoint_dns() -> anyhow::Result<hcn::Dns> {
-    let conf = super::build::pods::windows_dns_conf();
-    let map = conf.as_object().context("the DNS config is an object")?;
-    cni::dns::endpoint_dns(
-        &cni::config::Obj::root(map),
-        cni::dns::RuntimeOptions::Ignored,
-    )
-    .map_err(|e| anyhow!("the pods' DNS config: {e}"))
-}
-
-/// The cluster DNS's handler over the objects the real cluster writes for topology `t`, its
-/// `pods` (node name, pod) and its DNS pods `dns_pods` (node name, pod).
-pub fn handler(
+/// The Kubernetes objects the real cluster writes for topology `t`, its `pods` (node name,
+/// pod) and its DNS pods `dns_pods` (node name, pod), read as a kube API would serve them.
+pub fn objects(
     t: &Topology,
     pods: &[(String, PodState)],
     dns_pods: &[(String, PodState)],
-) -> anyhow::Result<Handler> {
+) -> anyhow::Result<kubesrc::Objects> {
     let mut lists = Vec::new();
     for (k, s) in t.services.iter().enumerate() {
         lists.push(service_objects(k, s, pods)?);
@@ -60,8 +48,13 @@ pub fn handler(
     if let Some(p) = objects.problems.first() {
         anyhow::bail!("the simulated manifests: {p}");
     }
+    Ok(objects)
+}
+
+/// The cluster DNS's handler over `objects`.
+pub fn handler(objects: &kubesrc::Objects) -> anyhow::Result<Handler> {
     let zone = Zone::new(CLUSTER_DOMAIN, TTL).map_err(|e| anyhow!("zone: {e}"))?;
-    let view = dns::cluster::Cluster::build(&objects, &zone.name);
+    let view = dns::cluster::Cluster::build(objects, &zone.name);
     Ok(Handler::new(zone, view, Vec::new()))
 }
 

@@ -25,6 +25,9 @@ pub struct Args {
     /// Print the matrix as Markdown.
     #[arg(long)]
     markdown: bool,
+    /// Print the matrix as JSON (each flow, what the profile expects, what happened).
+    #[arg(long, conflicts_with = "markdown")]
+    json: bool,
     /// Run on in-memory wires even as root (what a user without root gets).
     #[arg(long)]
     simulate: bool,
@@ -37,7 +40,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         profile: a.profile,
     })?;
     if a.simulate || !cluster::is_root() {
-        return crate::cluster::sim_demo::run(&t, a.markdown);
+        return simulate(&t, &a);
     }
     let dir = Path::new(cluster::DIR);
     if cluster::State::load(dir)?.is_some() {
@@ -48,7 +51,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ok = check_and_print(
         &state,
         &CheckArgs {
-            json: false,
+            json: a.json,
             markdown: a.markdown,
         },
     );
@@ -66,4 +69,35 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Ok(false) => bail!("some flows did not behave as the profile says (see MISMATCH above)"),
         Err(e) => Err(e),
     }
+}
+
+/// The demo on in-memory wires: the same topology, addresses and matrix.
+fn simulate(t: &cluster::Topology, a: &Args) -> anyhow::Result<()> {
+    eprintln!(
+        "SIMULATED: {}the cluster runs in memory: each Windows node an hnsd in process with its \
+         switch, the real CNI plugins, flanneld and kube-proxy on it, real frames on virtual wires.\n",
+        if a.simulate {
+            ""
+        } else {
+            "not root, so no namespaces or devices are made; "
+        }
+    );
+    let outcomes = cluster::run_sim::outcomes(t)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+    } else {
+        println!("{}", cluster::check::render(&outcomes, a.markdown));
+    }
+    let ran = outcomes.iter().filter(|o| o.skipped.is_none()).count();
+    let bad = outcomes.iter().filter(|o| !o.matches).count();
+    eprintln!(
+        "{ran} flows simulated, {} skipped ({} mode, profile {}): {bad} mismatched",
+        outcomes.len() - ran,
+        t.mode,
+        t.profile
+    );
+    if bad > 0 {
+        bail!("some simulated flows did not behave as the profile says (see MISMATCH above)");
+    }
+    Ok(())
 }

@@ -4,17 +4,20 @@
 //! distribution's `host-local` on the node's flannel subnet; then the pod's own IP stack on the
 //! endpoint the plugin made, with the address and gateway of the plugin's result.
 
-use std::net::IpAddr;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 use hcn::error::{HResult, HnsError};
 use hcn::{Endpoint, EndpointPolicy, Namespace, NamespaceType, NetworkType};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 use serde_json::{Value, json};
 
 use super::super::cluster::{Cluster, Who, addr};
 use super::super::stack::{Interface, Stack, StackRoute};
 use super::flannel::{CLUSTER_CIDR, SERVICE_CIDR, nth};
+use crate::topology::{DNS_SERVICE_IP, pod_searches};
 use hns::state::Object;
 
 /// Where Debian's CNI plugins are (`host-local` is the pods' IPAM).
@@ -30,12 +33,44 @@ pub struct PodOptions {
     pub loopback_dsr: bool,
     /// More endpoint policies in the config's `policies` (ACLs, port mappings, ...).
     pub policies: Vec<EndpointPolicy>,
-    /// Leave out the config's OutBoundNAT policy.
+    /// Leave out the config's OutBoundNAT policy (and win-bridge's `ipMasqNetwork`, from which
+    /// the plugin makes one).
     pub no_outbound_nat: bool,
     /// Addresses the pod accepts as its own besides its endpoint's (a DSR VIP).
     pub extra_addresses: Vec<IpAddr>,
-    /// The config's `dns` block (the endpoint's Dns, as the plugin reads it).
-    pub dns: hcn::Dns,
+    /// The cluster DNS in the config ([`cluster_dns_conf`]), as the local cluster writes it.
+    pub cluster_dns: bool,
+}
+
+/// The pod network of a Windows node as its CNI config names it.
+#[derive(Clone, Debug)]
+pub struct NetworkConf<'a> {
+    /// The HNS network's name (flanneld's `cbr0` or `flannel.4096`).
+    pub name: &'a str,
+    /// Overlay (win-overlay) rather than L2Bridge (win-bridge).
+    pub overlay: bool,
+    /// The node's flannel subnet.
+    pub subnet: IpNet,
+    /// The node's address on the underlay.
+    pub node_ip: IpAddr,
+    /// host-local's `dataDir` on the node.
+    pub ipam_dir: &'a Path,
+}
+
+/// The DNS part of a pod's CNI config as the local cluster writes it: the static `dns` block,
+/// and what containerd hands a plugin that declares the `dns` capability (`runtimeConfig.dns`:
+/// kubelet's ClusterFirst DNS config; win-bridge / win-overlay put it on the HNS endpoint's
+/// Dns).
+pub fn cluster_dns_conf() -> Value {
+    json!({
+        "dns": {"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]},
+        "capabilities": {"dns": true},
+        "runtimeConfig": {"dns": {
+            "servers": [DNS_SERVICE_IP.to_string()],
+            "searches": pod_searches(),
+            "options": ["ndots:5"],
+        }},
+    })
 }
 
 /// TCP ports every pod answers on.
@@ -48,13 +83,8 @@ pub const POD_UDP: [u16; 2] = [53, 5353];
 /// with `NeedEncap` for the Service CIDR and the node's address), win-overlay on Overlay
 /// (OutBoundNAT, the Service CIDR's `SDNRoute`, the node's `ProviderAddress`); host-local on
 /// the node's subnet from [`FIRST_POD`].
-pub fn cni_config(
-    network: &super::flannel::PodNetwork,
-    node_ip: IpAddr,
-    ipam_dir: &Path,
-    opts: &PodOptions,
-) -> Result<Value, HnsError> {
-    let overlay = network.network_type == NetworkType::Overlay;
+pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value, HnsError> {
+    let (overlay, node_ip, ipam_dir) = (network.overlay, network.node_ip, network.ipam_dir);
     let policy = |v: Value| json!({"name": "EndpointPolicy", "value": v});
     let mut policies = Vec::new();
     if !opts.no_outbound_nat {
@@ -88,24 +118,85 @@ pub fn cni_config(
             "dataDir": ipam_dir.to_string_lossy(),
         },
     });
-    if !overlay {
+    if !overlay && !opts.no_outbound_nat {
         conf["ipMasqNetwork"] = json!(CLUSTER_CIDR);
     }
     if opts.loopback_dsr {
         conf["loopbackDSR"] = json!(true);
     }
-    if opts.dns != hcn::Dns::default() {
-        conf["dns"] = json!({
-            "nameservers": opts.dns.server_list,
-            "search": opts.dns.search,
-            "domain": opts.dns.domain,
-            "options": opts.dns.options,
-        });
+    if opts.cluster_dns
+        && let (Value::Object(conf), Value::Object(dns)) = (&mut conf, cluster_dns_conf())
+    {
+        conf.extend(dns);
     }
     Ok(conf)
 }
 
+/// Reserves kube-proxy's source VIP in `subnet` with the distribution's host-local, as
+/// start.ps1's `GetSourceVip` runs it (CNI 0.2.0, in the pods' host-local store `ipam_dir`,
+/// under the network's name `network`): the first free address, .2 on a fresh node.
+pub fn reserve_source_vip(
+    network: &str,
+    subnet: Ipv4Net,
+    ipam_dir: &Path,
+) -> Result<Ipv4Addr, HnsError> {
+    let conf = json!({
+        "cniVersion": "0.2.0",
+        "name": network,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": subnet.to_string()}]],
+            "dataDir": ipam_dir.to_string_lossy(),
+        },
+    });
+    let mut child = Command::new(Path::new(DEBIAN_CNI).join("host-local"))
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "dummy")
+        .env("CNI_NETNS", "dummy")
+        .env("CNI_IFNAME", "dummy")
+        .env("CNI_PATH", DEBIAN_CNI)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            bad(format!(
+                "cannot run {DEBIAN_CNI}/host-local ({e}); install Debian's containernetworking-plugins"
+            ))
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(conf.to_string().as_bytes())
+            .map_err(|e| bad(format!("host-local's stdin: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| bad(format!("host-local: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(bad(format!(
+            "host-local could not reserve the source VIP: {text}"
+        )));
+    }
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v["ip4"]["ip"]
+                .as_str()
+                .and_then(|a| a.split('/').next())
+                .and_then(|a| a.parse().ok())
+        })
+        .ok_or_else(|| bad(format!("host-local's result has no ip4.ip: {text}")))
+}
+
 impl Cluster {
+    /// host-local's store on node `node` (its pods' and its source VIP's).
+    pub fn ipam_dir(&self, node: usize) -> std::path::PathBuf {
+        let name = self.nodes.get(node).map_or("node", |n| n.name.as_str());
+        self.work_dir().join(format!("{name}-ipam"))
+    }
+
     /// A pod on node `node`, added by the CNI plugin of the node's network.
     pub fn add_pod(&mut self, node: usize, name: &str, opts: PodOptions) -> Result<Who, HnsError> {
         let Some(n) = self.nodes.get(node) else {
@@ -117,9 +208,18 @@ impl Cluster {
                 n.name
             )));
         };
-        let ipam_dir = self.work_dir().join(format!("{}-ipam", n.name));
+        let ipam_dir = self.ipam_dir(node);
         let state_dir = self.work_dir().join(format!("{}-cni", n.name));
-        let conf = cni_config(&net, addr::node(node), &ipam_dir, &opts)?;
+        let conf = cni_config(
+            &NetworkConf {
+                name: &net.name,
+                overlay: net.network_type == NetworkType::Overlay,
+                subnet: net.subnet,
+                node_ip: addr::node(node),
+                ipam_dir: &ipam_dir,
+            },
+            &opts,
+        )?;
         let plugin = match net.network_type {
             NetworkType::Overlay => "win-overlay",
             _ => "win-bridge",
@@ -280,7 +380,7 @@ impl Cluster {
                 .get(n)?
                 .read(|s| s.endpoint(ep).and_then(|e| e.ips().next())),
             Who::Node(n) => Some(addr::node(n)),
-            Who::External => addr::ROUTER.parse().ok(),
+            Who::External => Some(addr::ROUTER),
         }
     }
 }

@@ -16,13 +16,10 @@ use ipnet::{IpNet, Ipv4Net};
 
 use super::super::cluster::{Cluster, addr};
 use super::super::node::block_on;
+use crate::topology::{self, Mode};
 
-/// The cluster's pod CIDR.
-pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
-/// The Service CIDR.
-pub const SERVICE_CIDR: &str = "10.96.0.0/12";
-/// flannel's VXLAN VNI on Windows.
-pub const VNI: u32 = 4096;
+pub use crate::topology::{CLUSTER_CIDR, SERVICE_CIDR};
+
 /// The NIC flanneld is told to use (`--iface`), the one hnsd's external switch binds.
 pub const NIC: &str = "Ethernet";
 
@@ -46,38 +43,38 @@ pub fn nth(subnet: IpNet, n: u8) -> IpAddr {
     }
 }
 
-/// flannel's net-conf.json for `backend`, as the cluster writes it to etcd.
+/// flannel's net-conf.json for `backend`: the local cluster's ([`topology::net_conf`]).
 pub fn net_conf(backend: BackendType) -> Result<NetConf, HnsError> {
-    let text = match backend {
-        BackendType::HostGw => {
-            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
-        }
-        BackendType::Vxlan => {
-            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI}}}}}"#)
-        }
+    let mode = match backend {
+        BackendType::HostGw => Mode::L2bridge,
+        BackendType::Vxlan => Mode::Overlay,
     };
-    NetConf::parse(&text).map_err(|e| fail(e.to_string()))
+    NetConf::parse(&topology::net_conf(mode)).map_err(|e| fail(e.to_string()))
 }
 
 impl Cluster {
     /// flanneld host-gw on every node.
     pub fn flannel_host_gw(&mut self) -> Result<(), HnsError> {
-        self.flannel(BackendType::HostGw)
+        let subnets = leases(BackendType::HostGw, self.nodes.len())?;
+        self.flannel(BackendType::HostGw, &subnets)
     }
 
     /// flanneld vxlan on every node.
     pub fn flannel_vxlan(&mut self) -> Result<(), HnsError> {
-        self.flannel(BackendType::Vxlan)
+        let subnets = leases(BackendType::Vxlan, self.nodes.len())?;
+        self.flannel(BackendType::Vxlan, &subnets)
     }
 
-    fn flannel(&mut self, backend: BackendType) -> Result<(), HnsError> {
+    /// flanneld with `backend` on every node, node `i` holding the lease of `subnets[i]` (as
+    /// its subnet manager gave it).
+    pub fn flannel(&mut self, backend: BackendType, subnets: &[Ipv4Net]) -> Result<(), HnsError> {
         let conf = net_conf(backend)?;
         let mut leases: Vec<Lease> = Vec::new();
         let mut backends = Vec::new();
         for i in 0..self.nodes.len() {
-            let taken: Vec<Ipv4Net> = leases.iter().map(|l| l.subnet).collect();
-            let subnet = flannel::etcd::pick_subnet(&conf, &taken, None, 0)
-                .ok_or_else(|| fail(format!("no free subnet left in {CLUSTER_CIDR}")))?;
+            let subnet = *subnets
+                .get(i)
+                .ok_or_else(|| fail(format!("no lease for node {i}")))?;
             let IpAddr::V4(public_ip) = addr::node(i) else {
                 return Err(fail("the underlay is IPv4".into()));
             };
@@ -107,6 +104,15 @@ impl Cluster {
             leases.push(lease);
             backends.push(b);
         }
+        for (i, lease) in leases.iter().enumerate() {
+            // What the node's start script does once flanneld has leased on overlay.
+            if backend == BackendType::Vxlan {
+                let dir = self.ipam_dir(i);
+                let name = topology::network_name(Mode::Overlay);
+                let vip = super::cni::reserve_source_vip(&name, lease.subnet, &dir)?;
+                self.nodes[i].source_vip = Some(IpAddr::V4(vip));
+            }
+        }
         for (i, mut b) in backends.into_iter().enumerate() {
             let remote: Vec<Lease> = leases
                 .iter()
@@ -129,6 +135,19 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// The subnets flanneld's etcd subnet manager leases `n` nodes started one by one (each takes
+/// the first free subnet, flannel's allocator with no race to lose).
+pub fn leases(backend: BackendType, n: usize) -> Result<Vec<Ipv4Net>, HnsError> {
+    let conf = net_conf(backend)?;
+    let mut taken: Vec<Ipv4Net> = Vec::new();
+    for _ in 0..n {
+        let subnet = flannel::etcd::pick_subnet(&conf, &taken, None, 0)
+            .ok_or_else(|| fail(format!("no free subnet left in {CLUSTER_CIDR}")))?;
+        taken.push(subnet);
+    }
+    Ok(taken)
 }
 
 impl Cluster {

@@ -27,7 +27,7 @@ use proxy::source::Snapshot;
 
 use super::super::cluster::{Cluster, Who};
 use super::super::node::block_on;
-use super::flannel::{CLUSTER_CIDR, nth};
+use super::flannel::CLUSTER_CIDR;
 
 /// A Service port as a user asks for it, over the pods that back it.
 #[derive(Clone, Debug)]
@@ -263,6 +263,13 @@ impl Cluster {
         self.sync_proxies(Some(&svc.name))
     }
 
+    /// Gives every node's kube-proxy `objects` (what the kube API now holds) and lets it sync.
+    pub fn set_objects(&mut self, objects: Objects) -> Result<(), HnsError> {
+        self.proxies.objects = objects;
+        self.proxies.objects.synced = true;
+        self.sync_proxies(None)
+    }
+
     /// Starts the proxies not running yet and syncs every one with the current objects;
     /// the first problem a proxy reports with `service` is returned.
     fn sync_proxies(&mut self, service: Option<&str>) -> Result<(), HnsError> {
@@ -331,14 +338,12 @@ impl Cluster {
         }))
     }
 
-    /// kube-proxy's source VIP on node `i`'s Overlay network: an address of the node's subnet
-    /// reserved from the pods' IPAM (.2, below host-local's first pod address).
+    /// kube-proxy's source VIP on node `i`'s Overlay network, as reserved when flanneld made
+    /// it.
     pub fn source_vip(&self, i: usize) -> Result<IpAddr, HnsError> {
-        let net = self.nodes[i]
-            .network
-            .as_ref()
-            .ok_or_else(|| fail(format!("{}: no pod network yet", self.nodes[i].name)))?;
-        Ok(nth(net.subnet, 2))
+        self.nodes[i]
+            .source_vip
+            .ok_or_else(|| fail(format!("{}: no source VIP reserved", self.nodes[i].name)))
     }
 }
 

@@ -5,17 +5,16 @@
 //! for kube-proxy, as start.ps1's `GetSourceVip` does.
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use ipnet::{IpNet, Ipv4Net};
-use serde_json::json;
+use lab::sim::agents::cni::reserve_source_vip;
 
 use super::super::leases::{self, PREFIX};
 use super::super::topology::{ETCD_IP, Mode, Os};
-use super::{Builder, DEBIAN_CNI};
+use super::Builder;
 
 /// How long a node's flanneld may take to lease and build its network.
 const LEASE_WAIT: Duration = Duration::from_secs(60);
@@ -108,46 +107,12 @@ impl Builder {
         }
     }
 
-    /// Reserves kube-proxy's source VIP in `subnet` with Debian's host-local, as start.ps1's
-    /// `GetSourceVip` runs it (CNI 0.2.0, the pods' host-local store on the node).
+    /// Reserves kube-proxy's source VIP in `subnet` as the in-memory cluster does
+    /// ([`reserve_source_vip`]: host-local in the pods' store on the node).
     fn source_vip(&self, i: usize, subnet: Ipv4Net) -> anyhow::Result<Ipv4Addr> {
-        let conf = json!({
-            "cniVersion": "0.2.0",
-            "name": leases::network_name(Mode::Overlay),
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": subnet.to_string()}]],
-                "dataDir": self.ipam_dir(i).to_string_lossy(),
-            },
-        });
-        let mut child = Command::new(Path::new(DEBIAN_CNI).join("host-local"))
-            .env_clear()
-            .env("CNI_COMMAND", "ADD")
-            .env("CNI_CONTAINERID", "dummy")
-            .env("CNI_NETNS", "dummy")
-            .env("CNI_IFNAME", "dummy")
-            .env("CNI_PATH", DEBIAN_CNI)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot run host-local (Debian's containernetworking-plugins)")?;
-        std::io::Write::write_all(
-            &mut child.stdin.take().context("host-local stdin")?,
-            conf.to_string().as_bytes(),
-        )?;
-        let out = child.wait_with_output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!("host-local could not reserve the source VIP: {text}");
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("host-local said {text}"))?;
-        v["ip4"]["ip"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .and_then(|a| a.parse().ok())
-            .with_context(|| format!("host-local's result has no ip4.ip: {text}"))
+        let name = leases::network_name(Mode::Overlay);
+        reserve_source_vip(&name, subnet, &self.ipam_dir(i))
+            .map_err(|e| anyhow::anyhow!("{}", e.detail))
     }
 
     /// host-local's store on node `i` (the pods' and the source VIP's).

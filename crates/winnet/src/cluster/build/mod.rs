@@ -33,8 +33,7 @@ use super::{NS_PREFIX, NodeState, State, netlink_in, procs, sh};
 /// The fabric's bridge, which every node's and the external host's `eth0` is a port of.
 const FABRIC_BRIDGE: &str = "br0";
 
-/// Debian's CNI plugins.
-pub const DEBIAN_CNI: &str = "/usr/lib/cni";
+pub use lab::sim::agents::cni::DEBIAN_CNI;
 
 /// Builds the cluster; `progress` is told what is happening.
 pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::Result<State> {

@@ -4,26 +4,20 @@
 //! node's subnet.env as the flannel CNI plugin reads it — and a server in each pod.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use flannel::windows::host_of;
 use ipnet::IpNet;
+use lab::sim::agents::cni::{FIRST_POD, NetworkConf, PodOptions, cluster_dns_conf, cni_config};
 use serde_json::{Value, json};
 
 use super::super::leases;
-use super::super::topology::{
-    CLUSTER_CIDR, DNS_SERVICE_IP, FABRIC, Mode, Os, SERVICE_CIDR, linux_pod_resolv_conf,
-    pod_searches,
-};
+use super::super::topology::{Mode, Os, linux_pod_resolv_conf};
 use super::super::{PodState, procs};
 use super::{Builder, DEBIAN_CNI};
-
-/// The first host number host-local hands pods (below it: the gateway, flannel's bridge
-/// endpoint at .2 on host-gw, kube-proxy's source VIP on overlay).
-const FIRST_POD: u32 = 10;
 
 impl Builder {
     /// Pod `name` on node `i`, with `winnet serve` in it.
@@ -98,64 +92,39 @@ impl Builder {
         let Some(IpNet::V4(subnet)) = env.subnet else {
             bail!("{}: no IPv4 FLANNEL_SUBNET", self.subnet_file(i).display());
         };
-        let ipam = json!({
-            "type": "host-local",
-            "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, FIRST_POD).to_string()}]],
-            "dataDir": self.ipam_dir(i).to_string_lossy(),
-        });
-        let dns = windows_dns_conf();
-        let dns = dns["dns"].clone();
         let name = leases::network_name(self.t.mode);
-        let mut conf = match (n.os, self.t.mode) {
-            (Os::Windows, Mode::L2bridge) => json!({
-                "cniVersion": "1.0.0", "name": name, "type": "win-bridge", "apiVersion": 2,
-                "ipMasqNetwork": CLUSTER_CIDR, "dns": dns,
-                "policies": [
-                    {"name": "EndpointPolicy", "value": {"Type": "OutBoundNAT", "Settings": {"Exceptions": [CLUSTER_CIDR, SERVICE_CIDR, FABRIC]}}},
-                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}}},
-                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", n.ip), "NeedEncap": true}}}
-                ],
-                "ipam": ipam,
-            }),
-            (Os::Windows, Mode::Overlay) => json!({
-                "cniVersion": "1.0.0", "name": name, "type": "win-overlay", "apiVersion": 2,
-                "dns": dns,
-                "policies": [
-                    {"name": "EndpointPolicy", "value": {"Type": "OutBoundNAT", "Settings": {"Exceptions": [CLUSTER_CIDR, SERVICE_CIDR]}}},
-                    {"name": "EndpointPolicy", "value": {"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}}},
-                    {"name": "EndpointPolicy", "value": {"Type": "ProviderAddress", "Settings": {"ProviderAddress": n.ip.to_string()}}}
-                ],
-                "ipam": ipam,
-            }),
-            (Os::Linux, _) => json!({
-                "cniVersion": "1.0.0", "name": "cbr0", "type": "bridge", "bridge": "cni0",
-                "isGateway": true, "ipMasq": false, "mtu": env.mtu,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, FIRST_POD).to_string()}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
-                    "dataDir": self.ipam_dir(i).to_string_lossy(),
-                },
-            }),
-        };
-        conf["capabilities"] = json!({"dns": true});
-        conf["runtimeConfig"] = windows_dns_conf()["runtimeConfig"].clone();
+        if n.os == Os::Windows {
+            // The same config the in-memory cluster gives its pods.
+            let ipam_dir = self.ipam_dir(i);
+            let net = NetworkConf {
+                name: &name,
+                overlay: self.t.mode == Mode::Overlay,
+                subnet: IpNet::V4(subnet),
+                node_ip: IpAddr::V4(n.ip),
+                ipam_dir: &ipam_dir,
+            };
+            let opts = PodOptions {
+                cluster_dns: true,
+                ..PodOptions::default()
+            };
+            return cni_config(&net, &opts).map_err(|e| anyhow::anyhow!("{}", e.detail));
+        }
+        // Debian's bridge plugin on the Linux node.
+        let mut conf = json!({
+            "cniVersion": "1.0.0", "name": "cbr0", "type": "bridge", "bridge": "cni0",
+            "isGateway": true, "ipMasq": false, "mtu": env.mtu,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, u32::from(FIRST_POD)).to_string()}]],
+                "routes": [{"dst": "0.0.0.0/0"}],
+                "dataDir": self.ipam_dir(i).to_string_lossy(),
+            },
+        });
+        let dns = cluster_dns_conf();
+        conf["capabilities"] = dns["capabilities"].clone();
+        conf["runtimeConfig"] = dns["runtimeConfig"].clone();
         Ok(conf)
     }
-}
-
-/// The DNS part of a pod's CNI config: the static `dns` block, and what containerd hands a
-/// plugin that declares the `dns` capability (`runtimeConfig.dns`: kubelet's ClusterFirst DNS
-/// config; win-bridge / win-overlay put it on the HNS endpoint's Dns).
-pub fn windows_dns_conf() -> serde_json::Value {
-    json!({
-        "dns": {"nameservers": [DNS_SERVICE_IP.to_string()], "search": ["svc.cluster.local"]},
-        "runtimeConfig": {"dns": {
-            "servers": [DNS_SERVICE_IP.to_string()],
-            "searches": pod_searches(),
-            "options": ["ndots:5"],
-        }},
-    })
 }
 
 /// A CNI ADD as a runtime makes it.

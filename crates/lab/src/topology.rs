@@ -1,0 +1,349 @@
+//! The topology file of `winnet cluster up`: the network mode, the Windows build, the nodes
+//! with their pods, and the Services; and the addresses everything gets.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use hns::Profile;
+use serde::Deserialize;
+
+/// flannel's network mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// flannel host-gw: L2Bridge `cbr0`, routes to other nodes' pod subnets via their address.
+    L2bridge,
+    /// flannel vxlan: Overlay `flannel.4096`, VNI 4096 on UDP 4789.
+    Overlay,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "l2bridge" => Ok(Mode::L2bridge),
+            "overlay" => Ok(Mode::Overlay),
+            _ => Err(format!("unknown mode {s:?}: write l2bridge or overlay")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::L2bridge => "l2bridge",
+            Mode::Overlay => "overlay",
+        })
+    }
+}
+
+/// A node's operating system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    Windows,
+    Linux,
+}
+
+/// A node as the file gives it.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: String,
+    pub os: Os,
+    #[serde(default)]
+    pub pods: Vec<String>,
+}
+
+/// A Service as the file gives it.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServiceSpec {
+    pub name: String,
+    /// Pods whose name starts with this are its endpoints.
+    pub selector: String,
+    pub port: u16,
+    pub target_port: u16,
+    pub node_port: Option<u16>,
+    #[serde(rename = "loadBalancerIP")]
+    pub load_balancer_ip: Option<Ipv4Addr>,
+}
+
+/// The topology file.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub mode: Mode,
+    #[serde(with = "profile_name")]
+    pub profile: Profile,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub services: Vec<ServiceSpec>,
+}
+
+mod profile_name {
+    use hns::Profile;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &Profile, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&p.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Profile, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|e| serde::de::Error::custom(format!("profile {s:?}: {e}")))
+    }
+}
+
+/// The fabric's prefix (the nodes' underlay).
+pub const FABRIC: &str = "192.168.77.0/24";
+/// The external host's address on the fabric (the nodes' default gateway).
+pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+/// The external host's own DNS zone (served by Knot DNS on [`EXTERNAL_IP`]).
+pub const EXTERNAL_ZONE: &str = "example.test";
+/// The headless Service over the first Service's pods, whose endpoints carry the pods' names
+/// as hostnames: `web-2.peers` is pod web-2 (the Pod -> Pod (Name) flow).
+pub const HEADLESS_SERVICE: &str = "peers";
+/// The ExternalName Service: a CNAME to `www.<EXTERNAL_ZONE>`.
+pub const EXTERNAL_NAME_SERVICE: &str = "outside";
+/// The cluster DNS's Service (kubeadm's name for CoreDNS's Service) at [`DNS_SERVICE_IP`].
+pub const DNS_SERVICE: &str = "kube-dns";
+/// The cluster DNS pods' names: `coredns-1` on the first Windows node, `coredns-2` on the
+/// second (reserved: a topology may not name its pods so).
+pub const DNS_POD_PREFIX: &str = "coredns-";
+/// How many DNS pods the cluster runs (one on each of the first Windows nodes).
+pub const DNS_PODS: usize = 2;
+/// The cluster's DNS domain.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+/// The Kubernetes namespace of every object of the local cluster.
+pub const NAMESPACE: &str = "default";
+
+/// The DNS search list kubelet gives a pod of [`NAMESPACE`] (ClusterFirst, no host searches):
+/// `<ns>.svc.<zone>`, `svc.<zone>`, `<zone>`.
+pub fn pod_searches() -> Vec<String> {
+    vec![
+        format!("{NAMESPACE}.svc.{CLUSTER_DOMAIN}"),
+        format!("svc.{CLUSTER_DOMAIN}"),
+        CLUSTER_DOMAIN.to_string(),
+    ]
+}
+
+/// The resolv.conf kubelet writes for a Linux pod (reference windows-dns.md §B.5).
+pub fn linux_pod_resolv_conf() -> String {
+    format!(
+        "nameserver {DNS_SERVICE_IP}\nsearch {}\noptions ndots:5\n",
+        pod_searches().join(" ")
+    )
+}
+
+/// The fabric's own address, where flannel's etcd listens.
+pub const ETCD_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
+/// An address of the external host outside every OutBoundNAT exception: pods reach it SNATed.
+pub const OUTSIDE_IP: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
+/// The cluster's pod CIDR.
+pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// The Service CIDR.
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// The port pods and the external host serve HTTP on.
+pub const HTTP_PORT: u16 = 8080;
+/// The UDP echo port.
+pub const UDP_PORT: u16 = 5353;
+
+impl Topology {
+    /// Reads and checks a topology file.
+    pub fn load(path: &Path) -> anyhow::Result<Topology> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the topology {}", path.display()))?;
+        Topology::parse(&text, &path.display().to_string())
+    }
+
+    /// Reads and checks a topology's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Topology> {
+        let t: Topology = serde_norway::from_str(text)
+            .with_context(|| format!("{origin}: not a topology (see examples/cluster.yaml)"))?;
+        t.validate()
+            .with_context(|| format!("{origin}: bad topology"))?;
+        Ok(t)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if !self.nodes.iter().any(|n| n.os == Os::Windows) {
+            bail!("nodes: at least one node must have os: windows");
+        }
+        if self.nodes.len() > 9 {
+            bail!("nodes: at most 9 nodes");
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for n in &self.nodes {
+            check_name("nodes[].name", &n.name)?;
+            if !names.insert(n.name.clone()) {
+                bail!("nodes: the name {} is used twice", n.name);
+            }
+            if n.pods.len() > 50 {
+                bail!("nodes[{}].pods: at most 50 pods a node", n.name);
+            }
+            for p in &n.pods {
+                check_name("nodes[].pods[]", p)?;
+                if p.starts_with(DNS_POD_PREFIX) {
+                    bail!(
+                        "nodes[{}].pods: {p:?}: names starting {DNS_POD_PREFIX:?} are the cluster DNS's; rename the pod",
+                        n.name
+                    );
+                }
+                if !names.insert(format!("pod/{p}")) {
+                    bail!("pods: the name {p} is used twice");
+                }
+            }
+        }
+        if self.services.len() > MAX_SERVICES {
+            bail!("services: at most {MAX_SERVICES} Services");
+        }
+        for s in &self.services {
+            check_name("services[].name", &s.name)?;
+            if let Some(np) = s.node_port
+                && !(30000..=32767).contains(&np)
+            {
+                bail!("services[{}].nodePort: {np} is outside 30000-32767", s.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Windows build's name, as profiles are written.
+    pub fn profile_name(&self) -> String {
+        self.profile.to_string()
+    }
+}
+
+fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 12
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        bail!("{field}: {s:?} must be 1-12 characters of a-z, 0-9 and '-'");
+    }
+    Ok(())
+}
+
+/// The VNI of the overlay: the only one Windows and Linux nodes share (reference §3.3).
+pub const VNI: u32 = 4096;
+
+/// flannel's net-conf.json of `mode`, as the cluster's admin writes it to etcd: host-gw for
+/// l2bridge, vxlan VNI 4096 on UDP 4789 for overlay (the SDN overlay README's setting for
+/// mixed clusters).
+pub fn net_conf(mode: Mode) -> String {
+    match mode {
+        Mode::L2bridge => {
+            format!(r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"host-gw"}}}}"#)
+        }
+        Mode::Overlay => format!(
+            r#"{{"Network":"{CLUSTER_CIDR}","Backend":{{"Type":"vxlan","VNI":{VNI},"Port":4789}}}}"#
+        ),
+    }
+}
+
+/// The HNS network flanneld makes on a Windows node in `mode` (flannel's default names).
+pub fn network_name(mode: Mode) -> String {
+    match mode {
+        Mode::L2bridge => "cbr0".into(),
+        Mode::Overlay => format!("flannel.{VNI}"),
+    }
+}
+
+/// The cluster DNS's Service address (`kube-dns`), as kubeadm reserves it: the tenth of the
+/// Service CIDR.
+pub const DNS_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+/// The most Services a topology may have (their ClusterIPs follow from 10.96.1.0).
+pub const MAX_SERVICES: usize = 1000;
+
+/// The ClusterIP of the topology's Service number `k`: 10.96.1.1 + k, clear of the DNS's
+/// 10.96.0.10; None past [`MAX_SERVICES`].
+pub fn cluster_ip(k: usize) -> Option<Ipv4Addr> {
+    if k >= MAX_SERVICES {
+        return None;
+    }
+    let base = u32::from(Ipv4Addr::new(10, 96, 1, 1));
+    Some(Ipv4Addr::from(base + u32::try_from(k).ok()?))
+}
+
+/// A node's address on the fabric: Windows nodes from .11, Linux nodes from .21, in the order
+/// the file gives them (`nth_of_os`; at most 9 nodes, so these never meet).
+pub fn node_ip(os: Os, nth_of_os: usize) -> Ipv4Addr {
+    let base: u8 = match os {
+        Os::Windows => 11,
+        Os::Linux => 21,
+    };
+    Ipv4Addr::new(192, 168, 77, base.saturating_add(nth_of_os.min(9) as u8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_topology_reads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml");
+        let t = Topology::load(&path).expect("examples/cluster.yaml");
+        assert_eq!(t.mode, Mode::L2bridge);
+        assert_eq!(t.nodes.len(), 3);
+        assert_eq!(t.services[0].node_port, Some(30080));
+    }
+
+    #[test]
+    fn every_service_gets_its_own_cluster_ip_in_the_service_cidr() {
+        let cidr: ipnet::Ipv4Net = SERVICE_CIDR.parse().expect("cidr");
+        let ips: std::collections::BTreeSet<Ipv4Addr> =
+            (0..MAX_SERVICES).filter_map(cluster_ip).collect();
+        assert_eq!(ips.len(), MAX_SERVICES, "no two Services share an address");
+        assert!(ips.iter().all(|ip| cidr.contains(ip)));
+        assert!(!ips.contains(&DNS_SERVICE_IP), "kube-dns keeps 10.96.0.10");
+        assert_eq!(
+            cluster_ip(300),
+            Some(Ipv4Addr::new(10, 96, 2, 45)),
+            "past 255 (once an overflow)"
+        );
+        assert_eq!(cluster_ip(MAX_SERVICES), None);
+        let many: String = (0..=MAX_SERVICES)
+            .map(|k| format!("  - {{name: s{k}, selector: web, port: 80, targetPort: 80}}\n"))
+            .collect();
+        let text = format!(
+            "mode: overlay\nprofile: ws2022\nnodes: [{{name: a, os: windows}}]\nservices:\n{many}"
+        );
+        let e = format!("{:#}", Topology::parse(&text, "t").unwrap_err());
+        assert!(e.contains("at most 1000 Services"), "{e}");
+    }
+
+    #[test]
+    fn bad_topologies_name_the_field() {
+        let bad = [
+            ("mode: ring\nprofile: ws2022\nnodes: []\n", "mode"),
+            ("mode: overlay\nprofile: ws2099\nnodes: []\n", "profile"),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: l, os: linux}]\n",
+                "os: windows",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: Bad_Name, os: windows}]\n",
+                "nodes[].name",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows, pods: [coredns-1]}]\n",
+                "the cluster DNS's",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 80}]\n",
+                "nodePort",
+            ),
+        ];
+        for (text, field) in bad {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("t.yaml");
+            std::fs::write(&p, text).unwrap();
+            let e = format!("{:#}", Topology::load(&p).unwrap_err());
+            assert!(e.contains(field), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The flow matrix on in-memory wires: `winnet demo` without root (or with `--simulate`).
+//! The topology's Windows nodes are built in the in-memory cluster (`lab`) by the same
+//! components as the real cluster — flanneld's Windows backend on the leases flannel's
+//! allocator gives nodes started in the topology's order, the Windows CNI plugin for every pod
+//! in the real order (the topology's pods, then the cluster DNS's), kube-proxy on the objects
+//! the real cluster writes — so every address is the real cluster's. Then the one matrix
+//! ([`flows::matrix`]) runs flow by flow: a TCP SYN, a UDP exchange or an echo request through
+//! the simulated switches, a name first through the pod's resolver (hnsd's Windows DNS client
+//! rules) and the cluster DNS pods, judged as the real run judges ([`check::judge`]). Linux
+//! nodes are the Linux kernel's, which only exists for real: their rows are marked skipped.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow, bail};
+use flannel::config::BackendType;
+use lab::sim::agents::cni::FIRST_POD;
+use lab::sim::agents::flannel::{leases, nth};
+use lab::{Cluster, Exchange, PodOptions, Who};
+
+use super::check::{self, Outcome};
+use super::flows::{self, Flow, Proto};
+use super::sim_dns;
+use super::topology::{DNS_POD_PREFIX, DNS_PODS, Mode, Os, Topology, node_ip};
+use super::{NS_PREFIX, NodeState, PodState, State};
+
+/// Why the Linux rows are not run.
+pub const LINUX_KERNEL: &str = "not simulated (a Linux node is the Linux kernel)";
+
+/// The in-memory cluster of a topology, and who is who in it.
+pub struct SimCluster {
+    pub cluster: Cluster,
+    /// The cluster as the real one records it: nodes, pods and their addresses.
+    pub state: State,
+    /// Each simulated sender by the name a flow gives it.
+    who: BTreeMap<String, Who>,
+    /// The Windows pods' resolver rules, by pod.
+    rules: BTreeMap<String, dnsclient::Rules>,
+}
+
+/// Builds `t` in memory.
+pub fn build(t: &Topology) -> anyhow::Result<SimCluster> {
+    let opts = PodOptions {
+        cluster_dns: true,
+        ..PodOptions::default()
+    };
+    build_with(t, opts)
+}
+
+/// Builds `t` in memory, its pods' CNI config made with `opts`.
+fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
+    let hns = |what: String| move |e: hcn::HnsError| anyhow!("{what}: {}", e.detail);
+    let backend = match t.mode {
+        Mode::L2bridge => BackendType::HostGw,
+        Mode::Overlay => BackendType::Vxlan,
+    };
+    // Every node's lease, in the order the real cluster starts its flanneld.
+    let subnets = leases(backend, t.nodes.len()).map_err(hns("flannel".into()))?;
+    let wins: Vec<usize> = (0..t.nodes.len())
+        .filter(|i| t.nodes[*i].os == Os::Windows)
+        .collect();
+    let names: Vec<String> = wins.iter().map(|i| t.nodes[*i].name.clone()).collect();
+    let mut c = Cluster::with_nodes(&names, t.profile).map_err(hns("cluster".into()))?;
+    let win_subnets: Vec<_> = wins.iter().map(|i| subnets[*i]).collect();
+    c.flannel(backend, &win_subnets)
+        .map_err(hns("flannel".into()))?;
+    let mut who = BTreeMap::from([("external".to_string(), Who::External)]);
+    let mut state = State {
+        topology: Some(t.clone()),
+        ..State::default()
+    };
+    let (mut win, mut lin) = (0, 0);
+    for (i, n) in t.nodes.iter().enumerate() {
+        let nth_of_os = match n.os {
+            Os::Windows => &mut win,
+            Os::Linux => &mut lin,
+        };
+        let ip = node_ip(n.os, *nth_of_os);
+        *nth_of_os += 1;
+        if n.os == Os::Windows {
+            who.insert(n.name.clone(), Who::Node(*nth_of_os - 1));
+        }
+        state.nodes.push(NodeState {
+            name: n.name.clone(),
+            os: n.os,
+            netns: format!("{NS_PREFIX}{}", n.name),
+            ip,
+            mac: String::new(),
+            subnet: Some(subnets[i]),
+            source_vip: None,
+            pods: Vec::new(),
+        });
+    }
+    // The pods in the real order: the topology's, node by node; then the DNS pods.
+    let mut order: Vec<(usize, String)> = t
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.pods.iter().map(move |p| (i, p.clone())))
+        .collect();
+    order.extend(
+        wins.iter()
+            .take(DNS_PODS)
+            .enumerate()
+            .map(|(k, i)| (*i, format!("{DNS_POD_PREFIX}{}", k + 1))),
+    );
+    for (i, pod) in order {
+        let ip = match t.nodes[i].os {
+            Os::Windows => {
+                let sim_node = wins
+                    .iter()
+                    .position(|w| *w == i)
+                    .context("a Windows node")?;
+                let w = c
+                    .add_pod(sim_node, &pod, opts.clone())
+                    .map_err(hns(format!("pod {pod}")))?;
+                who.insert(pod.clone(), w);
+                match c.ip_of(w) {
+                    Some(IpAddr::V4(ip)) => ip,
+                    other => bail!("pod {pod}: no IPv4 address ({other:?})"),
+                }
+            }
+            // What host-local would give it on the node's lease.
+            Os::Linux => {
+                let k = state.nodes[i].pods.len() as u8;
+                match nth(ipnet::IpNet::V4(subnets[i]), FIRST_POD.saturating_add(k)) {
+                    IpAddr::V4(ip) => ip,
+                    IpAddr::V6(_) => bail!("pod {pod}: the pod network is IPv4"),
+                }
+            }
+        };
+        let node = &mut state.nodes[i];
+        node.pods.push(PodState {
+            name: pod.clone(),
+            netns: format!("{NS_PREFIX}{}-{pod}", node.name),
+            ip,
+        });
+    }
+    // The Kubernetes objects the real cluster writes, over the pods that exist here.
+    let simulated: Vec<(String, PodState)> = state
+        .nodes
+        .iter()
+        .filter(|n| n.os == Os::Windows)
+        .flat_map(|n| n.pods.iter().map(move |p| (n.name.clone(), p.clone())))
+        .collect();
+    let (pods, dns_pods): (Vec<_>, Vec<_>) = simulated
+        .into_iter()
+        .partition(|(_, p)| !p.name.starts_with(DNS_POD_PREFIX));
+    let objects = sim_dns::objects(t, &pods, &dns_pods)?;
+    let handler = Arc::new(sim_dns::handler(&objects)?);
+    for (_, p) in &dns_pods {
+        let w = who[&p.name];
+        if let Some(s) = c.stack_mut(w) {
+            s.udp_responders
+                .insert(53, sim_dns::responder(Arc::clone(&handler)));
+        }
+    }
+    c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
+    // The external load balancer hands each ingress address to the first Windows node.
+    for s in &t.services {
+        if let Some(lb) = s.load_balancer_ip {
+            c.external_route(
+                ipnet::IpNet::from(IpAddr::V4(lb)),
+                lab::sim::cluster::addr::node(0),
+            );
+        }
+    }
+    // The resolver hnsd gives each pod, from the DNS the plugin put on its endpoint.
+    let mut rules = BTreeMap::new();
+    for (_, p) in &pods {
+        let Who::Pod(n, ep) = who[&p.name] else {
+            bail!("{}: not a simulated pod", p.name);
+        };
+        let dns = c.nodes[n]
+            .read(|s| s.endpoint(ep).map(|e| e.dns.clone()))
+            .with_context(|| format!("{}: no HNS endpoint", p.name))?;
+        rules.insert(
+            p.name.clone(),
+            sim_dns::pod_rules(t.profile, &p.name, &dns)?,
+        );
+    }
+    Ok(SimCluster {
+        cluster: c,
+        state,
+        who,
+        rules,
+    })
+}
+
+impl SimCluster {
+    /// Runs flow `f`, or says why it cannot run here.
+    pub fn run(&mut self, f: &Flow) -> anyhow::Result<Outcome> {
+        let Some(from) = self.who.get(&f.from).copied() else {
+            return Ok(Outcome::skipped(f, LINUX_KERNEL));
+        };
+        if self.on_linux(f.to) {
+            return Ok(Outcome::skipped(f, LINUX_KERNEL));
+        }
+        let (to, named) = match &f.to_name {
+            None => (f.to, None),
+            Some(name) => {
+                let rules = self
+                    .rules
+                    .get(&f.from)
+                    .with_context(|| format!("{}: not a pod with a resolver", f.from))?;
+                let r = sim_dns::resolve(&mut self.cluster, from, rules, name)?;
+                let Some(ip) = r.address else {
+                    let queries = r.walk.steps.len();
+                    let detail = format!(
+                        "not resolved: {} after {queries} quer{} ({})",
+                        r.walk.result,
+                        if queries == 1 { "y" } else { "ies" },
+                        r.walk.end
+                    );
+                    return Ok(check::judge(f, false, detail));
+                };
+                (IpAddr::V4(ip), Some(format!("({name} -> {ip})")))
+            }
+        };
+        let c = &mut self.cluster;
+        let e = match f.proto {
+            Proto::Tcp => c.tcp_syn(from, to, f.port),
+            Proto::Udp => c.udp(from, to, f.port),
+            Proto::Icmp => c.ping(from, to),
+        };
+        let (passed, mut detail) = describe(&e, f.proto);
+        if let Some(n) = named {
+            detail = format!("{detail} {n}");
+        }
+        Ok(check::judge(f, passed, detail))
+    }
+
+    /// True when `ip` is a Linux node's or one of its pods'.
+    fn on_linux(&self, ip: IpAddr) -> bool {
+        self.state
+            .nodes
+            .iter()
+            .filter(|n| n.os == Os::Linux)
+            .any(|n| {
+                IpAddr::V4(n.ip) == ip
+                    || n.subnet.is_some_and(|s| ipnet::IpNet::V4(s).contains(&ip))
+            })
+    }
+}
+
+/// What the client of an exchange saw, in the words the real run uses: `from <source>` as the
+/// receiver saw it, or where it was dropped and why.
+fn describe(e: &Exchange, proto: Proto) -> (bool, String) {
+    let what = match proto {
+        Proto::Tcp => "SYN-ACK",
+        Proto::Udp => "UDP answer",
+        Proto::Icmp => "echo reply",
+    };
+    match (e.ok(), e.seen()) {
+        (true, Some(p)) => (true, format!("{what}; the receiver saw it from {}", p.src)),
+        (true, None) => (true, what.to_string()),
+        (false, _) => (
+            false,
+            e.drops
+                .first()
+                .map(|d| format!("dropped at {}: {}", d.node, d.reason))
+                .unwrap_or_else(|| format!("no {what}")),
+        ),
+    }
+}
+
+/// Builds `t` in memory and runs the matrix.
+pub fn outcomes(t: &Topology) -> anyhow::Result<Vec<Outcome>> {
+    let mut sim = build(t)?;
+    let matrix = flows::matrix(&sim.state, t.profile);
+    matrix.iter().map(|f| sim.run(f)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology(mode: &str) -> Topology {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml"),
+        )
+        .expect("examples/cluster.yaml");
+        let mut t = Topology::parse(&text, "examples/cluster.yaml").expect("topology");
+        t.mode = mode.parse().expect("mode");
+        t
+    }
+
+    fn mismatched(sim: &mut SimCluster, t: &Topology) -> Vec<String> {
+        flows::matrix(&sim.state, t.profile)
+            .iter()
+            .map(|f| sim.run(f).expect("a flow runs"))
+            .filter(|o| !o.matches)
+            .map(|o| format!("{}: {}", o.flow.name, o.detail))
+            .collect()
+    }
+
+    /// The simulated matrix is the CNI plugin's doing: the same pods with the plugin's
+    /// OutBoundNAT policy left out of its output leave with their own address, which the
+    /// outside cannot answer, and the matrix's rows to the outside fail.
+    #[test]
+    fn a_plugin_without_its_outbound_nat_policy_fails_the_simulated_matrix() {
+        for mode in ["l2bridge", "overlay"] {
+            let t = topology(mode);
+            let mut sim = build(&t).expect("cluster");
+            assert_eq!(mismatched(&mut sim, &t), Vec::<String>::new(), "{mode}");
+            let opts = PodOptions {
+                cluster_dns: true,
+                no_outbound_nat: true,
+                ..PodOptions::default()
+            };
+            let mut broken = build_with(&t, opts).expect("cluster");
+            let bad = mismatched(&mut broken, &t);
+            for row in ["pod -> external by IP (TCP)", "pod -> external by DNS name"] {
+                assert!(
+                    bad.iter().any(|b| b.starts_with(row)),
+                    "{mode}: {row} should fail: {bad:?}"
+                );
+            }
+        }
+    }
+}
