@@ -122,7 +122,12 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
     })
     .await;
     assert_eq!(lbs[0].host_compute_endpoints.len(), 2);
-    let (status, body) = until_async("/healthz", WAIT, async || get(healthz, "/healthz")).await;
+    // Healthy once the first sync is recorded, which may come a moment after the load
+    // balancer is in HNS.
+    let (status, body) = until_async("/healthz to say 200", WAIT, async || {
+        get(healthz, "/healthz").filter(|(status, _)| *status == 200)
+    })
+    .await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("lastUpdated"), "{body}");
     let (_, text) = until_async("/metrics", WAIT, async || get(metrics, "/metrics")).await;
