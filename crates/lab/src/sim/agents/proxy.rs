@@ -4,7 +4,6 @@
 //! Kubernetes objects a user would write (and the EndpointSlice the control plane would make
 //! from the ready backends), and every node's proxy programs them.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,11 +15,8 @@ use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Service as KubeService, ServicePort, ServiceSpec,
     ServiceStatus,
 };
-use k8s_openapi::api::discovery::v1::{
-    Endpoint as SliceEndpoint, EndpointConditions, EndpointPort, EndpointSlice,
-};
+use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kubesrc::{Objects, Sourced};
 use proxy::proxier::{Config, FeatureGates, SourceConfig};
 use proxy::source::Snapshot;
@@ -28,6 +24,7 @@ use proxy::source::Snapshot;
 use super::super::cluster::{Cluster, Who};
 use super::super::node::block_on;
 use super::flannel::CLUSTER_CIDR;
+use crate::objects;
 
 /// A Service port as a user asks for it, over the pods that back it.
 #[derive(Clone, Debug)]
@@ -98,8 +95,10 @@ impl Service {
     }
 
     /// The Service object and the EndpointSlice of its ready backends (`backends`: each
-    /// backend's address and node name).
-    pub fn objects(&self, backends: &[(IpAddr, String)]) -> (KubeService, EndpointSlice) {
+    /// backend's pod name, address and node name), made by the objects the real cluster's
+    /// manifests are made of ([`crate::objects`]); the one port is unnamed, as a user writes a
+    /// single-port Service.
+    pub fn objects(&self, backends: &[(String, IpAddr, String)]) -> (KubeService, EndpointSlice) {
         let (namespace, name) = self.namespace_and_name();
         let protocol = if self.protocol == 17 { "UDP" } else { "TCP" };
         let service_type = if self.ingress_ip.is_some() {
@@ -110,25 +109,18 @@ impl Service {
             "ClusterIP"
         };
         let external = service_type != "ClusterIP";
+        let port = ServicePort {
+            name: None,
+            node_port: self.node_port.map(i32::from),
+            ..objects::service_port("", protocol, self.port, Some(self.target_port))
+        };
         let svc = KubeService {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
+            metadata: objects::meta(&name, &namespace),
             spec: Some(ServiceSpec {
                 type_: Some(service_type.into()),
                 cluster_ip: Some(self.cluster_ip.to_string()),
                 cluster_ips: Some(vec![self.cluster_ip.to_string()]),
-                // One port, unnamed, as a user writes a single-port Service.
-                ports: Some(vec![ServicePort {
-                    name: None,
-                    protocol: Some(protocol.into()),
-                    port: i32::from(self.port),
-                    target_port: Some(IntOrString::Int(i32::from(self.target_port))),
-                    node_port: self.node_port.map(i32::from),
-                    ..ServicePort::default()
-                }]),
+                ports: Some(vec![port]),
                 session_affinity: Some(
                     if self.client_ip_affinity {
                         "ClientIP"
@@ -157,42 +149,22 @@ impl Service {
                 ..ServiceStatus::default()
             }),
         };
-        let family = if self.cluster_ip.is_ipv4() {
-            "IPv4"
-        } else {
-            "IPv6"
-        };
-        let slice = EndpointSlice {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}-sim")),
-                namespace: Some(namespace),
-                labels: Some(BTreeMap::from([(
-                    "kubernetes.io/service-name".to_string(),
-                    name,
-                )])),
-                ..ObjectMeta::default()
-            },
-            address_type: family.into(),
-            endpoints: backends
-                .iter()
-                .map(|(ip, node)| SliceEndpoint {
-                    addresses: vec![ip.to_string()],
-                    node_name: Some(node.clone()),
-                    conditions: Some(EndpointConditions {
-                        ready: Some(true),
-                        serving: Some(true),
-                        terminating: Some(false),
-                    }),
-                    ..SliceEndpoint::default()
-                })
-                .collect(),
-            ports: Some(vec![EndpointPort {
+        let endpoints = backends
+            .iter()
+            .map(|(pod, ip, node)| objects::pod_endpoint(node, pod, *ip, &namespace, false))
+            .collect();
+        let mut slice = objects::endpoint_slice(
+            &name,
+            &namespace,
+            endpoints,
+            vec![EndpointPort {
                 name: None,
-                port: Some(i32::from(self.target_port)),
-                protocol: Some(protocol.into()),
-                ..EndpointPort::default()
-            }]),
-        };
+                ..objects::endpoint_port("", protocol, self.target_port)
+            }],
+        );
+        if self.cluster_ip.is_ipv6() {
+            slice.address_type = "IPv6".into();
+        }
         (svc, slice)
     }
 }
@@ -221,12 +193,13 @@ impl Cluster {
     /// Adds `svc` to the cluster's objects and lets every node's kube-proxy sync; an HNS
     /// error a proxy met while programming it is returned.
     pub fn add_service(&mut self, svc: &Service) -> Result<(), HnsError> {
-        let backends: Vec<(IpAddr, String)> = svc
+        let backends: Vec<(String, IpAddr, String)> = svc
             .backends
             .iter()
             .filter_map(|b| {
                 let Who::Pod(n, _) = *b else { return None };
-                Some((self.ip_of(*b)?, self.nodes.get(n)?.name.clone()))
+                let pod = self.name(*b);
+                Some((pod, self.ip_of(*b)?, self.nodes.get(n)?.name.clone()))
             })
             .collect();
         let (service, slice) = svc.objects(&backends);

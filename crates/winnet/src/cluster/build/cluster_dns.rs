@@ -18,7 +18,7 @@ use super::super::topology::{
     CLUSTER_DOMAIN, DNS_POD_PREFIX, DNS_PODS, DNS_SERVICE, DNS_SERVICE_IP, EXTERNAL_IP, Os,
 };
 use super::Builder;
-use super::objects::{self, List};
+use lab::objects::{self, List};
 
 /// How long the cluster DNS may take to answer through its Service from every node.
 const READY_WAIT: Duration = Duration::from_secs(30);
@@ -57,7 +57,15 @@ pub fn kube_dns_objects(pods: &[(String, PodState)]) -> List {
     };
     let endpoints = pods
         .iter()
-        .map(|(node, p)| objects::pod_endpoint(node, p, KUBE_SYSTEM, false))
+        .map(|(node, p)| {
+            objects::pod_endpoint(
+                node,
+                &p.name,
+                std::net::IpAddr::V4(p.ip),
+                KUBE_SYSTEM,
+                false,
+            )
+        })
         .collect();
     let slice = objects::endpoint_slice(
         DNS_SERVICE,

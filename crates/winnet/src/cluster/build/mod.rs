@@ -10,7 +10,6 @@
 pub(crate) mod cluster_dns;
 mod flannel;
 pub(crate) mod knot;
-pub mod objects;
 pub(crate) mod pods;
 pub(crate) mod services;
 

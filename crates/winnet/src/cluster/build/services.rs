@@ -19,8 +19,8 @@ use super::super::topology::{
     NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip,
 };
 use super::super::{NS_PREFIX, PodState};
-use super::objects::{self, List};
 use super::{Builder, route_via};
+use lab::objects::{self, List};
 
 impl Builder {
     /// Writes the Services and their EndpointSlices as `kubectl get -o json` would print them.
@@ -198,7 +198,9 @@ pub fn service_objects(
     let endpoints = pods
         .iter()
         .filter(|(_, p)| p.name.starts_with(&s.selector))
-        .map(|(node, p)| objects::pod_endpoint(node, p, NAMESPACE, false))
+        .map(|(node, p)| {
+            objects::pod_endpoint(node, &p.name, std::net::IpAddr::V4(p.ip), NAMESPACE, false)
+        })
         .collect();
     let slice = objects::endpoint_slice(
         &s.name,
@@ -219,7 +221,9 @@ pub fn dns_objects(t: &Topology, pods: &[(String, PodState)]) -> Option<List> {
     let endpoints = pods
         .iter()
         .filter(|(_, p)| p.name.starts_with(&selector))
-        .map(|(node, p)| objects::pod_endpoint(node, p, NAMESPACE, true))
+        .map(|(node, p)| {
+            objects::pod_endpoint(node, &p.name, std::net::IpAddr::V4(p.ip), NAMESPACE, true)
+        })
         .collect();
     let (cluster_ip, cluster_ips) = objects::cluster_ips(None);
     let headless = Service {

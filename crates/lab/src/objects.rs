@@ -4,15 +4,13 @@
 //! than one kind. kube-proxy and the cluster DNS read them back through `kubesrc`.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
-
-use super::super::PodState;
 
 /// The label that ties an EndpointSlice to its Service.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -97,10 +95,16 @@ pub fn endpoint_port(name: &str, protocol: &str, port: u16) -> EndpointPort {
 
 /// Pod `pod` on node `node` in `namespace` as a ready, serving endpoint, with the DNS
 /// `hostname` a StatefulSet's pod gets when given.
-pub fn pod_endpoint(node: &str, pod: &PodState, namespace: &str, hostname: bool) -> Endpoint {
+pub fn pod_endpoint(
+    node: &str,
+    pod: &str,
+    ip: IpAddr,
+    namespace: &str,
+    hostname: bool,
+) -> Endpoint {
     Endpoint {
-        addresses: vec![pod.ip.to_string()],
-        hostname: hostname.then(|| pod.name.clone()),
+        addresses: vec![ip.to_string()],
+        hostname: hostname.then(|| pod.to_string()),
         conditions: Some(EndpointConditions {
             ready: Some(true),
             serving: Some(true),
@@ -109,7 +113,7 @@ pub fn pod_endpoint(node: &str, pod: &PodState, namespace: &str, hostname: bool)
         node_name: Some(node.into()),
         target_ref: Some(ObjectReference {
             kind: Some("Pod".into()),
-            name: Some(pod.name.clone()),
+            name: Some(pod.to_string()),
             namespace: Some(namespace.into()),
             ..ObjectReference::default()
         }),
