@@ -271,6 +271,8 @@ fn make_node(s: &mut Scratch) {
 fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) -> PathBuf {
     let d = s.dir.path();
     let mut cmd = HnsdCommand::new(winnet, d)
+        // The profile BENCHMARKS.md's figures were measured under.
+        .profile("ws2022")
         .state_dir(d.join(name))
         .socket(d.join(format!("{name}.sock")))
         .log(d.join(format!("{name}.log")))

@@ -89,9 +89,9 @@ pub struct SupportedFeatures {
 }
 
 impl SupportedFeatures {
-    /// The features of HNS version `v`, with the ranges of the reference's feature table.
-    /// `ModifyLoadbalancer` follows hnslib (>= 15.5), which current kube-proxy uses, because HNS
-    /// 15.4 does not update the endpoint list on modify (kubernetes#131466).
+    /// The features of HNS version `v`, with the version ranges of hnslib's `hcnglobals.go`
+    /// (what kube-proxy's winkernel links). Each `line(a, b)` is hnslib's range `a.b` through
+    /// `a.MaxInt32`, each `at(a, b)` the range `a.b` through `MaxInt32.MaxInt32`.
     pub fn for_version(v: Version) -> SupportedFeatures {
         let at = |maj, min| v.at_least(Version::new(maj, min));
         let line = |maj, min| v.in_line(Version::new(maj, min));
@@ -122,7 +122,10 @@ impl SupportedFeatures {
             network_acl: at(15, 0),
             nested_ip_set: at(15, 0),
             disable_host_port: at(15, 1),
-            modify_loadbalancer: at(15, 5),
+            // "HNS 15.5+ allows for Modify Loadbalancer support in Zn and 16.0+ allows in Ge"
+            // (hnslib 1fbf93f): HNS 15.4, Windows Server 2025's, answers a modify with state
+            // that does not match HNS's (kubernetes#131466, #131506).
+            modify_loadbalancer: line(15, 5) || at(16, 0),
             accelnet: at(15, 4),
         }
     }
@@ -146,8 +149,19 @@ mod tests {
     }
 
     #[test]
-    fn modify_lb_follows_hnslib() {
-        assert!(!SupportedFeatures::for_version(Version::new(15, 4)).modify_loadbalancer);
-        assert!(SupportedFeatures::for_version(Version::new(15, 5)).modify_loadbalancer);
+    fn modify_lb_is_hnslibs_two_ranges() {
+        for (major, minor, want) in [
+            (12, 1, false),
+            (15, 0, false),
+            (15, 4, false),
+            (15, 5, true),
+            (15, 99, true),
+            (16, 0, true),
+            (16, 1, true),
+            (17, 0, true),
+        ] {
+            let f = SupportedFeatures::for_version(Version::new(major, minor));
+            assert_eq!(f.modify_loadbalancer, want, "HNS {major}.{minor}");
+        }
     }
 }

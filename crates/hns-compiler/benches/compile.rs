@@ -268,7 +268,9 @@ fn main() {
     let n_pods = env("HNS_BENCH_PODS", 15);
     let n_changes = env("HNS_BENCH_CHANGES", 500);
     let t = Instant::now();
-    let c = cluster(Profile::Ws2025, n_lbs, n_remote, n_pods);
+    // unrestricted: the one profile whose HNS (16.0) has HcnModifyLoadBalancer, which hnslib
+    // gates at 15.5 (ws2025 is 15.4), so that a backend change is one write.
+    let c = cluster(Profile::Unrestricted, n_lbs, n_remote, n_pods);
     println!(
         "state: {n_lbs} LBs x 5 backends, {n_remote} remote endpoints ({}), {n_pods} pods (built in {:.2} s)",
         if env("HNS_BENCH_UNCOVERED", 0) != 0 {
@@ -309,7 +311,7 @@ fn main() {
         f50.as_secs_f64() / b50.as_secs_f64()
     );
 
-    // One backend change: HcnModifyLoadBalancer (ws2025), one committed batch.
+    // One backend change: HcnModifyLoadBalancer (unrestricted), one committed batch.
     let mut state = c.state;
     let mut compiler = Compiler::build(&state, c.facts.clone());
     let mut compile_only = Vec::new();
@@ -333,7 +335,7 @@ fn main() {
         whole.push(t2 - t0);
     }
     println!(
-        "one backend change (modify, ws2025) x{}: compile p50 {} p99 {}; plan+apply+compile p50 {} p99 {}",
+        "one backend change (modify, unrestricted) x{}: compile p50 {} p99 {}; plan+apply+compile p50 {} p99 {}",
         compile_only.len(),
         ms(pct(&mut compile_only, 0.5)),
         ms(pct(&mut compile_only, 0.99)),

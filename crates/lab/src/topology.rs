@@ -288,6 +288,11 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml");
         let t = Topology::load(&path).expect("examples/cluster.yaml");
         assert_eq!(t.mode, Mode::L2bridge);
+        assert_eq!(
+            t.profile,
+            Profile::default(),
+            "the default cluster runs the default build"
+        );
         assert_eq!(t.nodes.len(), 3);
         assert_eq!(t.services[0].node_port, Some(30080));
     }

@@ -188,8 +188,9 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
 
 #[test]
 fn changing_one_load_balancer_touches_only_its_own_rules() {
-    // ws2025 has HcnModifyLoadBalancer: the backend change is one write.
-    let mut t = topo(Backend::HostGw, Profile::Ws2025);
+    // Only `unrestricted` (HNS 16.0) has HcnModifyLoadBalancer, which hnslib gates at 15.5
+    // (ws2025's HNS 15.4 refuses it): the backend change is one write.
+    let mut t = topo(Backend::HostGw, Profile::Unrestricted);
     let (a, b, d) = (t.a, t.b, t.d);
     for _ in 0..3 {
         assert!(t.c.tcp_syn(a, ip(WEB_LOCAL), 80).ok());

@@ -7,11 +7,13 @@
 mod common;
 
 use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hcn::{Endpoint, Guid, LoadBalancer};
 use hns::Profile;
-use hns_client::Client;
+use hns_client::transport::Exchange;
+use hns_client::{Client, Method, Transport, UnixSocket};
 use proxy::{Config, FeatureGates, Proxy, Snapshot, SourceConfig};
 use serde_json::{Value, json};
 
@@ -575,14 +577,39 @@ async fn etp_cluster_ingress_ip_service_with_require_dual_stack__winkernel() {
     dual_stack_service(false, "RequireDualStack").await;
 }
 
+/// The node's hnsd socket, with the method and path of every call the proxy sends through it.
+struct Recorder {
+    socket: UnixSocket,
+    calls: Mutex<Vec<(Method, String)>>,
+}
+
+impl Transport for Recorder {
+    fn exchange(&self, method: Method, path: &str, body: Vec<u8>) -> Exchange<'_> {
+        let call = (method.clone(), path.to_string());
+        self.calls.lock().unwrap().push(call);
+        self.socket.exchange(method, path, body)
+    }
+
+    fn endpoint(&self) -> String {
+        self.socket.endpoint()
+    }
+}
+
 /// proxier_test.go TestUpdateLoadBalancerWhenSupported / ...WhenUnsupported (Overlay): the
 /// Service's only backend moves to another address: the old remote endpoint is deleted, a new
-/// one made; where HNS reports ModifyLoadbalancer (hnslib: 15.5 and later, so the `unrestricted`
-/// profile; WS2025's 15.4 does not count, kubernetes#131466) the LB keeps its ID (LBID-1),
-/// without it (Ws2022) it is deleted and made again with a new ID (LBID-3).
+/// one made. Where HNS reports ModifyLoadbalancer (hnslib: 15.5 to 15.x or 16.0 and later, so
+/// the `unrestricted` profile) the proxy modifies the LB in place and it keeps its ID (LBID-1);
+/// without it (ws2022, and ws2025, whose HNS 15.4 hnslib leaves out: kubernetes#131466) the
+/// proxy never calls HcnModifyLoadBalancer: it deletes the LB and makes it again with a new ID
+/// (LBID-3).
 async fn update_load_balancer(profile: Profile, kept: bool) {
     let n = node_on(profile, true).await;
-    let mut p = proxy(&n, true).await;
+    let recorder = Arc::new(Recorder {
+        socket: UnixSocket::new(n.hnsd.socket()),
+        calls: Mutex::new(Vec::new()),
+    });
+    let client = Client::over(Arc::clone(&recorder) as Arc<dyn Transport>);
+    let mut p = Proxy::connect_with(config(&n, true), client).await.unwrap();
     let svc = service(
         "svc1",
         json!({"type":"NodePort","ports":[{"name":"p80","port":80,"protocol":"TCP","nodePort":3001}]}),
@@ -608,7 +635,30 @@ async fn update_load_balancer(profile: Profile, kept: bool) {
     let l = lbs(&n).await;
     let after = lb_for(&l, Some("10.20.30.41"), 80);
     assert_eq!(after.host_compute_endpoints, vec![new_remote]);
-    assert_eq!(after.id == before, kept, "LB ID kept: {kept}");
+    assert_eq!(after.id == before, kept, "{profile}: LB ID kept: {kept}");
+    let calls = recorder.calls.lock().unwrap();
+    let modifies: Vec<&str> = calls
+        .iter()
+        .filter(|(m, path)| *m == Method::PATCH && path.starts_with("/loadbalancers/"))
+        .map(|(_, path)| path.as_str())
+        .collect();
+    if kept {
+        assert!(
+            modifies.contains(&format!("/loadbalancers/{before}").as_str()),
+            "{profile}: modified in place: {modifies:?}"
+        );
+        assert!(report.updated > 0 && report.deleted == 0, "{report:?}");
+    } else {
+        assert!(
+            modifies.is_empty(),
+            "{profile}: no HcnModifyLoadBalancer call: {modifies:?}"
+        );
+        assert!(
+            report.updated == 0 && report.deleted == report.created,
+            "{report:?}"
+        );
+        assert!(report.created > 0, "{report:?}");
+    }
 }
 
 /// proxier_test.go TestUpdateLoadBalancerWhenSupported.
@@ -621,6 +671,13 @@ async fn update_load_balancer_when_supported__winkernel() {
 #[tokio::test]
 async fn update_load_balancer_when_unsupported__winkernel() {
     update_load_balancer(Profile::Ws2022, false).await;
+}
+
+/// proxier_test.go TestUpdateLoadBalancerWhenUnsupported on Windows Server 2025: its HNS 15.4
+/// is below hnslib's ModifyLoadbalancer gate, so the LB is deleted and re-created, as on 2022.
+#[tokio::test]
+async fn update_load_balancer_on_ws2025s_hns_15_4_recreates__winkernel() {
+    update_load_balancer(Profile::Ws2025, false).await;
 }
 
 /// proxier_test.go TestEndpointSliceWithInternalPortDifferentFromServicePort: the LB's
@@ -735,7 +792,11 @@ fn check_managed(
 /// update failures need a fault switch hnsd does not have.
 #[tokio::test]
 async fn manage_loadbalancer__winkernel() {
-    for (profile, modify) in [(Profile::Unrestricted, true), (Profile::Ws2022, false)] {
+    for (profile, modify) in [
+        (Profile::Unrestricted, true),
+        (Profile::Ws2025, false),
+        (Profile::Ws2022, false),
+    ] {
         let (before, after) = manage(profile).await;
         check_managed(&before, &after, Some("10.0.0.200"), 80, modify);
     }

@@ -165,7 +165,7 @@ pub struct HnsdCommand {
 
 impl HnsdCommand {
     /// The `winnet hnsd` of binary `winnet` with its store (`state`), socket (`hns.sock`) and
-    /// log (`hnsd.log`, appended to) in `dir`, under profile ws2022, serving objects only; its
+    /// log (`hnsd.log`, appended to) in `dir`, under the default profile, serving objects only; its
     /// log level is `$WINNET_TEST_LOG`, else `warn`.
     pub fn new(winnet: impl Into<PathBuf>, dir: &Path) -> HnsdCommand {
         HnsdCommand {
@@ -173,7 +173,7 @@ impl HnsdCommand {
             state_dir: dir.join("state"),
             socket: dir.join("hns.sock"),
             log: dir.join("hnsd.log"),
-            profile: "ws2022".into(),
+            profile: Profile::default().to_string(),
             node: None,
             args: Vec::new(),
             netns: None,

@@ -2,8 +2,9 @@
 //! runs the DNS pods behind the `kube-dns` Service, and programs in the pods resolve through
 //! their node's resolver — glibc's `getent hosts` in the pod's namespace, so on a Windows node
 //! through hnsd's Windows DNS Client stub, then 10.96.0.10 through the switch's load balancer
-//! to a DNS pod. Under ws2022 the Windows pod sees the Windows rules (a dotted name is never
-//! suffixed); the Linux pod and, under `unrestricted`, the Windows pod resolve every name.
+//! to a DNS pod. Under the default profile (ws2025) the Windows pod sees the Windows rules (a
+//! dotted name is never suffixed); the Linux pod and, under `unrestricted`, the Windows pod
+//! resolve every name.
 //! `winnet resolve` explains the failure. Root only (CI is root).
 
 mod local_cluster;
@@ -28,17 +29,20 @@ const FQDNS: [&str; 2] = [
     "web-2.peers.default.svc.cluster.local",
 ];
 
-/// The local cluster under `profile`, taken down when dropped (also when the test fails).
+/// The local cluster under `profile` (`None`: the default topology's), taken down when
+/// dropped (also when the test fails).
 struct Up;
 
 impl Up {
-    fn new(profile: &str) -> Up {
+    fn new(profile: Option<&str>) -> Up {
         let _ = winnet(&["cluster", "down"]);
         let up = Up;
-        let out = winnet(&["cluster", "up", "--profile", profile]);
+        let mut args = vec!["cluster", "up"];
+        args.extend(profile.iter().flat_map(|p| ["--profile", p]));
+        let out = winnet(&args);
         assert!(
             out.status.success(),
-            "cluster up {profile}:\n{}",
+            "cluster up {profile:?}:\n{}",
             text(&out)
         );
         up
@@ -71,10 +75,10 @@ fn assert_resolves(netns: &str, name: &str) {
 }
 
 #[test]
-fn under_ws2022_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolves_everything() {
+fn by_default_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolves_everything() {
     require_root();
     let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
-    let _up = Up::new("ws2022");
+    let _up = Up::new(None);
 
     assert_resolves(WINDOWS_POD, SINGLE);
     for fqdn in FQDNS {
@@ -120,13 +124,19 @@ fn under_ws2022_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolv
     assert_eq!(steps[0]["Reason"]["rule"], "MultiLabelAsIs");
     assert_eq!(steps[0]["Server"], "10.96.0.10:53");
     assert_ne!(walk["Result"]["outcome"], "Answer", "{walk:#}");
+    let out = winnet(&["resolve", "--node", "win-1", "--pod", "client-1", SVC_NS]);
+    assert!(
+        text(&out).contains("Windows DNS Client (ws2025)"),
+        "the default cluster is Windows Server 2025:\n{}",
+        text(&out)
+    );
 }
 
 #[test]
 fn under_unrestricted_the_windows_pod_resolves_every_name() {
     require_root();
     let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
-    let _up = Up::new("unrestricted");
+    let _up = Up::new(Some("unrestricted"));
     for name in [SINGLE, SVC_NS, HOST_SVC].into_iter().chain(FQDNS) {
         assert_resolves(WINDOWS_POD, name);
     }

@@ -76,7 +76,7 @@ impl Run {
 
 impl Node {
     /// Makes the node's namespace (a NIC `eth0` whose peer stays inside it), starts `winnet
-    /// hnsd --node-netns` (profile ws2022) and installs the plugins with `winnet install-cni`.
+    /// hnsd --node-netns` (the default profile) and installs the plugins with `winnet install-cni`.
     pub fn start() -> Node {
         testkit::require_root("the CNI end-to-end tests make namespaces and TAPs");
         let ipam_ok = Path::new(DEBIAN_CNI).join("host-local").is_file();

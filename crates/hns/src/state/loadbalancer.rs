@@ -23,14 +23,15 @@ impl State {
         id: Guid,
         mut lb: LoadBalancer,
     ) -> Result<Plan, HnsError> {
-        if !self.profile.modify_load_balancer() {
+        // Where hnslib does not let a client modify (HNS 15.4 included, whose modify leaves a
+        // mismatched state), refuse as older HNS does, rather than reproduce that state.
+        if !self.profile.features().modify_loadbalancer {
+            let v = self.profile.version();
             return Err(HnsError::new(
                 HResult::E_NOTIMPL,
                 format!(
-                    "HcnModifyLoadBalancer needs HNS 15.4; profile {} is HNS {}.{}; delete and create instead",
-                    self.profile,
-                    self.profile.version().major,
-                    self.profile.version().minor
+                    "HcnModifyLoadBalancer needs HNS 15.5 to 15.x or 16.0 and later (HNS 15.4's modify leaves state that does not match, kubernetes#131466); profile {} is HNS {}.{}; delete and create instead",
+                    self.profile, v.major, v.minor
                 ),
             ));
         }

@@ -36,7 +36,8 @@ pub struct UpArgs {
     /// Override the topology's network mode: l2bridge or overlay.
     #[arg(long)]
     pub mode: Option<cluster::Mode>,
-    /// Override the topology's Windows build: ws2019, ws2022, ws2025 or unrestricted.
+    /// Override the topology's Windows build (ws2025 in the default topology): ws2019,
+    /// ws2022, ws2025 or unrestricted.
     #[arg(long)]
     pub profile: Option<hns::Profile>,
 }

@@ -13,7 +13,7 @@ pub struct Args {
     /// flannel's mode: l2bridge (host-gw) or overlay (vxlan).
     #[arg(long)]
     mode: Option<cluster::Mode>,
-    /// The Windows build: ws2019, ws2022, ws2025 or unrestricted.
+    /// The Windows build: ws2019, ws2022, ws2025 (the default topology's) or unrestricted.
     #[arg(long)]
     profile: Option<hns::Profile>,
     /// Leave the cluster up afterwards (`winnet cluster down` removes it).

@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(long, env = "HNS_SOCKET", default_value = hns_client::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Which Windows build to reproduce: ws2019, ws2022, ws2025 or unrestricted.
-    #[arg(long, default_value = "ws2022")]
+    #[arg(long, default_value_t)]
     profile: Profile,
     /// Run the node whose host stack is this network namespace (`ip netns` name), with its
     /// data plane: TAP vNICs, the NIC taken over by external networks, packets carried.
