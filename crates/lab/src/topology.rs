@@ -77,6 +77,12 @@ pub struct Topology {
     pub mode: Mode,
     #[serde(with = "profile_name")]
     pub profile: Profile,
+    /// kube-proxy's `--enable-dsr` on every Windows node (`dsr: true`). Off by default in the
+    /// local cluster for now, although distributions run it on: the cluster has no kube-proxy
+    /// on its Linux node, whose pods reach Services through the first Windows node's load
+    /// balancer, and with DSR a backend on another node answers them directly, bypassing it.
+    #[serde(default)]
+    pub dsr: bool,
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub services: Vec<ServiceSpec>,

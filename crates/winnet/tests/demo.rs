@@ -179,6 +179,61 @@ fn the_simulated_and_the_real_demo_list_the_same_flows_with_the_same_addresses()
     }
 }
 
+/// With kube-proxy's `--enable-dsr` (topology `dsr: true`) a backend sees the client pod's own
+/// address on a ClusterIP connection, in the real cluster and in memory, both modes.
+#[test]
+fn with_dsr_the_backend_sees_the_client_pod_on_a_cluster_ip() {
+    require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _down = Down;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("dsr.yaml");
+    std::fs::write(
+        &file,
+        "mode: l2bridge\nprofile: ws2025\ndsr: true\nnodes:\n\
+         - {name: win-1, os: windows, pods: [web-1, client-1]}\n\
+         - {name: win-2, os: windows, pods: [web-2]}\n\
+         services:\n\
+         - {name: web, selector: web, port: 80, targetPort: 8080, nodePort: 30080}\n",
+    )
+    .expect("topology");
+    let topology = file.to_string_lossy().into_owned();
+    for mode in ["l2bridge", "overlay"] {
+        for simulate in [false, true] {
+            let mut args = vec!["demo", "--json", "--topology", &topology, "--mode", mode];
+            if simulate {
+                args.push("--simulate");
+            }
+            let out = winnet(&args);
+            assert!(out.status.success(), "{args:?}:\n{}", text(&out));
+            let rows: Vec<serde_json::Value> =
+                serde_json::from_slice(&out.stdout).expect("the JSON matrix");
+            let row = rows
+                .iter()
+                .find(|r| r["name"] == "pod -> ClusterIP")
+                .unwrap_or_else(|| panic!("{args:?}: no ClusterIP row"));
+            let client = rows
+                .iter()
+                .find(|r| r["name"] == "pod -> pod, same node")
+                .and_then(|r| r["expect_source"].as_str())
+                .expect("the client's address")
+                .to_string();
+            assert_eq!(row["expect_source"], client.as_str(), "{args:?}: {row}");
+            assert_eq!(row["matches"], true, "{args:?}: {row}");
+            let detail = row["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.contains(&format!("from {client}")),
+                "{args:?}: {row}"
+            );
+        }
+    }
+    assert_eq!(
+        leftovers(),
+        Vec::<String>::new(),
+        "the DSR demos left something"
+    );
+}
+
 /// The simulated matrix's row named `name` (the first line that starts with it).
 fn row<'a>(t: &'a str, name: &str) -> &'a str {
     t.lines()

@@ -156,14 +156,21 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
     if let Some(s) = &svc {
         let cluster_ip = ip(cluster_ip(0).unwrap_or(Ipv4Addr::UNSPECIFIED));
         let client = p1b.unwrap_or(p1);
-        out.push(flow(
+        let to_cluster_ip = flow(
             "pod -> ClusterIP",
             &client.name,
             &client.netns,
             cluster_ip,
             s.port,
             Proto::Tcp,
-        ));
+        );
+        // With DSR (kube-proxy's --enable-dsr) the backend sees the client pod itself.
+        let dsr = state.topology.as_ref().is_some_and(|t| t.dsr);
+        out.push(if dsr {
+            to_cluster_ip.seen_as(ip(client.ip))
+        } else {
+            to_cluster_ip
+        });
         if let Some(pl) = linux.and_then(|l| l.pods.first()) {
             out.push(flow(
                 "Linux pod -> ClusterIP",

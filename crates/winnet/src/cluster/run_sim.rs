@@ -156,6 +156,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
                 .insert(53, sim_dns::responder(Arc::clone(&handler)));
         }
     }
+    c.set_proxy_dsr(t.dsr);
     c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
     // The external load balancer hands each ingress address to the first Windows node.
     for s in &t.services {

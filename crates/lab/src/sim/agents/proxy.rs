@@ -236,6 +236,15 @@ impl Cluster {
         self.sync_proxies(Some(&svc.name))
     }
 
+    /// Sets every node's kube-proxy `--enable-dsr` (restarting those that run with the other
+    /// setting: their first sync adopts or replaces every load balancer).
+    pub fn set_proxy_dsr(&mut self, dsr: bool) {
+        if self.proxies.dsr != dsr {
+            self.proxies.dsr = dsr;
+            self.proxies.running.clear();
+        }
+    }
+
     /// Gives every node's kube-proxy `objects` (what the kube API now holds) and lets it sync.
     pub fn set_objects(&mut self, objects: Objects) -> Result<(), HnsError> {
         self.proxies.objects = objects;

@@ -102,16 +102,20 @@ impl Builder {
             "--cluster-cidr".into(),
             CLUSTER_CIDR.into(),
         ];
+        let mut gates = Vec::new();
         if self.t.mode == Mode::Overlay {
             let vip = n
                 .source_vip
                 .with_context(|| format!("{}: no source VIP reserved", n.name))?;
-            args.extend([
-                "--source-vip".into(),
-                vip.to_string(),
-                "--feature-gates".into(),
-                "WinOverlay=true".into(),
-            ]);
+            args.extend(["--source-vip".into(), vip.to_string()]);
+            gates.push("WinOverlay=true");
+        }
+        if self.t.dsr {
+            args.push("--enable-dsr".into());
+            gates.push("WinDSR=true");
+        }
+        if !gates.is_empty() {
+            args.extend(["--feature-gates".into(), gates.join(",")]);
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.spawn(
