@@ -68,6 +68,28 @@ pub struct ServiceSpec {
     pub node_port: Option<u16>,
     #[serde(rename = "loadBalancerIP")]
     pub load_balancer_ip: Option<Ipv4Addr>,
+    /// `sessionAffinity: ClientIP`: a client's connections stay on one backend.
+    #[serde(default, with = "affinity")]
+    pub session_affinity: bool,
+}
+
+/// `sessionAffinity` as Kubernetes spells it: `ClientIP` or `None`.
+mod affinity {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(on: &bool, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(if *on { "ClientIP" } else { "None" })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "ClientIP" => Ok(true),
+            "None" => Ok(false),
+            other => Err(serde::de::Error::custom(format!(
+                "sessionAffinity {other:?}: write ClientIP or None"
+            ))),
+        }
+    }
 }
 
 /// The topology file.

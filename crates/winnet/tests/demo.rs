@@ -60,6 +60,11 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
             assert!(t.contains("| Linux pod -> ClusterIP |"), "{t}");
             assert!(t.contains("| node -> pod on this node |"), "{t}");
             assert!(t.contains("| node -> pod on another node |"), "{t}");
+            assert!(
+                t.contains("| pod -> ClusterIP with ClientIP affinity (sticky) |")
+                    && t.contains("works: 20 connections, all to 10.244."),
+                "20 connections of one client stay on one backend:\n{t}"
+            );
             for row in [
                 "pod -> Service by svc.namespace",
                 "pod -> ExternalName Service",
@@ -222,7 +227,7 @@ fn with_dsr_the_backend_sees_the_client_pod_on_a_cluster_ip() {
             assert_eq!(row["matches"], true, "{args:?}: {row}");
             let detail = row["detail"].as_str().unwrap_or_default();
             assert!(
-                detail.contains(&format!("from {client}")),
+                detail.contains(&format!("from {client} ")),
                 "{args:?}: {row}"
             );
         }
@@ -289,6 +294,20 @@ fn the_simulated_demo_resolves_the_windows_pods_names_as_the_profile_says() {
                         "{mode} {profile}: {r}"
                     );
                 }
+            }
+            let sticky = row(&t, "pod -> ClusterIP with ClientIP affinity (sticky)");
+            if profile == "ws2019" {
+                assert!(
+                    sticky.contains("fails (NoSessionAffinity)")
+                        && sticky.contains("backends:")
+                        && sticky.ends_with("ok"),
+                    "{mode} {profile}: {sticky}"
+                );
+            } else {
+                assert!(
+                    sticky.contains("works: 20 connections, all to") && sticky.ends_with("ok"),
+                    "{mode} {profile}: {sticky}"
+                );
             }
             let linux = row(&t, "Linux pod -> Service by svc.namespace");
             assert!(linux.contains("not simulated"), "{mode} {profile}: {linux}");
@@ -399,7 +418,7 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "from 10.244.3.10"
+        "from 10.244.3.10 to 10.244.1.10"
     );
     let frames = capture.until("VXLAN from the Linux node and back", WIRE, |frames| {
         let vxlan = vxlan(frames);

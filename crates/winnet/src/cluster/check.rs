@@ -39,12 +39,21 @@ impl Outcome {
     }
 }
 
+/// True when `detail` says the receiver saw the client as `want` (`... from <want> ...`).
+fn saw_from(detail: &str, want: std::net::IpAddr) -> bool {
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    words
+        .windows(2)
+        .any(|w| w[0] == "from" && w[1].trim_end_matches([',', ')', ';']) == want.to_string())
+}
+
 /// Runs one flow.
 pub fn run(f: &Flow) -> Outcome {
-    let (passed, detail) = match f.proto {
-        Proto::Tcp => tcp(f),
-        Proto::Udp => udp(f),
-        Proto::Icmp => icmp(f),
+    let (passed, detail) = match (f.proto, f.connections) {
+        (Proto::Tcp, Some(n)) => sticky(f, n),
+        (Proto::Tcp, None) => tcp(f),
+        (Proto::Udp, _) => udp(f),
+        (Proto::Icmp, _) => icmp(f),
     };
     judge(f, passed, detail)
 }
@@ -54,7 +63,7 @@ pub fn run(f: &Flow) -> Outcome {
 /// profile says should happen, whoever ran it.
 pub fn judge(f: &Flow, passed: bool, detail: String) -> Outcome {
     let source_ok = match (passed, f.expect_source) {
-        (true, Some(want)) => detail.contains(&format!("from {want}")),
+        (true, Some(want)) => saw_from(&detail, want),
         _ => true,
     };
     // A flow by name got where it should only if the name led to the flow's address.
@@ -102,6 +111,39 @@ fn tcp(f: &Flow) -> (bool, String) {
         }
     }
     (false, last)
+}
+
+/// `n` connections from the flow's client, each answered by the server it reached (`... to
+/// <server address>`): carried when all of them reached one.
+fn sticky(f: &Flow, n: u16) -> (bool, String) {
+    let mut reached = Vec::new();
+    for _ in 0..n {
+        match tcp(f) {
+            (true, d) => reached.push(d.rsplit(" to ").next().unwrap_or_default().to_string()),
+            (false, d) => return (false, format!("a connection failed: {d}")),
+        }
+    }
+    one_backend(&reached)
+}
+
+/// Whether `reached` (the server of each connection) names one server, in words.
+pub fn one_backend(reached: &[String]) -> (bool, String) {
+    let mut backends: Vec<&String> = reached.iter().collect();
+    backends.sort();
+    backends.dedup();
+    let list: Vec<&str> = backends.iter().map(|b| b.as_str()).collect();
+    match list.as_slice() {
+        [one] => (true, format!("{} connections, all to {one}", reached.len())),
+        many => (
+            false,
+            format!(
+                "{} connections to {} backends: {}",
+                reached.len(),
+                many.len(),
+                many.join(", ")
+            ),
+        ),
+    }
 }
 
 /// What curl printed (the body, then the address it connected to).

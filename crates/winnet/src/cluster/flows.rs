@@ -44,6 +44,10 @@ pub struct Flow {
     pub limitation: Option<String>,
     /// The source address the receiver should see, when that is part of the flow's point.
     pub expect_source: Option<IpAddr>,
+    /// Make this many connections; the flow is carried when every one reaches the same
+    /// backend (session affinity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u16>,
 }
 
 fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto) -> Flow {
@@ -58,6 +62,7 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         expect_pass: true,
         limitation: None,
         expect_source: None,
+        connections: None,
     }
 }
 
@@ -80,7 +85,21 @@ impl Flow {
         self.expect_source = Some(ip);
         self
     }
+
+    /// `n` connections that must all reach one backend, which the profile's HNS does only
+    /// from 12.0 (ws2022): earlier builds have no session affinity.
+    fn sticky(mut self, n: u16, profile: Profile) -> Flow {
+        self.connections = Some(n);
+        if !profile.features().session_affinity {
+            self.expect_pass = false;
+            self.limitation = Some("NoSessionAffinity".into());
+        }
+        self
+    }
 }
+
+/// How many connections a session-affinity flow makes.
+pub const STICKY_CONNECTIONS: u16 = 20;
 
 /// The matrix for `state` under `profile`.
 pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
@@ -180,6 +199,26 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
                 s.port,
                 Proto::Tcp,
             ));
+        }
+        let services = state.topology.as_ref().map(|t| t.services.as_slice());
+        for (k, sticky) in services.unwrap_or_default().iter().enumerate() {
+            if !sticky.session_affinity {
+                continue;
+            }
+            let Some(vip) = super::topology::cluster_ip(k) else {
+                continue;
+            };
+            out.push(
+                flow(
+                    &format!("pod -> ClusterIP with ClientIP affinity ({})", sticky.name),
+                    &client.name,
+                    &client.netns,
+                    ip(vip),
+                    sticky.port,
+                    Proto::Tcp,
+                )
+                .sticky(STICKY_CONNECTIONS, profile),
+            );
         }
         if let Some(np) = s.node_port {
             for w in &wins {

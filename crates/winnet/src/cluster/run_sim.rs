@@ -220,6 +220,21 @@ impl SimCluster {
             }
         };
         let c = &mut self.cluster;
+        if let Some(n) = f.connections {
+            let mut reached = Vec::new();
+            for _ in 0..n {
+                let e = c.tcp_syn(from, to, f.port);
+                match (e.ok(), e.seen()) {
+                    (true, Some(p)) => reached.push(p.dst.to_string()),
+                    _ => {
+                        let (_, d) = describe(&e, f.proto);
+                        return Ok(check::judge(f, false, format!("a connection failed: {d}")));
+                    }
+                }
+            }
+            let (passed, detail) = check::one_backend(&reached);
+            return Ok(check::judge(f, passed, detail));
+        }
         let e = match f.proto {
             Proto::Tcp => c.tcp_syn(from, to, f.port),
             Proto::Udp => c.udp(from, to, f.port),
@@ -254,7 +269,10 @@ fn describe(e: &Exchange, proto: Proto) -> (bool, String) {
         Proto::Icmp => "echo reply",
     };
     match (e.ok(), e.seen()) {
-        (true, Some(p)) => (true, format!("{what}; the receiver saw it from {}", p.src)),
+        (true, Some(p)) => (
+            true,
+            format!("{what}; the receiver saw it from {} to {}", p.src, p.dst),
+        ),
         (true, None) => (true, what.to_string()),
         (false, _) => (
             false,

@@ -1,6 +1,7 @@
 //! `winnet serve`: the small servers every pod, node and the external host run in the local
-//! cluster: HTTP on a TCP port answering `from <client address>`, and a UDP echo answering
-//! `<payload> from <client address>`, so a client sees the source address the server saw.
+//! cluster: HTTP on a TCP port answering `from <client address> to <server address>`, and a
+//! UDP echo answering `<payload> from <client address>`, so a client sees the source address
+//! the server saw (and, over TCP, which server it reached at which address).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -58,6 +59,7 @@ fn echo(sock: &UdpSocket) {
 
 fn http(mut s: TcpStream) {
     let peer: Option<SocketAddr> = s.peer_addr().ok();
+    let local: Option<SocketAddr> = s.local_addr().ok();
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut req = Vec::new();
     let mut buf = [0u8; 1024];
@@ -68,8 +70,9 @@ fn http(mut s: TcpStream) {
         }
     }
     let body = format!(
-        "from {}\n",
-        peer.map(|p| p.ip().to_string()).unwrap_or_default()
+        "from {} to {}\n",
+        peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+        local.map(|l| l.ip().to_string()).unwrap_or_default()
     );
     let _ = write!(
         s,

@@ -187,6 +187,7 @@ pub fn service_objects(
                 ..objects::service_port("http", "TCP", s.port, Some(s.target_port))
             }]),
             selector: Some(objects::labels(&[("app", &s.selector)])),
+            session_affinity: s.session_affinity.then(|| "ClientIP".to_string()),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
@@ -304,6 +305,7 @@ mod tests {
             target_port: 8080,
             node_port,
             load_balancer_ip: lb,
+            session_affinity: false,
         }
     }
 
