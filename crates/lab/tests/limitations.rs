@@ -64,6 +64,54 @@ fn backend_limit_64_on_ws2022_none_unrestricted() {
     }
 }
 
+/// The backend limit of the profile's table, end to end through kube-proxy and hnsd: 64 on
+/// ws2019/ws2022, 1024 on ws2025, none under unrestricted; a Service past it is refused with
+/// HNS's error, which kube-proxy reports for the Service.
+#[test]
+fn the_backend_limit_per_service_is_the_profiles() {
+    for (profile, n, served) in [
+        (Profile::Ws2022, 64, true),
+        (Profile::Ws2022, 65, false),
+        (Profile::Ws2025, 1024, true),
+        (Profile::Ws2025, 1025, false),
+        (Profile::Unrestricted, 1025, true),
+    ] {
+        assert_eq!(
+            profile.max_lb_backends().is_none_or(|max| n <= max),
+            served,
+            "{profile}: the table's limit"
+        );
+        let mut c = Cluster::new(1, profile).unwrap();
+        c.flannel_host_gw().unwrap();
+        // Ready pods on other nodes (not simulated): remote endpoints for kube-proxy.
+        let backends: Vec<(String, IpAddr, String)> = (0..n)
+            .map(|i| {
+                let ip = IpAddr::from([10, 244, 100 + (i / 250) as u8, 1 + (i % 250) as u8]);
+                (format!("web-{i}"), ip, format!("node-{}", 2 + i / 250))
+            })
+            .collect();
+        let svc = Service::tcp("default/big", ip("10.96.0.50"), 80, 8080, Vec::new());
+        let r = c.add_service_over(&svc, &backends);
+        if served {
+            r.unwrap_or_else(|e| panic!("{profile} {n}: {e}"));
+            let lbs = c.nodes[0].read(|s| {
+                s.load_balancers()
+                    .filter(|l| l.frontend_vips == vec![ip("10.96.0.50")])
+                    .map(|l| l.host_compute_endpoints.len())
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(lbs, vec![n], "{profile}: one LB with every backend");
+        } else {
+            let e = r.expect_err("past the limit").to_string();
+            assert!(
+                e.contains("invalid number of destinations"),
+                "{profile} {n}: {e}"
+            );
+            assert!(e.contains(&hcn::HResult::E_INVALIDARG.to_string()), "{e}");
+        }
+    }
+}
+
 #[test]
 fn ping_through_outbound_nat_to_an_external_address_fails_on_ws2022_pod_to_pod_works() {
     for backend in [Backend::HostGw, Backend::Vxlan] {

@@ -202,7 +202,18 @@ impl Cluster {
                 Some((pod, self.ip_of(*b)?, self.nodes.get(n)?.name.clone()))
             })
             .collect();
-        let (service, slice) = svc.objects(&backends);
+        self.add_service_over(svc, &backends)
+    }
+
+    /// [`Cluster::add_service`] with the EndpointSlice's endpoints given as (pod name,
+    /// address, node name), pods of this cluster or not (backends on nodes it does not
+    /// simulate); `svc.backends` is not read.
+    pub fn add_service_over(
+        &mut self,
+        svc: &Service,
+        backends: &[(String, IpAddr, String)],
+    ) -> Result<(), HnsError> {
+        let (service, slice) = svc.objects(backends);
         let origin = format!("service {}", svc.name);
         let key = |meta: &ObjectMeta| {
             format!(
