@@ -153,17 +153,6 @@ impl Node {
         })
     }
 
-    /// Adds a route to the host's table (what an administrator or an agent would add).
-    pub fn add_route(&mut self, destination: IpNet, via: IpAddr) {
-        lock(&self.table).routes.push(RouteEntry {
-            destination,
-            gateway: Some(via),
-            oif: None,
-            metric: None,
-        });
-        self.sync_host();
-    }
-
     /// Brings the host stack in line with hnsd's compiler and the host's table: its vNICs,
     /// routes and claims; and the compiler in line with the host's routes.
     pub fn sync_host(&mut self) {
@@ -198,7 +187,7 @@ impl Node {
                 via: r.gateway,
                 dev: r
                     .oif
-                    .and_then(|i| self.host.interfaces.get(i as usize - 1))
+                    .and_then(|i| self.host.interfaces.get((i as usize).checked_sub(1)?))
                     .map(|i| i.name.clone()),
             })
             .collect();
@@ -238,7 +227,8 @@ impl Node {
     }
 }
 
-/// The host's routing table and the interfaces that forward.
+/// The host's routing table, and the interfaces flanneld turned forwarding on for (the
+/// simulated host forwards between all of them; this records what was asked).
 #[derive(Debug, Default)]
 struct HostTable {
     routes: Vec<RouteEntry>,
