@@ -71,6 +71,29 @@ pub struct ServiceSpec {
     /// `sessionAffinity: ClientIP`: a client's connections stay on one backend.
     #[serde(default, with = "affinity")]
     pub session_affinity: bool,
+    /// `externalTrafficPolicy: Local`: NodePort traffic goes only to the node's own backends,
+    /// keeping the client's address.
+    #[serde(default, with = "local_policy")]
+    pub external_traffic_policy: bool,
+}
+
+/// `externalTrafficPolicy` as Kubernetes spells it: `Local` or `Cluster`.
+mod local_policy {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(local: &bool, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(if *local { "Local" } else { "Cluster" })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "Local" => Ok(true),
+            "Cluster" => Ok(false),
+            other => Err(serde::de::Error::custom(format!(
+                "externalTrafficPolicy {other:?}: write Local or Cluster"
+            ))),
+        }
+    }
 }
 
 /// `sessionAffinity` as Kubernetes spells it: `ClientIP` or `None`.

@@ -65,6 +65,14 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                     && t.contains("works: 20 connections, all to 10.244."),
                 "20 connections of one client stay on one backend:\n{t}"
             );
+            assert!(
+                t.contains("| external -> NodePort, externalTrafficPolicy Local (local), on win-1 | external | 192.168.77.11:30081 tcp | works | works: HTTP from 192.168.77.1 to 10.244.1.10 | ok |"),
+                "externalTrafficPolicy Local keeps the client's address:\n{t}"
+            );
+            assert!(
+                t.contains("| external -> NodePort, externalTrafficPolicy Local (local), on win-2 | external | 192.168.77.12:30081 tcp | fails (NoLocalEndpoint) |"),
+                "a node without a local backend does not answer:\n{t}"
+            );
             for row in [
                 "pod -> Service by svc.namespace",
                 "pod -> ExternalName Service",

@@ -31,6 +31,13 @@ impl Exchange {
         self.reply.is_some()
     }
 
+    /// True when the answer is a TCP reset: the port is closed where the SYN arrived.
+    pub fn refused(&self) -> bool {
+        self.reply
+            .as_ref()
+            .is_some_and(|r| matches!(r.l4, L4::Tcp { .. }) && r.tcp_flags() & TcpFlags::RST != 0)
+    }
+
     /// Who received the request.
     pub fn receiver(&self) -> Option<Who> {
         self.request.as_ref().map(|(w, _)| *w)

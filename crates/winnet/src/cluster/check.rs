@@ -68,6 +68,9 @@ pub fn judge(f: &Flow, passed: bool, detail: String) -> Outcome {
     };
     // A flow by name got where it should only if the name led to the flow's address.
     let address_ok = !passed || f.to_name.is_none() || detail.ends_with(&format!("-> {})", f.to));
+    // Where the source is the flow's point, a connection that lost it is not carried.
+    let passed = passed && (source_ok || !f.source_is_the_point);
+    let source_ok = source_ok || f.source_is_the_point;
     let matches = passed == f.expect_pass && source_ok && address_ok;
     let detail = if passed && !source_ok {
         format!(

@@ -8,8 +8,8 @@ use hns::{Limitation, Profile};
 use serde::Serialize;
 
 use super::topology::{
-    CLUSTER_DOMAIN, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
-    NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
+    CLUSTER_DOMAIN, EXTERNAL_IP, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT,
+    Mode, NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
 };
 use super::{NS_PREFIX, PodState, State};
 
@@ -44,6 +44,10 @@ pub struct Flow {
     pub limitation: Option<String>,
     /// The source address the receiver should see, when that is part of the flow's point.
     pub expect_source: Option<IpAddr>,
+    /// The source the receiver sees is the flow's point: it is carried only when the receiver
+    /// sees `expect_source` (client address preservation), not merely when it answers.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub source_is_the_point: bool,
     /// Make this many connections; the flow is carried when every one reaches the same
     /// backend (session affinity).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +66,7 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         expect_pass: true,
         limitation: None,
         expect_source: None,
+        source_is_the_point: false,
         connections: None,
     }
 }
@@ -83,6 +88,20 @@ impl Flow {
 
     fn seen_as(mut self, ip: IpAddr) -> Flow {
         self.expect_source = Some(ip);
+        self
+    }
+
+    /// Carried only when the receiver sees the client as `ip`.
+    fn keeps_client(mut self, ip: IpAddr) -> Flow {
+        self.expect_source = Some(ip);
+        self.source_is_the_point = true;
+        self
+    }
+
+    /// Expected not to be carried, for `why` (Kubernetes semantics, not a Windows limitation).
+    fn refused(mut self, why: &str) -> Flow {
+        self.expect_pass = false;
+        self.limitation = Some(why.to_string());
         self
     }
 
@@ -219,6 +238,27 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
                 )
                 .sticky(STICKY_CONNECTIONS, profile),
             );
+        }
+        for local in services.unwrap_or_default() {
+            let (true, Some(np)) = (local.external_traffic_policy, local.node_port) else {
+                continue;
+            };
+            for w in &wins {
+                let has_backend = w.pods.iter().any(|p| p.name.starts_with(&local.selector));
+                let name = format!(
+                    "external -> NodePort, externalTrafficPolicy Local ({}), on {}",
+                    local.name, w.name
+                );
+                let f = flow(&name, "external", &ext, ip(w.ip), np, Proto::Tcp);
+                // kube-proxy makes an ETP Local NodePort DSR wherever HNS has DSR (every
+                // profile), so the backend sees the client; without a local backend the node
+                // has no load balancer for the port.
+                out.push(if has_backend {
+                    f.keeps_client(ip(EXTERNAL_IP))
+                } else {
+                    f.refused("NoLocalEndpoint")
+                });
+            }
         }
         if let Some(np) = s.node_port {
             for w in &wins {

@@ -268,6 +268,9 @@ fn describe(e: &Exchange, proto: Proto) -> (bool, String) {
         Proto::Udp => "UDP answer",
         Proto::Icmp => "echo reply",
     };
+    if let Some(r) = e.reply.as_ref().filter(|_| e.refused()) {
+        return (false, format!("connection refused (RST from {})", r.src));
+    }
     match (e.ok(), e.seen()) {
         (true, Some(p)) => (
             true,

@@ -188,6 +188,7 @@ pub fn service_objects(
             }]),
             selector: Some(objects::labels(&[("app", &s.selector)])),
             session_affinity: s.session_affinity.then(|| "ClientIP".to_string()),
+            external_traffic_policy: s.external_traffic_policy.then(|| "Local".to_string()),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
@@ -306,6 +307,7 @@ mod tests {
             node_port,
             load_balancer_ip: lb,
             session_affinity: false,
+            external_traffic_policy: false,
         }
     }
 
