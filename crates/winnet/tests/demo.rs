@@ -96,8 +96,10 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                     "node -> remote pod fails over VXLAN only:\n{t}"
                 );
             } else {
-                assert!(
-                    !t.contains("fails ("),
+                // Only Kubernetes' own refusal stays: no local backend for ETP Local.
+                assert_eq!(
+                    t.matches("fails (").count(),
+                    t.matches("fails (NoLocalEndpoint)").count(),
                     "unrestricted lifts every limitation:\n{t}"
                 );
             }
