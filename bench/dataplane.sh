@@ -18,7 +18,12 @@ work="$(mktemp -d)"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$t-" || true); do ip netns del "$ns"; done
+    # `nsx ... &` forks a subshell, so the pids above are not the servers themselves: kill
+    # whatever still runs in the namespaces before deleting them.
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$t-" || true); do
+        ip netns pids "$ns" | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$ns"
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT

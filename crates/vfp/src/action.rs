@@ -2,12 +2,16 @@
 //! headers on the slow path. The fast path never looks at actions: it replays their combined
 //! effect from the flow table.
 
+use crate::counters::FlowCounters;
 use crate::disposition::DropReason;
 use crate::encap::Encap;
-use crate::headers::PacketHeaders;
+use crate::flow_table::{FlowRecord, FlowTable};
+use crate::headers::{Headers, PacketHeaders};
 use crate::lb::LoadBalancer;
-use crate::nat::{NatPools, PoolId, SnatAlloc, port_class};
+use crate::nat::{NatPools, PoolId, Remote, SnatAlloc, port_class};
+use crate::tcp_state::TcpMark;
 use crate::wire::MacAddr;
+use crate::wire::proto;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -96,31 +100,77 @@ impl fmt::Display for Action {
     }
 }
 
-/// What a previous evaluation of the same connection chose, so that re-evaluating after a rule
-/// change keeps the connection's backend and SNAT ports where the rules still allow them.
+/// What an earlier evaluation of the same connection (or of an earlier connection on the same
+/// tuple) chose, so that evaluating again keeps the backend and SNAT ports where the rules
+/// still allow them.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Prior {
     /// Final destination address and port of the connection.
     pub dst: Option<(IpAddr, u16)>,
     /// SNAT ports the connection holds.
     pub snat: [Option<SnatAlloc>; 2],
+    /// The remote end those ports are held for.
+    pub remote: Option<Remote>,
+    /// The connection's flow table slot: it never gives up a port to itself.
+    pub slot: Option<u32>,
+}
+
+impl Prior {
+    /// What the cached connection `r` chose; `slot` is where it still lies in the table, if it
+    /// does.
+    pub(crate) fn of(r: &FlowRecord, slot: Option<u32>) -> Prior {
+        Prior {
+            dst: Some((r.fin.dst_ip, r.fin.dst_port)),
+            snat: r.snat,
+            remote: Some(Remote::of(&r.fin)),
+            slot,
+        }
+    }
 }
 
 /// Slow-path state threaded through the actions of one evaluation.
 pub(crate) struct ActionCtx<'a> {
     pub pools: &'a mut NatPools,
+    /// The cached connections: a closed one gives up its SNAT port to a new connection that
+    /// needs it (and is evicted).
+    pub flows: &'a mut FlowTable,
+    pub counters: &'a mut FlowCounters,
     /// False in traces: show what would be allocated, allocate nothing.
     pub commit: bool,
     pub prior: Prior,
+    /// The opening SYN's place in its sequence space, when the packet is one.
+    pub syn: Option<TcpMark>,
     /// SNAT ports this evaluation holds (fresh or taken over from `prior`).
     pub snat: [Option<SnatAlloc>; 2],
+    /// The remote end each of `snat` is held for.
+    pub remotes: [Option<Remote>; 2],
     pub seed: u64,
 }
 
+/// True if the connection in `slot` is a closed TCP connection holding `port` of `pool` for
+/// `remote` whose remote end would take `syn` on the same tuple (not answer it from
+/// TIME-WAIT as a stray segment), so that it may give the port up.
+fn closed_holder(
+    flows: &FlowTable,
+    own: Option<u32>,
+    syn: Option<TcpMark>,
+    (pool, class, remote): (PoolId, u8, Remote),
+) -> impl Fn(u32, u16) -> bool + '_ {
+    move |slot, port| {
+        own != Some(slot)
+            && flows.get(slot).is_some_and(|r| {
+                r.orig.proto == proto::TCP
+                    && r.tcp.takes_new_syn(syn)
+                    && Remote::of(&r.fin) == remote
+                    && r.snat.contains(&Some(SnatAlloc { pool, class, port }))
+            })
+    }
+}
+
 impl ActionCtx<'_> {
-    /// Takes a port for a connection: the prior one from this pool if there is one, else a new
-    /// one (or, in a trace, the one that would be handed out).
-    fn take_port(&mut self, pool: PoolId, class: u8) -> Result<u16, DropReason> {
+    /// Takes a port for a connection: the prior one from this pool if it is held for the same
+    /// remote end, else a new one (or, in a trace, the one that would be handed out).
+    fn take_port(&mut self, pool: PoolId, class: u8, remote: Remote) -> Result<u16, DropReason> {
         if self.pools.get(pool).is_none() {
             return Err(DropReason::NoSuchPool);
         }
@@ -129,22 +179,80 @@ impl ActionCtx<'_> {
             .iter()
             .position(Option::is_none)
             .ok_or(DropReason::SnatExhausted)?;
+        let same_remote = self.prior.remote == Some(remote);
         let reuse = self
             .prior
             .snat
             .iter_mut()
-            .find(|a| a.is_some_and(|a| a.pool == pool && a.class == class));
+            .find(|a| same_remote && a.is_some_and(|a| a.pool == pool && a.class == class));
         let alloc = match reuse {
             Some(a) => a.take(),
-            None if self.commit => self.pools.alloc(pool, class),
-            None => self
-                .pools
-                .peek(pool, class)
-                .map(|port| SnatAlloc { pool, class, port }),
+            None => self.new_port(pool, class, remote, None),
         }
         .ok_or(DropReason::SnatExhausted)?;
         self.snat[slot] = Some(alloc);
+        self.remotes[slot] = Some(remote);
         Ok(alloc.port)
+    }
+
+    /// A port of `pool` for `remote` (`prefer` if free), taken from a closed connection if
+    /// need be, which is then evicted; in a trace, the port that would be taken.
+    fn new_port(
+        &mut self,
+        pool: PoolId,
+        class: u8,
+        remote: Remote,
+        prefer: Option<u16>,
+    ) -> Option<SnatAlloc> {
+        let closed = closed_holder(self.flows, self.prior.slot, self.syn, (pool, class, remote));
+        if !self.commit {
+            let port = self.pools.peek(pool, class, remote, prefer, closed)?;
+            return Some(SnatAlloc { pool, class, port });
+        }
+        let taken = self.pools.alloc(pool, class, remote, prefer, closed)?;
+        if let Some(slot) = taken.reclaimed_from
+            && let Some(old) = self.flows.remove(slot)
+        {
+            self.counters.evicted += 1;
+            let old_remote = Remote::of(&old.fin);
+            for a in old.snat.into_iter().flatten() {
+                if a != taken.alloc {
+                    self.pools.release(a, old_remote);
+                }
+            }
+        }
+        Some(taken.alloc)
+    }
+
+    /// Makes every SNAT port of the evaluation unique for the remote end the packet finally
+    /// goes to (`h`, after all layers): a layer after the SNAT may have changed the
+    /// destination. The port is kept where it is free for the new remote end.
+    pub(crate) fn settle(&mut self, h: &mut Headers) -> Result<(), DropReason> {
+        let remote = Remote::of(h);
+        for i in 0..self.snat.len() {
+            let (Some(a), Some(was)) = (self.snat[i], self.remotes[i]) else {
+                continue;
+            };
+            if was == remote {
+                continue;
+            }
+            let b = self
+                .new_port(a.pool, a.class, remote, Some(a.port))
+                .ok_or(DropReason::SnatExhausted)?;
+            if self.commit {
+                self.pools.release(a, was);
+            }
+            self.snat[i] = Some(b);
+            self.remotes[i] = Some(remote);
+            let pool_ip = self.pools.get(a.pool).map(|p| p.ip);
+            if b.port != a.port && Some(h.src_ip) == pool_ip && h.src_port == a.port {
+                h.src_port = b.port;
+                if h.is_icmp() {
+                    h.dst_port = b.port;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -192,7 +300,7 @@ fn snat(h: &mut PacketHeaders, pool: PoolId, cx: &mut ActionCtx<'_>) -> Result<(
     }
     h.inner.src_ip = ip;
     if let Some(class) = port_class(h.inner.proto) {
-        let port = cx.take_port(pool, class)?;
+        let port = cx.take_port(pool, class, Remote::of(&h.inner))?;
         h.inner.src_port = port;
         if h.inner.is_icmp() {
             // The echo identifier lives in both "ports" (see `Headers`).

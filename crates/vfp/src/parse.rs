@@ -3,9 +3,10 @@
 
 use crate::encap::Encap;
 use crate::headers::{FlowKey, Headers};
+use crate::tcp_state::TcpMark;
 use crate::wire::{
-    self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket,
-    UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
+    self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpFlags,
+    TcpPacket, UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
 };
 use std::net::IpAddr;
 
@@ -173,6 +174,42 @@ fn vxlan_outer(
         len: p.l4 + 16,
         vni: vx.vni(),
     }))
+}
+
+/// Where a TCP segment stands in its sender's sequence space (`None` for anything else). Read
+/// only for a SYN or a FIN, so not in `Parsed`.
+pub(crate) fn tcp_mark(bytes: &[u8], p: &Parsed) -> Option<TcpMark> {
+    if !matches!(p.l4_kind, L4Kind::Tcp { .. }) {
+        return None;
+    }
+    let ip = bytes.get(p.l3..)?;
+    let end = match p.headers.src_ip {
+        IpAddr::V4(_) => p.l3 + Ipv4Packet::new_checked(ip).ok()?.total_len(),
+        IpAddr::V6(_) => {
+            p.l3 + wire::ipv6::HEADER_LEN + Ipv6Packet::new_checked(ip).ok()?.payload_len()
+        }
+    };
+    let t = TcpPacket::new_checked(bytes.get(p.l4..end)?).ok()?;
+    let flags = t.flags();
+    let len = t.payload().len() as u32
+        + u32::from(flags.has(TcpFlags::SYN))
+        + u32::from(flags.has(TcpFlags::FIN));
+    Some(TcpMark {
+        seq: t.seq(),
+        end: t.seq().wrapping_add(len),
+        tsval: t.timestamp().map(|(v, _)| v),
+    })
+}
+
+/// The place of a SYN opening a connection (no ACK) in its sequence space, for anything else
+/// `None`.
+pub(crate) fn opening_syn(bytes: &[u8], p: &Parsed) -> Option<TcpMark> {
+    let f = TcpFlags(p.tcp_flags());
+    if f.has(TcpFlags::SYN) && !f.has(TcpFlags::ACK) {
+        tcp_mark(bytes, p)
+    } else {
+        None
+    }
 }
 
 /// The outer headers of an encapsulated frame as they arrived (for the connection's record, so

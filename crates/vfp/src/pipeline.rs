@@ -3,13 +3,16 @@
 //! transposition the flow table caches. Traces run the same code with `commit` off.
 
 use crate::action::{self, ActionCtx, Prior};
+use crate::counters::FlowCounters;
 use crate::direction::Direction;
 use crate::disposition::DropReason;
+use crate::flow_table::FlowTable;
 use crate::forwarding::{Decision, ForwardReason, Forwarding};
 use crate::headers::PacketHeaders;
 use crate::layer::{DefaultAction, Layer, Verdict};
 use crate::nat::{NatPools, SnatAlloc};
 use crate::port::{Port, PortId};
+use crate::tcp_state::TcpMark;
 use crate::trace::{ForwardStep, LayerDecision, TraceStep};
 use std::sync::Arc;
 
@@ -18,6 +21,8 @@ pub(crate) struct Env<'a> {
     pub ports: &'a mut [Option<Port>],
     pub fwd: &'a Forwarding,
     pub pools: &'a mut NatPools,
+    pub flows: &'a mut FlowTable,
+    pub counters: &'a mut FlowCounters,
     pub seed: u64,
 }
 
@@ -48,23 +53,35 @@ pub(crate) struct Recorder {
 }
 
 /// Runs the layers of `from` (out), forwarding, and the layers of the egress port (in).
-/// `commit` false (traces) leaves counters and SNAT pools untouched.
+/// `syn` is the packet's place in its TCP sequence space when it opens a connection (SNAT may
+/// then reuse a closed connection's tuple the far end would take it on). `commit` false
+/// (traces) leaves counters and SNAT pools untouched.
 pub(crate) fn evaluate(
     env: &mut Env<'_>,
     from: PortId,
     start: &PacketHeaders,
     prior: Prior,
+    syn: Option<TcpMark>,
     commit: bool,
     mut rec: Option<&mut Recorder>,
 ) -> Result<Evaluation, Stop> {
     let mut cx = ActionCtx {
         pools: env.pools,
+        flows: env.flows,
+        counters: env.counters,
         commit,
         prior,
+        syn,
         snat: [None, None],
+        remotes: [None, None],
         seed: env.seed,
     };
-    let r = run(env.ports, env.fwd, from, start, &mut cx, commit, &mut rec);
+    let r = run(env.ports, env.fwd, from, start, &mut cx, commit, &mut rec).and_then(
+        |(mut after, to, stateful)| {
+            cx.settle(&mut after.inner).map_err(Stop::Drop)?;
+            Ok((after, to, stateful))
+        },
+    );
     match r {
         Ok((after, to, stateful)) => Ok(Evaluation {
             after,
@@ -75,9 +92,11 @@ pub(crate) fn evaluate(
         }),
         Err(stop) => {
             if commit {
-                for a in cx.snat.into_iter().flatten() {
-                    if !prior.snat.contains(&Some(a)) {
-                        cx.pools.release(a);
+                for (a, remote) in cx.snat.into_iter().zip(cx.remotes) {
+                    if let (Some(a), Some(remote)) = (a, remote)
+                        && !prior.snat.contains(&Some(a))
+                    {
+                        cx.pools.release(a, remote);
                     }
                 }
             }

@@ -14,7 +14,7 @@ use crate::fragments::Fragments;
 use crate::frame::Frame;
 use crate::headers::{FlowKey, PacketHeaders};
 use crate::layer::Layer;
-use crate::nat::{NatPools, PoolId, SnatAlloc, SnatPool};
+use crate::nat::{NatPools, PoolId, Remote, SnatAlloc, SnatPool};
 use crate::neighbor;
 use crate::parse::{self, Kind, L4Kind, ParseContext, Parsed};
 use crate::pipeline::{self, Env, Evaluation, Stop};
@@ -98,6 +98,16 @@ fn replay(
             let t = r.orig.reversed();
             transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy).map(|()| r.port_a)
         }
+    }
+}
+
+/// Records a connection's forward FIN, which its remote end's TIME-WAIT will compare a new
+/// SYN on the same tuple with (so SNAT knows when the tuple may be handed out again).
+#[cold]
+#[inline(never)]
+fn forward_fin(r: &mut FlowRecord, frame: &Frame, p: &Parsed) {
+    if let Some(m) = parse::tcp_mark(frame.bytes(), p) {
+        r.tcp.forward_fin(m);
     }
 }
 
@@ -426,6 +436,7 @@ impl Switch {
             return self.fast(from, slot, side, frame, p, now);
         }
         let key = p.flow_key(from);
+        let mut prior = Prior::default();
         for _ in 0..2 {
             match self.lookup(&key, p, now) {
                 Cached::Hit(slot, side) => return self.fast(from, slot, side, frame, p, now),
@@ -433,13 +444,19 @@ impl Switch {
                     self.reevaluate(slot);
                 }
                 Cached::Gone(slot) => {
+                    // The same tuple again (a SYN after the close, or traffic after the idle
+                    // timeout): the new connection takes over the old one's SNAT ports (and
+                    // backend) where the rules still give them, so that the remote end sees
+                    // the tuple it saw before, as it would without NAT.
                     self.counters.expired += 1;
-                    self.drop_record(slot);
+                    if let Some(old) = self.flows.remove(slot) {
+                        prior = Prior::of(&old, None);
+                    }
                 }
                 Cached::Miss => break,
             }
         }
-        self.slow(from, frame, p, now)
+        self.slow(from, frame, p, now, prior)
     }
 
     /// Replays a cached connection's transposition.
@@ -466,6 +483,9 @@ impl Switch {
         r.bytes += len;
         if flags != 0 {
             r.tcp.observe(side, flags);
+            if flags & TcpFlags::FIN != 0 && side == FlowSide::Forward {
+                forward_fin(r, frame, p);
+            }
         }
         let res = replay(r, side, frame, p);
         self.counters.hits += 1;
@@ -487,6 +507,8 @@ impl Switch {
             ports: &mut self.ports,
             fwd: &self.fwd,
             pools: &mut self.pools,
+            flows: &mut self.flows,
+            counters: &mut self.counters,
             seed: self.config.seed,
         }
     }
@@ -497,7 +519,16 @@ impl Switch {
     }
 
     /// The first packet of a connection: the layers, then a flow entry, then the rewrite.
-    fn slow(&mut self, from: PortId, frame: &mut Frame, p: &Parsed, now: Timestamp) -> Disposition {
+    /// `prior` holds the ports of an earlier connection on the same tuple, which this one takes
+    /// over or gives back.
+    fn slow(
+        &mut self,
+        from: PortId,
+        frame: &mut Frame,
+        p: &Parsed,
+        now: Timestamp,
+        prior: Prior,
+    ) -> Disposition {
         if let Some(port) = self
             .ports
             .get_mut(usize::from(from))
@@ -509,12 +540,21 @@ impl Switch {
             inner: p.headers,
             outer: parse::arrival_encap(frame.bytes(), p).map(Arc::new),
         };
-        let ev =
-            match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
-                Ok(ev) => ev,
-                Err(Stop::Flood) => return Disposition::Flood { from },
-                Err(Stop::Drop(d)) => return Disposition::Drop(d),
-            };
+        let syn = parse::opening_syn(frame.bytes(), p);
+        let evaluated = pipeline::evaluate(&mut self.env(), from, &start, prior, syn, true, None);
+        // Ports of the earlier connection this one did not take over go back.
+        let unused = match &evaluated {
+            Ok(ev) => ev.unused_prior,
+            Err(_) => prior.snat,
+        };
+        if let Some(remote) = prior.remote {
+            self.release(unused, remote);
+        }
+        let ev = match evaluated {
+            Ok(ev) => ev,
+            Err(Stop::Flood) => return Disposition::Flood { from },
+            Err(Stop::Drop(d)) => return Disposition::Drop(d),
+        };
         let key = FlowKey::of(from, p.vni(), &p.headers);
         let mut tcp = TcpTracker::default();
         tcp.observe(FlowSide::Forward, p.tcp_flags());
@@ -565,33 +605,43 @@ impl Switch {
 
     /// Inserts a record; on a full table releases its SNAT ports and counts the refusal.
     fn install(&mut self, rec: FlowRecord) -> Option<u32> {
-        let snat = rec.snat;
+        let (snat, remote) = (rec.snat, Remote::of(&rec.fin));
         match self.flows.insert(rec) {
             Ok((slot, displaced)) => {
                 self.counters.created += 1;
                 for old in displaced {
                     self.counters.evicted += 1;
-                    self.release(old.snat);
+                    self.release(old.snat, Remote::of(&old.fin));
                 }
+                self.bind(snat, remote, slot);
                 Some(slot)
             }
             Err(_) => {
                 self.counters.full_drops += 1;
-                self.release(snat);
+                self.release(snat, remote);
                 None
             }
         }
     }
 
-    fn release(&mut self, snat: [Option<SnatAlloc>; 2]) {
+    /// Tells the pools which slot holds a connection's ports, so that they can be reclaimed
+    /// once it has closed.
+    fn bind(&mut self, snat: [Option<SnatAlloc>; 2], remote: Remote, slot: u32) {
         for a in snat.into_iter().flatten() {
-            self.pools.release(a);
+            self.pools.bind(a, remote, slot);
+        }
+    }
+
+    /// Gives back SNAT ports held for `remote` (the connection's translated destination).
+    fn release(&mut self, snat: [Option<SnatAlloc>; 2], remote: Remote) {
+        for a in snat.into_iter().flatten() {
+            self.pools.release(a, remote);
         }
     }
 
     fn drop_record(&mut self, slot: u32) {
         if let Some(r) = self.flows.remove(slot) {
-            self.release(r.snat);
+            self.release(r.snat, Remote::of(&r.fin));
         }
     }
 
@@ -610,15 +660,25 @@ impl Switch {
         let prior = Prior {
             dst: Some((old.fin.dst_ip, old.fin.dst_port)),
             snat: old.snat,
+            remote: Some(Remote::of(&old.fin)),
+            slot: Some(slot),
         };
-        let ev = match pipeline::evaluate(&mut self.env(), old.port_a, &start, prior, true, None) {
+        let ev = match pipeline::evaluate(
+            &mut self.env(),
+            old.port_a,
+            &start,
+            prior,
+            None,
+            true,
+            None,
+        ) {
             Ok(ev) => ev,
             Err(_) => {
                 self.counters.evicted += 1;
                 return self.drop_record(slot);
             }
         };
-        self.release(ev.unused_prior);
+        self.release(ev.unused_prior, Remote::of(&old.fin));
         let gens = self.generations(old.port_a, ev.to);
         let same = ev.after.inner == old.fin
             && ev.after.outer == old.fin_outer
@@ -627,6 +687,7 @@ impl Switch {
         if same && let Some(r) = self.flows.get_mut(slot) {
             r.generation = gens;
             r.snat = ev.snat;
+            self.bind(ev.snat, Remote::of(&old.fin), slot);
             return;
         }
         self.flows.remove(slot);
@@ -661,9 +722,17 @@ impl Switch {
             inner: p.headers,
             outer: parse::arrival_encap(frame.bytes(), p).map(Arc::new),
         };
-        match pipeline::evaluate(&mut self.env(), from, &start, Prior::default(), true, None) {
+        match pipeline::evaluate(
+            &mut self.env(),
+            from,
+            &start,
+            Prior::default(),
+            None,
+            true,
+            None,
+        ) {
             Ok(ev) => {
-                self.release(ev.snat);
+                self.release(ev.snat, Remote::of(&ev.after.inner));
                 self.emit(frame, &plain, &ev, 0)
             }
             Err(Stop::Flood) => Disposition::Flood { from },

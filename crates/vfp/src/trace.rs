@@ -192,7 +192,13 @@ impl Switch {
                 let key = p.flow_key(from);
                 match self.lookup(&key, &p, now) {
                     Cached::Hit(slot, side) => self.trace_cached(slot, side, &mut f, &p, &mut t),
-                    _ => self.trace_layers(from, &mut f, &p, &start, &mut t),
+                    // A new connection on a gone one's tuple takes over its ports, as in `ip`.
+                    Cached::Gone(slot) => {
+                        let prior = self.flows.get(slot).map(|r| Prior::of(r, Some(slot)));
+                        let prior = prior.unwrap_or_default();
+                        self.trace_layers(from, &mut f, &p, &start, prior, &mut t)
+                    }
+                    _ => self.trace_layers(from, &mut f, &p, &start, Prior::default(), &mut t),
                 }
             }
         }
@@ -242,11 +248,20 @@ impl Switch {
         f: &mut Frame,
         p: &Parsed,
         start: &PacketHeaders,
+        prior: Prior,
         t: &mut Trace,
     ) {
         let mut rec = Recorder::default();
-        let prior = Prior::default();
-        let r = pipeline::evaluate(&mut self.env(), from, start, prior, false, Some(&mut rec));
+        let syn = parse::opening_syn(f.bytes(), p);
+        let r = pipeline::evaluate(
+            &mut self.env(),
+            from,
+            start,
+            prior,
+            syn,
+            false,
+            Some(&mut rec),
+        );
         t.steps = rec.steps;
         t.forward = rec.forward;
         t.disposition = match r {

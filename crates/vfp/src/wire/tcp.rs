@@ -103,6 +103,29 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         &self.b()[MIN_HEADER_LEN..self.header_len()]
     }
 
+    /// The timestamp option (RFC 7323): (TSval, TSecr), if the segment carries one. Malformed
+    /// option lists end the search rather than fail.
+    pub fn timestamp(&self) -> Option<(u32, u32)> {
+        let mut o = self.options();
+        while let [kind, rest @ ..] = o {
+            match kind {
+                0 => return None,
+                1 => o = rest,
+                _ => {
+                    let len = usize::from(*rest.first()?);
+                    if len < 2 || len > o.len() {
+                        return None;
+                    }
+                    if *kind == 8 && len == 10 {
+                        return Some((be32(o, 2), be32(o, 6)));
+                    }
+                    o = &o[len..];
+                }
+            }
+        }
+        None
+    }
+
     /// Segment payload.
     pub fn payload(&self) -> &[u8] {
         &self.b()[self.header_len()..]
@@ -230,6 +253,28 @@ mod tests {
         buf[0] ^= 1;
         let p = TcpPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(TcpRepr::parse(&p, s, d).unwrap_err(), WireError::Malformed);
+    }
+
+    #[test]
+    fn the_timestamp_option_is_found_among_others_and_bad_lists_end_the_search() {
+        let (s, d): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let ts = |options: Vec<u8>| {
+            let mut r = TcpRepr::new(40000, 80, TcpFlags::SYN);
+            r.options = options;
+            let mut buf = vec![0u8; r.len()];
+            r.emit(&mut buf, s, d).unwrap();
+            TcpPacket::new_checked(&buf[..]).unwrap().timestamp()
+        };
+        // Linux's SYN: MSS, SACK permitted, timestamps, NOP, window scale.
+        let linux = vec![
+            2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 1, 2, 0, 0, 0, 3, 1, 3, 3, 10,
+        ];
+        assert_eq!(ts(linux), Some((258, 3)));
+        assert_eq!(ts(vec![1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 0]), Some((9, 0)));
+        assert_eq!(ts(vec![2, 4, 5, 0xb4]), None);
+        assert_eq!(ts(vec![0, 0, 8, 10, 0, 0, 0, 9, 0, 0, 0, 0]), None);
+        assert_eq!(ts(vec![2, 40, 8, 10]), None);
+        assert_eq!(ts(vec![2, 0, 8, 10]), None);
     }
 
     #[test]
