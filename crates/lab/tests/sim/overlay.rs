@@ -2,12 +2,10 @@
 //! in-memory two-node cluster: one test per flow, each asserting delivery and the headers the
 //! receiver saw.
 
-mod topology;
-
+use crate::topology::*;
 use hns::Profile;
 use lab::Who;
 use lab::sim::cluster::addr;
-use topology::*;
 
 fn t() -> Topo {
     topo(Backend::Vxlan, Profile::Ws2022)

@@ -2,10 +2,9 @@
 //! has it, the way Windows fails (with a typed reason a trace names), and works under
 //! `unrestricted`.
 
-mod topology;
-
 use std::net::IpAddr;
 
+use crate::topology::*;
 use hcn::loadbalancer::PortMappingFlags;
 use hcn::policy::{DrMacAddressPolicySetting, IsolationIdSetting};
 use hcn::{
@@ -16,7 +15,6 @@ use hns::state::Object;
 use hns::{Limitation, Profile};
 use lab::sim::cluster::addr;
 use lab::{Cluster, Exchange, PodOptions, Service, Who};
-use topology::*;
 
 /// The exchange failed because of `l`, and the switch's trace says so in words.
 fn refused(ex: &Exchange, l: Limitation, profile: Profile) {

@@ -1,12 +1,10 @@
 //! L2Bridge (flannel host-gw, win-bridge, kube-proxy winkernel) on an in-memory two-node
 //! cluster: one test per flow, each asserting delivery and the headers the receiver saw.
 
-mod topology;
-
+use crate::topology::*;
 use hns::Profile;
 use lab::Who;
 use lab::sim::cluster::addr;
-use topology::*;
 
 fn t() -> Topo {
     topo(Backend::HostGw, Profile::Ws2022)

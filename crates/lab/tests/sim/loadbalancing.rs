@@ -1,17 +1,15 @@
 //! Load balancer behaviour on the in-memory cluster: distribution, DSR, SourceVIP, the DSR
 //! hairpin with and without loopback DSR, PreserveDIP, ILB, LocalRoutedVIP.
 
-mod topology;
-
 use std::collections::BTreeSet;
 
+use crate::topology::*;
 use hcn::loadbalancer::PortMappingFlags;
 use hcn::{LoadBalancer, LoadBalancerFlags, LoadBalancerPortMapping};
 use hns::Profile;
 use hns::state::Object;
 use lab::sim::cluster::addr;
 use lab::{Cluster, PodOptions, Service, Who};
-use topology::*;
 
 /// Four backends (two per node) behind 10.96.0.40:80 and a client pod on node1.
 fn four(backend: Backend, affinity: bool) -> (Cluster, Who, Vec<Who>) {

@@ -2,11 +2,10 @@
 //! from scratch would, a change to one load balancer touches only its own rules, and hnsd's
 //! committer feeds it through `Service::observe`.
 
-mod topology;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::topology::*;
 use hcn::modify::ModifyRequest;
 use hcn::policy::{AclAction, AclDirection, AclPolicySetting, SdnRoutePolicySetting};
 use hcn::{EndpointPolicy, NetworkPolicy, SdnRoute};
@@ -14,7 +13,6 @@ use hns::Profile;
 use hns::state::{Kind, Object, State, WriteOp};
 use hns_compiler::{Compiler, NodeFacts, Resolver};
 use lab::{Cluster, PodOptions, Who};
-use topology::*;
 use vfp::{Action, Switch};
 
 /// Every rule of a switch, by (port name, layer, owner), in a form independent of the order

@@ -3,10 +3,9 @@
 //! PortMapping in, the host vNIC as gateway), Private and Internal (local only), win-bridge's
 //! PortMapping on L2Bridge, EncapOverhead.
 
-mod topology;
-
 use std::net::IpAddr;
 
+use crate::topology::*;
 use hcn::policy::{EncapOverheadPolicySetting, PortMappingPolicySetting};
 use hcn::{
     Endpoint, EndpointPolicy, IpConfig, Ipam, Namespace, NamespaceType, Network, NetworkType,
@@ -16,7 +15,6 @@ use hns::Profile;
 use hns::state::{Object, WriteOp};
 use lab::sim::cluster::addr;
 use lab::{Cluster, PodOptions, Who};
-use topology::*;
 
 fn network(name: &str, t: NetworkType, prefix: &str, gateway: Option<&str>) -> Network {
     Network {

@@ -1,13 +1,11 @@
 //! Traces name the HNS objects behind each decision: the load balancer (and the Kubernetes
 //! Service kube-proxy named in it) and the backend it chose; the ACL policy that blocked.
 
-mod topology;
-
+use crate::topology::*;
 use hcn::EndpointPolicy;
 use hcn::policy::{AclAction, AclDirection, AclPolicySetting, AclRuleType};
 use hns::Profile;
 use lab::{L4, Packet, PodOptions, Who};
-use topology::*;
 use vfp::trace::LayerDecision;
 use vfp::wire::TcpFlags;
 

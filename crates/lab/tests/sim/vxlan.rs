@@ -1,9 +1,8 @@
 //! VXLAN on the wire, byte by byte, and the isolation of Overlay networks by VSID.
 
-mod topology;
-
 use std::net::IpAddr;
 
+use crate::topology::*;
 use hcn::policy::{IsolationIdSetting, RemoteSubnetRoutePolicySetting};
 use hcn::{
     Endpoint, EndpointPolicy, IpConfig, Ipam, MacAddress, Network, NetworkPolicy, NetworkType,
@@ -15,7 +14,6 @@ use ipnet::IpNet;
 use lab::sim::agents::flannel::nth;
 use lab::sim::cluster::addr;
 use lab::{Cluster, Who};
-use topology::*;
 
 #[test]
 fn pod_to_pod_across_nodes_is_vxlan_with_the_vsid_the_pas_and_the_remote_dr_mac() {
