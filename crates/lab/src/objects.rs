@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
+use crate::topology::EndpointState;
+
 /// The label that ties an EndpointSlice to its Service.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -105,11 +107,7 @@ pub fn pod_endpoint(
     Endpoint {
         addresses: vec![ip.to_string()],
         hostname: hostname.then(|| pod.to_string()),
-        conditions: Some(EndpointConditions {
-            ready: Some(true),
-            serving: Some(true),
-            terminating: Some(false),
-        }),
+        conditions: Some(conditions(EndpointState::Ready)),
         node_name: Some(node.into()),
         target_ref: Some(ObjectReference {
             kind: Some("Pod".into()),
@@ -118,6 +116,16 @@ pub fn pod_endpoint(
             ..ObjectReference::default()
         }),
         ..Endpoint::default()
+    }
+}
+
+/// An endpoint's conditions when its pod is in `state`.
+pub fn conditions(state: EndpointState) -> EndpointConditions {
+    let (ready, serving, terminating) = state.conditions();
+    EndpointConditions {
+        ready: Some(ready),
+        serving: Some(serving),
+        terminating: Some(terminating),
     }
 }
 

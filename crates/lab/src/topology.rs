@@ -75,9 +75,42 @@ pub struct ServiceSpec {
     /// keeping the client's address.
     #[serde(default, with = "local_policy")]
     pub external_traffic_policy: bool,
+    /// `internalTrafficPolicy: Local`: traffic from pods to the ClusterIP goes only to the
+    /// client's node's own backends, and is dropped on a node without one.
+    #[serde(default, with = "local_policy")]
+    pub internal_traffic_policy: bool,
+    /// The conditions the cluster writes for the Service's endpoints (default `Ready`).
+    #[serde(default)]
+    pub endpoints: EndpointState,
 }
 
-/// `externalTrafficPolicy` as Kubernetes spells it: `Local` or `Cluster`.
+/// Where a Service's backends stand, as their EndpointSlice conditions say: what the
+/// EndpointSlice controller writes for pods that run, are being deleted while they still
+/// answer (a preStop drain), or are being deleted and answer no more.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub enum EndpointState {
+    /// ready, serving, not terminating.
+    #[default]
+    Ready,
+    /// ready false, serving true, terminating true.
+    Terminating,
+    /// ready false, serving false, terminating true.
+    NotServing,
+}
+
+impl EndpointState {
+    /// The (ready, serving, terminating) conditions.
+    pub fn conditions(self) -> (bool, bool, bool) {
+        match self {
+            EndpointState::Ready => (true, true, false),
+            EndpointState::Terminating => (false, true, true),
+            EndpointState::NotServing => (false, false, true),
+        }
+    }
+}
+
+/// `externalTrafficPolicy` and `internalTrafficPolicy` as Kubernetes spells them: `Local` or
+/// `Cluster`.
 mod local_policy {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -90,7 +123,7 @@ mod local_policy {
             "Local" => Ok(true),
             "Cluster" => Ok(false),
             other => Err(serde::de::Error::custom(format!(
-                "externalTrafficPolicy {other:?}: write Local or Cluster"
+                "traffic policy {other:?}: write Local or Cluster"
             ))),
         }
     }

@@ -99,7 +99,8 @@ pub struct Service {
 pub struct Endpoint {
     pub ip: IpAddr,
     pub node_name: Option<String>,
-    /// Conditions, with the API's defaults for absent ones (ready and serving when unknown).
+    /// Conditions, with the API's defaults for absent ones (ready and serving when unknown,
+    /// not terminating).
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
@@ -286,7 +287,8 @@ impl Slice {
                 ip: ip(addr, &format!("endpoints[{i}].addresses[0]"))?,
                 node_name: ep.node_name.clone(),
                 ready,
-                serving: c.and_then(|c| c.serving).unwrap_or(ready),
+                // The API reads an absent serving condition as true, as kube-proxy does.
+                serving: c.and_then(|c| c.serving).unwrap_or(true),
                 terminating: c.and_then(|c| c.terminating).unwrap_or(false),
             });
         }

@@ -241,28 +241,15 @@ fn plan_port(
     }
     let ext_local = svc.external_policy_local;
 
-    // KEP-1669 as winkernel applies it: terminating and serving state only matter with ingress IPs.
-    let (mut all_terminating, mut all_non_serving) = (false, false);
-    if !svc.ingress_ips.is_empty() {
-        (all_terminating, all_non_serving) = (true, true);
-        for e in endpoints.iter().filter(|e| !ext_local || is_local(e)) {
-            all_terminating &= e.terminating;
-            all_non_serving &= !e.serving;
-        }
-    }
-    let usable: Vec<&Endpoint> = endpoints
+    let usable = usable_endpoints(svc, &endpoints, ctx);
+    // The health-check server counts this node's ready endpoints (kube-proxy's
+    // LocalReadyEndpoints), whatever the load balancers were given.
+    plan.local_endpoints += endpoints
         .iter()
-        .copied()
-        .filter(|e| {
-            if all_terminating {
-                e.serving
-            } else {
-                e.ready && e.serving
-            }
-        })
-        .collect();
-    let available_for_lb = !all_terminating && !all_non_serving;
-    plan.local_endpoints += usable.iter().filter(|e| is_local(e)).count();
+        .filter(|e| e.ready && is_local(e))
+        .count();
+    let available_for_lb = usable.available_for_lb;
+    let usable = usable.endpoints;
 
     let Some(internal_port) = internal else {
         return;
@@ -352,13 +339,12 @@ fn plan_port(
         0,
         distribution,
     );
-    if !available_for_lb {
-        return;
-    }
     let same_family = |ip: &&IpAddr| ip.is_ipv6() == cluster_ip.is_ipv6();
+    // endpointsAvailableForLB gates the NodePort and external IP load balancers and the
+    // health check's, but neither the ClusterIP's nor the ingress IPs' (proxier.go).
     if let Some(node_port) = port
         .node_port
-        .filter(|_| svc.service_type != ServiceType::ClusterIp)
+        .filter(|_| available_for_lb && svc.service_type != ServiceType::ClusterIp)
     {
         let local_only = ext_local || svc.preserve_destination;
         let flags = PortMappingFlags::LOCAL_ROUTED_VIP | VIP_EXTERNAL_IP;
@@ -372,7 +358,12 @@ fn plan_port(
             distribution,
         );
     }
-    for ext in svc.external_ips.iter().filter(same_family) {
+    for ext in svc
+        .external_ips
+        .iter()
+        .filter(same_family)
+        .filter(|_| available_for_lb)
+    {
         add(
             Role::ExternalIp,
             Some(*ext),
@@ -399,7 +390,7 @@ fn plan_port(
             flags,
             distribution,
         );
-        if ctx.forward_healthcheck_vip {
+        if ctx.forward_healthcheck_vip && available_for_lb {
             let health_port = svc.health_check_node_port.unwrap_or(ctx.healthz_port);
             let hc_flags = if preserve {
                 PortMappingFlags::USE_MUX | PortMappingFlags::PRESERVE_DIP
@@ -417,6 +408,51 @@ fn plan_port(
                 LoadBalancerDistribution::NONE,
             );
         }
+    }
+}
+
+/// The endpoints a service port's load balancers may use, as winkernel picks them.
+struct Usable<'a> {
+    endpoints: Vec<&'a Endpoint>,
+    /// winkernel's `endpointsAvailableForLB`: not every endpoint terminating, and some serving.
+    available_for_lb: bool,
+}
+
+/// KEP-1669 as winkernel applies it (proxier.go `syncProxyRules`), which is not what the
+/// Linux proxiers do (`CategorizeEndpoints`): the terminating and serving states are looked
+/// at only for a Service with a load balancer ingress IP. There, when every endpoint that is
+/// ready or terminating is terminating, the serving ones are used; when none is serving, no
+/// endpoint is filtered out at all. Everywhere else only ready endpoints are used, so a
+/// ClusterIP Service whose endpoints are all terminating has no load balancer. With
+/// `externalTrafficPolicy: Local` (and DSR in HNS) only this node's endpoints are looked at,
+/// and with `internalTrafficPolicy: Local` too, remote ones are not used at all (#114407).
+fn usable_endpoints<'a>(svc: &Service, endpoints: &[&'a Endpoint], ctx: &NodeContext) -> Usable<'a> {
+    let local_traffic_dsr = svc.external_policy_local && ctx.dsr_supported;
+    let looked_at = || {
+        endpoints
+            .iter()
+            .copied()
+            .filter(move |e| !local_traffic_dsr || is_local(e, ctx))
+    };
+    let (mut all_terminating, mut all_non_serving) = (false, false);
+    if !svc.ingress_ips.is_empty() {
+        // isAllEndpointsTerminating skips an endpoint that failed its readiness probe but is
+        // not being deleted (ready and terminating both false).
+        all_terminating = looked_at()
+            .filter(|e| e.ready || e.terminating)
+            .all(|e| e.terminating);
+        all_non_serving = looked_at().all(|e| !e.serving);
+    }
+    let some_serving = !all_non_serving;
+    let endpoints = endpoints
+        .iter()
+        .copied()
+        .filter(|e| !(svc.internal_policy_local && local_traffic_dsr) || is_local(e, ctx))
+        .filter(|e| !some_serving || ((all_terminating || e.ready) && e.serving))
+        .collect();
+    Usable {
+        endpoints,
+        available_for_lb: !all_terminating && !all_non_serving,
     }
 }
 
@@ -470,5 +506,263 @@ impl Protocol {
             Protocol::Udp => "UDP",
             Protocol::Sctp => "SCTP",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `internalTrafficPolicy: Local` and terminating endpoints as winkernel's `syncProxyRules`
+    //! treats them, on the plan alone (the HNS objects they become: tests/winkernel.rs).
+
+    use super::*;
+    use crate::model::SlicePort;
+
+    const HERE: &str = "win-1";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an address")
+    }
+
+    fn ctx() -> NodeContext {
+        NodeContext {
+            hostname: HERE.into(),
+            local_endpoint_ips: BTreeSet::from([ip("10.244.1.10"), ip("10.244.1.11")]),
+            node_ips: vec![ip("192.168.77.11")],
+            dsr_supported: true,
+            session_affinity_supported: true,
+            ..NodeContext::default()
+        }
+    }
+
+    /// A Service on 10.96.1.1:80 -> 8080 with NodePort 30080; `ingress` gives it a load
+    /// balancer ingress IP (type LoadBalancer).
+    fn service(itp_local: bool, etp_local: bool, ingress: bool) -> Service {
+        Service {
+            key: ServiceKey {
+                namespace: "default".into(),
+                name: "web".into(),
+            },
+            service_type: if ingress {
+                ServiceType::LoadBalancer
+            } else {
+                ServiceType::NodePort
+            },
+            cluster_ips: vec![ip("10.96.1.1")],
+            ports: vec![ServicePort {
+                name: "http".into(),
+                protocol: Protocol::Tcp,
+                port: 80,
+                target_port: TargetPort::Number(8080),
+                node_port: Some(30080),
+            }],
+            external_ips: Vec::new(),
+            ingress_ips: if ingress {
+                vec![ip("192.168.77.200")]
+            } else {
+                Vec::new()
+            },
+            session_affinity: false,
+            external_policy_local: etp_local,
+            internal_policy_local: itp_local,
+            health_check_node_port: None,
+            preserve_destination: false,
+        }
+    }
+
+    /// (ip, node, ready, serving, terminating)
+    type Ep<'a> = (&'a str, &'a str, bool, bool, bool);
+
+    fn slice(eps: &[Ep]) -> Slice {
+        Slice {
+            name: "web-1".into(),
+            service: ServiceKey {
+                namespace: "default".into(),
+                name: "web".into(),
+            },
+            ipv6: false,
+            ports: vec![SlicePort {
+                name: "http".into(),
+                protocol: Protocol::Tcp,
+                port: 8080,
+            }],
+            endpoints: eps
+                .iter()
+                .map(|(a, node, ready, serving, terminating)| Endpoint {
+                    ip: ip(a),
+                    node_name: Some(node.to_string()),
+                    ready: *ready,
+                    serving: *serving,
+                    terminating: *terminating,
+                })
+                .collect(),
+        }
+    }
+
+    fn plan(svc: &Service, eps: &[Ep]) -> ServicePlan {
+        plan_service(svc, &[&slice(eps)], &ctx())
+    }
+
+    /// Each role's backends, by address.
+    fn roles(p: &ServicePlan) -> Vec<(Role, Vec<IpAddr>)> {
+        p.lbs
+            .iter()
+            .map(|lb| {
+                let ips = lb
+                    .backends
+                    .iter()
+                    .filter_map(|b| match b {
+                        Backend::Local(a) | Backend::Remote(a) => Some(*a),
+                        Backend::Root => None,
+                    })
+                    .collect();
+                (lb.role, ips)
+            })
+            .collect()
+    }
+
+    const READY_HERE: Ep = ("10.244.1.10", HERE, true, true, false);
+    const READY_THERE: Ep = ("10.244.2.10", "win-2", true, true, false);
+    /// Being deleted, still answering (a preStop hook's drain).
+    const TERMINATING_THERE: Ep = ("10.244.2.11", "win-2", false, true, true);
+    const TERMINATING_HERE: Ep = ("10.244.1.11", HERE, false, true, true);
+    /// Being deleted and no longer answering.
+    const STOPPED_THERE: Ep = ("10.244.2.12", "win-2", false, false, true);
+    /// Failed its readiness probe, not being deleted.
+    const UNREADY_THERE: Ep = ("10.244.2.13", "win-2", false, false, false);
+
+    #[test]
+    fn internal_traffic_policy_local_balances_the_cluster_ip_over_this_nodes_endpoints_only() {
+        let p = plan(&service(true, false, false), &[READY_HERE, READY_THERE]);
+        assert_eq!(
+            roles(&p),
+            [
+                (Role::ClusterIp, vec![ip("10.244.1.10")]),
+                // The NodePort follows externalTrafficPolicy (Cluster), not the internal one.
+                (Role::NodePort, vec![ip("10.244.1.10"), ip("10.244.2.10")]),
+            ]
+        );
+        // The NodePort still needs the remote endpoint.
+        assert_eq!(p.remotes.len(), 1);
+    }
+
+    #[test]
+    fn internal_traffic_policy_local_without_a_local_endpoint_leaves_the_cluster_ip_unbalanced() {
+        // Kubernetes' rule: such a Service's traffic from this node is dropped, though
+        // other nodes have endpoints; winkernel makes no ClusterIP load balancer.
+        let p = plan(&service(true, false, false), &[READY_THERE]);
+        assert_eq!(
+            roles(&p),
+            [(Role::NodePort, vec![ip("10.244.2.10")])],
+            "no ClusterIP load balancer"
+        );
+        let cluster = plan(&service(false, false, false), &[READY_THERE]);
+        assert_eq!(roles(&cluster)[0], (Role::ClusterIp, vec![ip("10.244.2.10")]));
+    }
+
+    #[test]
+    fn both_policies_local_use_no_remote_endpoint() {
+        let p = plan(&service(true, true, false), &[READY_HERE, READY_THERE]);
+        assert!(p.remotes.is_empty(), "kubernetes#114407: {:?}", p.remotes);
+        assert!(roles(&p).iter().all(|(_, ips)| ips == &[ip("10.244.1.10")]));
+    }
+
+    #[test]
+    fn without_an_ingress_ip_only_ready_endpoints_are_used() {
+        // A ClusterIP or NodePort Service whose only endpoints are terminating has no load
+        // balancer on Windows: winkernel looks at the terminating state only for a Service
+        // with a load balancer ingress IP.
+        let p = plan(&service(false, false, false), &[TERMINATING_THERE]);
+        assert!(p.lbs.is_empty(), "{:?}", roles(&p));
+        let p = plan(
+            &service(false, false, false),
+            &[READY_THERE, TERMINATING_THERE, STOPPED_THERE, UNREADY_THERE],
+        );
+        assert!(
+            roles(&p).iter().all(|(_, ips)| ips == &[ip("10.244.2.10")]),
+            "{:?}",
+            roles(&p)
+        );
+    }
+
+    #[test]
+    fn with_an_ingress_ip_serving_terminating_endpoints_are_used_when_all_are_terminating() {
+        let p = plan(
+            &service(false, false, true),
+            &[TERMINATING_THERE, STOPPED_THERE],
+        );
+        // endpointsAvailableForLB is false: no NodePort load balancer; the ClusterIP and the
+        // ingress IP keep the serving one.
+        assert_eq!(
+            roles(&p),
+            [
+                (Role::ClusterIp, vec![ip("10.244.2.11")]),
+                (Role::Ingress, vec![ip("10.244.2.11")]),
+            ]
+        );
+        // A ready endpoint left: only it, and every load balancer.
+        let p = plan(
+            &service(false, false, true),
+            &[READY_THERE, TERMINATING_THERE],
+        );
+        assert_eq!(p.lbs.len(), 3);
+        assert!(roles(&p).iter().all(|(_, ips)| ips == &[ip("10.244.2.10")]));
+    }
+
+    #[test]
+    fn an_unready_endpoint_that_is_not_terminating_does_not_count_against_all_terminating() {
+        // isAllEndpointsTerminating skips ready=false, terminating=false.
+        let p = plan(
+            &service(false, false, true),
+            &[TERMINATING_THERE, UNREADY_THERE],
+        );
+        assert_eq!(
+            roles(&p),
+            [
+                (Role::ClusterIp, vec![ip("10.244.2.11")]),
+                (Role::Ingress, vec![ip("10.244.2.11")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn with_an_ingress_ip_and_no_serving_endpoint_winkernel_filters_none() {
+        // someEndpointsServing is false, so no endpoint is skipped: the ClusterIP and the
+        // ingress IP are balanced over endpoints that do not serve (winkernel as it is).
+        let p = plan(
+            &service(false, false, true),
+            &[STOPPED_THERE, UNREADY_THERE],
+        );
+        assert_eq!(
+            roles(&p),
+            [
+                (Role::ClusterIp, vec![ip("10.244.2.12"), ip("10.244.2.13")]),
+                (Role::Ingress, vec![ip("10.244.2.12"), ip("10.244.2.13")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn external_traffic_policy_local_looks_only_at_this_nodes_endpoints_for_terminating() {
+        // Local endpoints all terminating, a remote one ready: for ETP Local (with DSR) the
+        // remote one is not looked at, so the local serving-terminating one is used.
+        let p = plan(
+            &service(false, true, true),
+            &[TERMINATING_HERE, READY_THERE],
+        );
+        assert_eq!(
+            roles(&p),
+            [
+                (Role::ClusterIp, vec![ip("10.244.1.11"), ip("10.244.2.10")]),
+                (Role::Ingress, vec![ip("10.244.1.11")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_health_check_counts_local_ready_endpoints() {
+        let p = plan(&service(false, true, true), &[TERMINATING_HERE, READY_THERE]);
+        assert_eq!(p.local_endpoints, 0, "a terminating endpoint is not ready");
+        let p = plan(&service(false, true, true), &[READY_HERE, READY_THERE]);
+        assert_eq!(p.local_endpoints, 1);
     }
 }

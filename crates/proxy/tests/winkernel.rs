@@ -423,8 +423,9 @@ async fn terminating_endpoints_as_kep_1669_says() {
         ),
     );
     svc["status"] = json!({"loadBalancer":{"ingress":[{"ip":"192.168.0.200"}]}});
-    // Every endpoint terminating but serving: they are used for the ClusterIP, and the external
-    // LBs are not programmed (endpointsAvailableForLB is false).
+    // Every endpoint terminating but serving: they are used for the ClusterIP and the ingress
+    // IP, and the NodePort LB is not programmed (endpointsAvailableForLB is false; winkernel's
+    // ingress loop does not look at it).
     let terminating = slice(
         "web",
         "IPv4",
@@ -436,8 +437,12 @@ async fn terminating_endpoints_as_kep_1669_says() {
     );
     proxy.sync(&snapshot(&[svc.clone(), terminating])).await;
     let h = hns_state(&n).await;
-    assert_eq!(h.lbs.len(), 1);
+    assert_eq!(h.lbs.len(), 2);
     assert_eq!(h.lb(Some("10.96.0.10"), 80).host_compute_endpoints.len(), 2);
+    assert_eq!(
+        h.lb(Some("192.168.0.200"), 80).host_compute_endpoints.len(),
+        2
+    );
     // One ready endpoint: only it is used, and every LB is there.
     let mixed = slice(
         "web",

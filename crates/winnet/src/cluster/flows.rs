@@ -8,10 +8,10 @@ use hns::{Limitation, Profile};
 use serde::Serialize;
 
 use super::topology::{
-    CLUSTER_DOMAIN, EXTERNAL_IP, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT,
+    CLUSTER_DOMAIN, EXTERNAL_IP, EndpointState, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT,
     Mode, NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
 };
-use super::{NS_PREFIX, PodState, State};
+use super::{NS_PREFIX, NodeState, PodState, State};
 
 /// The transport of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -293,6 +293,7 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
                 Proto::Tcp,
             ));
         }
+        out.extend(traffic_policy_and_termination(state, &wins, client));
         out.push(
             flow(
                 "node -> ClusterIP",
@@ -381,6 +382,75 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
     out.extend(by_name(state, profile, client, true));
     if let Some(pl) = linux.and_then(|l| l.pods.first()) {
         out.extend(by_name(state, profile, pl, false));
+    }
+    out
+}
+
+/// The rows of `internalTrafficPolicy: Local` and of endpoints that are not ready, as
+/// kube-proxy's winkernel proxier treats them (the same under every profile: these are
+/// Kubernetes' rules and winkernel's, not a Windows build's). An ITP Local Service is asked
+/// from a pod on each Windows node: it answers where the node has a backend, and elsewhere
+/// its traffic is dropped. A Service whose endpoints are terminating but serving answers when
+/// it has a load balancer ingress IP (winkernel falls back to them only then), and one whose
+/// endpoints do not serve does not answer at all.
+fn traffic_policy_and_termination(
+    state: &State,
+    wins: &[&NodeState],
+    client: &PodState,
+) -> Vec<Flow> {
+    let mut out = Vec::new();
+    let services = state.topology.as_ref().map(|t| t.services.as_slice());
+    for (k, s) in services.unwrap_or_default().iter().enumerate() {
+        let Some(vip) = cluster_ip(k).map(IpAddr::V4) else {
+            continue;
+        };
+        if s.internal_traffic_policy {
+            for w in wins {
+                let backend = |p: &&PodState| p.name.starts_with(&s.selector);
+                let Some(from) = w.pods.iter().find(|p| !backend(p)) else {
+                    continue;
+                };
+                let name = format!(
+                    "pod -> ClusterIP, internalTrafficPolicy Local ({}), from {}",
+                    s.name, w.name
+                );
+                let f = flow(&name, &from.name, &from.netns, vip, s.port, Proto::Tcp);
+                out.push(if w.pods.iter().any(|p| backend(&p)) {
+                    f
+                } else {
+                    f.refused("NoLocalEndpoint")
+                });
+            }
+        }
+        let ingress = s.load_balancer_ip.is_some();
+        let (what, refusal) = match s.endpoints {
+            EndpointState::Ready => continue,
+            EndpointState::Terminating => ("every endpoint terminating", "NoReadyEndpoint"),
+            EndpointState::NotServing => ("no endpoint serving", "NoServingEndpoint"),
+        };
+        let with = if ingress { ", with an ingress IP" } else { "" };
+        let f = flow(
+            &format!("pod -> ClusterIP, {what}{with} ({})", s.name),
+            &client.name,
+            &client.netns,
+            vip,
+            s.port,
+            Proto::Tcp,
+        );
+        // With an ingress IP winkernel takes the serving ones when all are terminating, and
+        // every endpoint when none serves; without one, only ready endpoints.
+        out.push(if ingress { f } else { f.refused(refusal) });
+        if let Some(lb) = s.load_balancer_ip {
+            let ext = format!("{NS_PREFIX}external");
+            out.push(flow(
+                &format!("external -> LoadBalancer ingress IP, {what} ({})", s.name),
+                "external",
+                &ext,
+                IpAddr::V4(lb),
+                s.port,
+                Proto::Tcp,
+            ));
+        }
     }
     out
 }

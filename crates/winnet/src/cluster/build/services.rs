@@ -189,6 +189,7 @@ pub fn service_objects(
             selector: Some(objects::labels(&[("app", &s.selector)])),
             session_affinity: s.session_affinity.then(|| "ClientIP".to_string()),
             external_traffic_policy: s.external_traffic_policy.then(|| "Local".to_string()),
+            internal_traffic_policy: s.internal_traffic_policy.then(|| "Local".to_string()),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
@@ -204,8 +205,9 @@ pub fn service_objects(
     let endpoints = pods
         .iter()
         .filter(|(_, p)| p.name.starts_with(&s.selector))
-        .map(|(node, p)| {
-            objects::pod_endpoint(node, &p.name, std::net::IpAddr::V4(p.ip), NAMESPACE, false)
+        .map(|(node, p)| k8s_openapi::api::discovery::v1::Endpoint {
+            conditions: Some(objects::conditions(s.endpoints)),
+            ..objects::pod_endpoint(node, &p.name, std::net::IpAddr::V4(p.ip), NAMESPACE, false)
         })
         .collect();
     let slice = objects::endpoint_slice(
@@ -274,6 +276,7 @@ pub fn dns_objects(t: &Topology, pods: &[(String, PodState)]) -> Option<List> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::topology::EndpointState;
     use serde_json::json;
 
     fn pods() -> Vec<(String, PodState)> {
@@ -308,6 +311,8 @@ mod tests {
             load_balancer_ip: lb,
             session_affinity: false,
             external_traffic_policy: false,
+            internal_traffic_policy: false,
+            endpoints: EndpointState::Ready,
         }
     }
 
