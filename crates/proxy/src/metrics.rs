@@ -13,6 +13,10 @@ pub struct Metrics {
     pub load_balancers: Gauge,
     pub remote_endpoints: Gauge,
     pub errors: Counter,
+    /// HNS calls refused or failed (HNS's own error is in the log).
+    pub hns_failures: Counter,
+    /// Services not (wholly) programmed after the last sync, waiting for a retry.
+    pub services_pending: Gauge,
     pub syncs: Counter,
 }
 
@@ -23,6 +27,8 @@ impl Default for Metrics {
         let load_balancers = Gauge::default();
         let remote_endpoints = Gauge::default();
         let errors = Counter::default();
+        let hns_failures = Counter::default();
+        let services_pending = Gauge::default();
         let syncs = Counter::default();
         registry.register(
             "kubeproxy_sync_proxy_rules_duration_seconds",
@@ -44,6 +50,16 @@ impl Default for Metrics {
             "Problems reported by syncs (failed HNS calls, unusable objects)",
             errors.clone(),
         );
+        registry.register(
+            "winnet_proxy_hns_call_failures",
+            "HNS calls that HNS refused or that failed (the proxy's log has HNS's error)",
+            hns_failures.clone(),
+        );
+        registry.register(
+            "winnet_proxy_services_pending",
+            "Services not wholly programmed after the last sync (retried)",
+            services_pending.clone(),
+        );
         registry.register("winnet_proxy_syncs", "Syncs run", syncs.clone());
         Metrics {
             registry,
@@ -51,6 +67,8 @@ impl Default for Metrics {
             load_balancers,
             remote_endpoints,
             errors,
+            hns_failures,
+            services_pending,
             syncs,
         }
     }

@@ -495,6 +495,8 @@ impl Proxier {
         m.remote_endpoints
             .set(reconciler.remote_endpoint_count() as i64);
         m.errors.inc_by(report.retry.len() as u64);
+        m.hns_failures.inc_by(report.hns_failures as u64);
+        m.services_pending.set(report.retry.len() as i64);
         if report.created
             + report.updated
             + report.deleted

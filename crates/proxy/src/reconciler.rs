@@ -31,6 +31,8 @@ pub struct SyncReport {
     pub remote_deleted: usize,
     /// Services to try again (an HNS call failed, or a local endpoint is not there yet).
     pub retry: BTreeSet<ServiceKey>,
+    /// HNS calls that HNS refused or that failed (each one is also in `problems`).
+    pub hns_failures: usize,
     pub problems: Vec<String>,
 }
 
@@ -419,6 +421,7 @@ impl Reconciler {
                         }
                     }
                     report.problems.push(format!("{}: {e}", call.describe()));
+                    report.hns_failures += 1;
                     if let Some(key) = call.service() {
                         report.retry.insert(key.clone());
                     }
