@@ -6,6 +6,7 @@
 
 mod local_cluster;
 
+use hns::Profile;
 use local_cluster::{require_root, text, winnet};
 use testkit::capture::Capture;
 
@@ -49,7 +50,10 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
     let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let _down = Down;
     for mode in ["l2bridge", "overlay"] {
-        for profile in ["ws2022", "ws2025", "unrestricted"] {
+        for profile in Profile::ALL {
+            let features = profile.features();
+            let profile = profile.to_string();
+            let profile = profile.as_str();
             let start = Instant::now();
             let out = winnet(&["demo", "--mode", mode, "--profile", profile, "--markdown"]);
             let t = text(&out);
@@ -60,11 +64,34 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
             assert!(t.contains("| Linux pod -> ClusterIP |"), "{t}");
             assert!(t.contains("| node -> pod on this node |"), "{t}");
             assert!(t.contains("| node -> pod on another node |"), "{t}");
-            assert!(
-                t.contains("| pod -> ClusterIP with ClientIP affinity (sticky) |")
-                    && t.contains("works: 20 connections, all to 10.244."),
-                "20 connections of one client stay on one backend:\n{t}"
-            );
+            // The profile table says whether the build's HNS has session affinity (from
+            // ws2022's HNS 12.0): without it, the 20 connections spread and the row is an
+            // expected failure.
+            let sticky = "| pod -> ClusterIP with ClientIP affinity (sticky) |";
+            assert!(t.contains(sticky), "{t}");
+            if features.session_affinity {
+                assert!(
+                    t.contains("works: 20 connections, all to 10.244."),
+                    "20 connections of one client stay on one backend:\n{t}"
+                );
+            } else {
+                assert!(
+                    t.contains(&format!("{sticky} client-1 | 10.96.1.2:80 tcp | fails (NoSessionAffinity) | fails: 20 connections to ")),
+                    "{profile} has no session affinity: an expected failure:\n{t}"
+                );
+            }
+            // internalTrafficPolicy Local and endpoints that are not ready, as winkernel treats
+            // them: the same under every profile (Kubernetes' rules, not a build's).
+            for row in [
+                "| pod -> ClusterIP, internalTrafficPolicy Local (itp-local), from win-1 | client-1 | 10.96.1.4:80 tcp | works | works: HTTP from ",
+                "| pod -> ClusterIP, internalTrafficPolicy Local (itp-local), from win-2 | web-2 | 10.96.1.4:80 tcp | fails (NoLocalEndpoint) | fails: ",
+                "| pod -> ClusterIP, every endpoint terminating, with an ingress IP (draining) | client-1 | 10.96.1.5:80 tcp | works | works: HTTP from ",
+                "| external -> LoadBalancer ingress IP, every endpoint terminating (draining) | external | 192.168.77.230:80 tcp | works | works: HTTP from ",
+                "| pod -> ClusterIP, every endpoint terminating (drain-plain) | client-1 | 10.96.1.6:80 tcp | fails (NoReadyEndpoint) | fails: ",
+                "| pod -> ClusterIP, no endpoint serving (stopped) | client-1 | 10.96.1.7:80 tcp | fails (NoServingEndpoint) | fails: ",
+            ] {
+                assert!(t.contains(row), "{profile}: no row {row:?}:\n{t}");
+            }
             assert!(
                 t.contains("| external -> NodePort, externalTrafficPolicy Local (local), on win-1 | external | 192.168.77.11:30081 tcp | works | works: HTTP from 192.168.77.1 to 10.244.1.10 | ok |"),
                 "externalTrafficPolicy Local keeps the client's address:\n{t}"
@@ -96,10 +123,13 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                     "node -> remote pod fails over VXLAN only:\n{t}"
                 );
             } else {
-                // Only Kubernetes' own refusal stays: no local backend for ETP Local.
+                // Only Kubernetes' and winkernel's own refusals stay: no local backend for a
+                // Local traffic policy, no ready or serving endpoint.
+                let own = ["NoLocalEndpoint", "NoReadyEndpoint", "NoServingEndpoint"]
+                    .map(|r| t.matches(&format!("fails ({r})")).count());
                 assert_eq!(
                     t.matches("fails (").count(),
-                    t.matches("fails (NoLocalEndpoint)").count(),
+                    own.iter().sum::<usize>(),
                     "unrestricted lifts every limitation:\n{t}"
                 );
             }
