@@ -304,3 +304,30 @@ impl Slice {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(conditions: serde_json::Value) -> Endpoint {
+        let slice: K8sSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.244.1.10"], "conditions": conditions}],
+        }))
+        .expect("an EndpointSlice");
+        let mut slice = Slice::from_k8s(&slice).expect("a usable slice");
+        slice.endpoints.remove(0)
+    }
+
+    #[test]
+    fn absent_conditions_read_as_the_api_defines_them() {
+        let e = endpoint(serde_json::json!({}));
+        assert_eq!((e.ready, e.serving, e.terminating), (true, true, false));
+        // An absent serving is true even beside ready false (kube-proxy's endpointslicecache).
+        let e = endpoint(serde_json::json!({"ready": false}));
+        assert_eq!((e.ready, e.serving, e.terminating), (false, true, false));
+        let e = endpoint(serde_json::json!({"ready": false, "serving": true, "terminating": true}));
+        assert_eq!((e.ready, e.serving, e.terminating), (false, true, true));
+    }
+}

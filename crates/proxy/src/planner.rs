@@ -244,10 +244,7 @@ fn plan_port(
     let usable = usable_endpoints(svc, &endpoints, ctx);
     // The health-check server counts this node's ready endpoints (kube-proxy's
     // LocalReadyEndpoints), whatever the load balancers were given.
-    plan.local_endpoints += endpoints
-        .iter()
-        .filter(|e| e.ready && is_local(e))
-        .count();
+    plan.local_endpoints += endpoints.iter().filter(|e| e.ready && is_local(e)).count();
     let available_for_lb = usable.available_for_lb;
     let usable = usable.endpoints;
 
@@ -426,7 +423,11 @@ struct Usable<'a> {
 /// ClusterIP Service whose endpoints are all terminating has no load balancer. With
 /// `externalTrafficPolicy: Local` (and DSR in HNS) only this node's endpoints are looked at,
 /// and with `internalTrafficPolicy: Local` too, remote ones are not used at all (#114407).
-fn usable_endpoints<'a>(svc: &Service, endpoints: &[&'a Endpoint], ctx: &NodeContext) -> Usable<'a> {
+fn usable_endpoints<'a>(
+    svc: &Service,
+    endpoints: &[&'a Endpoint],
+    ctx: &NodeContext,
+) -> Usable<'a> {
     let local_traffic_dsr = svc.external_policy_local && ctx.dsr_supported;
     let looked_at = || {
         endpoints
@@ -656,7 +657,10 @@ mod tests {
             "no ClusterIP load balancer"
         );
         let cluster = plan(&service(false, false, false), &[READY_THERE]);
-        assert_eq!(roles(&cluster)[0], (Role::ClusterIp, vec![ip("10.244.2.10")]));
+        assert_eq!(
+            roles(&cluster)[0],
+            (Role::ClusterIp, vec![ip("10.244.2.10")])
+        );
     }
 
     #[test]
@@ -760,7 +764,10 @@ mod tests {
 
     #[test]
     fn the_health_check_counts_local_ready_endpoints() {
-        let p = plan(&service(false, true, true), &[TERMINATING_HERE, READY_THERE]);
+        let p = plan(
+            &service(false, true, true),
+            &[TERMINATING_HERE, READY_THERE],
+        );
         assert_eq!(p.local_endpoints, 0, "a terminating endpoint is not ready");
         let p = plan(&service(false, true, true), &[READY_HERE, READY_THERE]);
         assert_eq!(p.local_endpoints, 1);

@@ -82,7 +82,16 @@ impl Node {
     fn start(tag: &str, profile: &str, backends: usize) -> Node {
         let mut c = Cluster::new(tag, 1, Mode::L2Bridge, profile);
         let client = c.pod(0, "client", 10);
-        ok(&["ip", "-n", &c.external, "addr", "add", BACKENDS, "dev", "lo"]);
+        ok(&[
+            "ip",
+            "-n",
+            &c.external,
+            "addr",
+            "add",
+            BACKENDS,
+            "dev",
+            "lo",
+        ]);
         c.lab.http_server(&c.external, TARGET);
         let manifests = tempfile::tempdir().expect("manifests dir");
         write(manifests.path(), backends);
@@ -90,7 +99,13 @@ impl Node {
         let node = c.node_ns(0);
         let socket = c.lab.hnsds[0].socket().to_path_buf();
         let proxy = Command::new("ip")
-            .args(["netns", "exec", &node, env!("CARGO_BIN_EXE_winnet"), "proxy"])
+            .args([
+                "netns",
+                "exec",
+                &node,
+                env!("CARGO_BIN_EXE_winnet"),
+                "proxy",
+            ])
             .args(["--network-name", "cbr0", "--hostname-override", "win-1"])
             .args(["--bind-address", &node_ip(0)])
             .arg("--manifests")
@@ -119,7 +134,13 @@ impl Node {
     fn metrics(&self) -> Result<String, String> {
         let out = self.c.lab.exec(
             &self.c.node_ns(0),
-            &["curl", "-sS", "--max-time", "2", "http://127.0.0.1:10249/metrics"],
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "2",
+                "http://127.0.0.1:10249/metrics",
+            ],
         );
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -168,10 +189,19 @@ impl Node {
         let body = self
             .curl_vip()
             .unwrap_or_else(|e| panic!("{profile}: {n} backends served, but {e}"));
-        assert!(body.starts_with("from "), "{body}");
+        // The backend (the external host) saw the node: OutBoundNAT translated the pod, as for
+        // any destination outside the cluster.
+        let node: std::net::IpAddr = node_ip(0).parse().expect("the node's address");
+        assert_eq!(lab::seen_from(&body), Some(node), "{body}");
         let pending = until("the sync's metrics", WAIT, || {
             self.metric("winnet_proxy_syncs_total")
-                .and_then(|s| if s > 0.0 { Ok(()) } else { Err("no sync".into()) })
+                .and_then(|s| {
+                    if s > 0.0 {
+                        Ok(())
+                    } else {
+                        Err("no sync".into())
+                    }
+                })
                 .and_then(|()| self.metric("winnet_proxy_services_pending"))
         });
         assert_eq!(pending, 0.0, "{profile}: nothing pending with {n} backends");
@@ -180,7 +210,8 @@ impl Node {
     /// HNS refuses the Service's load balancer of `n` backends, the proxy logs HNS's error and
     /// counts it, and the ClusterIP does not answer.
     fn refused(&self, profile: &str, n: usize, limit: usize) {
-        let hns_error = format!("HostComputeEndpoints has {n}; profile {profile} allows 1 to {limit}");
+        let hns_error =
+            format!("HostComputeEndpoints has {n}; profile {profile} allows 1 to {limit}");
         until(
             &format!("{profile}: HNS's refusal of {n} backends in the proxy's log"),
             WAIT,

@@ -8,8 +8,8 @@ use hns::{Limitation, Profile};
 use serde::Serialize;
 
 use super::topology::{
-    CLUSTER_DOMAIN, EXTERNAL_IP, EndpointState, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT,
-    Mode, NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
+    CLUSTER_DOMAIN, EXTERNAL_IP, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, EndpointState,
+    HEADLESS_SERVICE, HTTP_PORT, Mode, NAMESPACE, OUTSIDE_IP, Os, UDP_PORT, cluster_ip,
 };
 use super::{NS_PREFIX, NodeState, PodState, State};
 
