@@ -317,6 +317,45 @@ mod tests {
             .collect()
     }
 
+    /// internalTrafficPolicy Local and endpoints that are not ready, in memory as for real:
+    /// the same kube-proxy code on the same objects, every profile and mode, each row run and
+    /// as expected (carried or refused for Kubernetes' and winkernel's reasons).
+    #[test]
+    fn the_traffic_policy_and_endpoint_condition_rows_match_in_memory_under_every_profile() {
+        let expected = [
+            ("internalTrafficPolicy Local (itp-local), from win-1", true),
+            ("internalTrafficPolicy Local (itp-local), from win-2", false),
+            (
+                "every endpoint terminating, with an ingress IP (draining)",
+                true,
+            ),
+            (
+                "LoadBalancer ingress IP, every endpoint terminating (draining)",
+                true,
+            ),
+            ("every endpoint terminating (drain-plain)", false),
+            ("no endpoint serving (stopped)", false),
+        ];
+        for mode in ["l2bridge", "overlay"] {
+            for profile in hns::Profile::ALL {
+                let t = Topology {
+                    profile,
+                    ..topology(mode)
+                };
+                let all = outcomes(&t).expect("the simulated matrix");
+                for (row, carried) in expected {
+                    let o = all
+                        .iter()
+                        .find(|o| o.flow.name.ends_with(row))
+                        .unwrap_or_else(|| panic!("{mode} {profile}: no row {row}"));
+                    assert_eq!(o.skipped, None, "{mode} {profile}: {row}");
+                    assert!(o.matches, "{mode} {profile}: {row}: {}", o.detail);
+                    assert_eq!(o.passed, carried, "{mode} {profile}: {row}: {}", o.detail);
+                }
+            }
+        }
+    }
+
     /// The simulated matrix is the CNI plugin's doing: the same pods with the plugin's
     /// OutBoundNAT policy left out of its output leave with their own address, which the
     /// outside cannot answer, and the matrix's rows to the outside fail.

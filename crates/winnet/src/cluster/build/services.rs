@@ -358,6 +358,41 @@ mod tests {
         assert_eq!(read_back(&list), (1, 1));
     }
 
+    /// The topology's traffic policy and endpoint state reach the documents kube-proxy reads.
+    #[test]
+    fn internal_traffic_policy_and_endpoint_conditions_are_written() {
+        let s = ServiceSpec {
+            internal_traffic_policy: true,
+            endpoints: EndpointState::Terminating,
+            ..web(None, None)
+        };
+        let v = serde_json::to_value(service_objects(0, &s, &pods()).expect("objects"))
+            .expect("serializes");
+        assert_eq!(v["items"][0]["spec"]["internalTrafficPolicy"], "Local");
+        let eps = v["items"][1]["endpoints"].as_array().expect("endpoints");
+        assert_eq!(eps.len(), 2);
+        for e in eps {
+            assert_eq!(
+                e["conditions"],
+                json!({"ready": false, "serving": true, "terminating": true})
+            );
+        }
+        let stopped = ServiceSpec {
+            endpoints: EndpointState::NotServing,
+            ..web(None, None)
+        };
+        let v = serde_json::to_value(service_objects(0, &stopped, &pods()).expect("objects"))
+            .expect("serializes");
+        assert!(v["items"][0]["spec"].get("internalTrafficPolicy").is_none());
+        assert_eq!(
+            v["items"][1]["endpoints"][0]["conditions"],
+            json!({"ready": false, "serving": false, "terminating": true})
+        );
+        let mut read = kubesrc::Objects::default();
+        kubesrc::manifests::load_text(&v.to_string(), "manifest", &mut read);
+        assert_eq!(read.problems, Vec::<String>::new());
+    }
+
     #[test]
     fn services_are_typed_by_what_they_expose() {
         let kind = |s: &ServiceSpec| {
