@@ -489,7 +489,6 @@ impl Proxier {
     ) {
         let m = &self.health.metrics;
         m.sync_duration.observe(started.elapsed().as_secs_f64());
-        m.syncs.inc();
         m.load_balancers
             .set(reconciler.load_balancer_count() as i64);
         m.remote_endpoints
@@ -497,6 +496,8 @@ impl Proxier {
         m.errors.inc_by(report.retry.len() as u64);
         m.hns_failures.inc_by(report.hns_failures as u64);
         m.services_pending.set(report.retry.len() as i64);
+        // Counted last: a reader that sees the sync sees what it left pending.
+        m.syncs.inc();
         if report.created
             + report.updated
             + report.deleted

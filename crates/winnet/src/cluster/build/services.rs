@@ -126,30 +126,38 @@ impl Builder {
         )
     }
 
-    /// Waits until every Windows node's hnsd holds a load balancer per Service frontend.
+    /// Waits until kube-proxy on every Windows node says, in its own metrics, that it has
+    /// synced the Services and has none left to retry. A Service may have no load balancer on
+    /// a node (internalTrafficPolicy Local without a local backend, no ready endpoint), so the
+    /// load balancers in HNS cannot tell; and one HNS refuses (more backends than the build
+    /// takes) stays pending, which ends the wait too: the matrix shows it.
     pub(super) fn wait_programmed(&self, progress: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
         if self.t.services.is_empty() {
             return Ok(());
         }
         progress("waiting for kube-proxy to program the load balancers");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let deadline = Instant::now() + Duration::from_secs(30);
-        for (i, n) in self.state.nodes.iter().enumerate() {
-            if n.os != Os::Windows {
-                continue;
-            }
-            let client = hns_client::Client::new(self.socket(i));
+        for n in self.state.nodes.iter().filter(|n| n.os == Os::Windows) {
             loop {
-                let count = rt.block_on(client.list_load_balancers())?.len();
-                if count >= self.t.services.len() {
+                let metrics = super::super::sh_in(
+                    &n.netns,
+                    &["curl", "-sS", "--max-time", "1", PROXY_METRICS],
+                );
+                let seen = metrics.as_deref().map(ProxyProgress::read);
+                if let Ok(p) = &seen
+                    && p.syncs > 0.0
+                    && (p.pending == 0.0 || p.hns_failures > 0.0)
+                {
                     break;
                 }
                 if Instant::now() > deadline {
                     bail!(
-                        "kube-proxy on {} programmed {count} load balancers in 30 s; see {}",
+                        "kube-proxy on {} did not program the Services in 30 s ({}); see {}",
                         n.name,
+                        match seen {
+                            Ok(p) => format!("{} syncs, {} Services pending", p.syncs, p.pending),
+                            Err(e) => format!("no metrics: {e}"),
+                        },
                         self.dir.join(format!("{}-proxy.log", n.name)).display()
                     );
                 }
@@ -157,6 +165,32 @@ impl Builder {
             }
         }
         Ok(())
+    }
+}
+
+/// Where kube-proxy serves /metrics by default, inside its node's namespace.
+const PROXY_METRICS: &str = "http://127.0.0.1:10249/metrics";
+
+/// What kube-proxy's metrics say about its progress.
+struct ProxyProgress {
+    syncs: f64,
+    pending: f64,
+    hns_failures: f64,
+}
+
+impl ProxyProgress {
+    /// Reads the text exposition (a metric not there yet reads 0).
+    fn read(text: &str) -> ProxyProgress {
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        ProxyProgress {
+            syncs: value("winnet_proxy_syncs_total"),
+            pending: value("winnet_proxy_services_pending"),
+            hns_failures: value("winnet_proxy_hns_call_failures_total"),
+        }
     }
 }
 
