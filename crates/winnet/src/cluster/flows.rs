@@ -390,9 +390,10 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
 /// kube-proxy's winkernel proxier treats them (the same under every profile: these are
 /// Kubernetes' rules and winkernel's, not a Windows build's). An ITP Local Service is asked
 /// from a pod on each Windows node: it answers where the node has a backend, and elsewhere
-/// its traffic is dropped. A Service whose endpoints are terminating but serving answers when
-/// it has a load balancer ingress IP (winkernel falls back to them only then), and one whose
-/// endpoints do not serve does not answer at all.
+/// its traffic is dropped. A Service whose endpoints are terminating but serving answers only
+/// when it has a load balancer ingress IP (winkernel falls back to them only then); one whose
+/// endpoints do not serve does not answer either, unless it has an ingress IP (winkernel then
+/// filters no endpoint out).
 fn traffic_policy_and_termination(
     state: &State,
     wins: &[&NodeState],
