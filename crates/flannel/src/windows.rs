@@ -427,14 +427,14 @@ fn remote_subnet_route(l: &Lease) -> Option<RemoteSubnetRoutePolicySetting> {
     })
 }
 
-/// True when `have` is the network `want` describes: type, subnet, gateway route and VSID.
+/// True when `have` is the network `want` describes: the same type, and among its subnets
+/// the lease's (prefix, gateway route, VSID). flannel's Windows backends keep a network when
+/// any of its subnets matches (`hostgw_windows.go` walks `existingNetwork.Subnets`), so a
+/// network an operator made with more subnets (a dual-stack L2Bridge) is kept.
 fn same_shape(have: &Network, want: &Network) -> bool {
-    let key = |n: &Network| {
-        n.subnets()
-            .map(|s| (s.ip_address_prefix, s.gateway(), s.vsid()))
-            .collect::<Vec<_>>()
-    };
-    have.network_type == want.network_type && key(have) == key(want)
+    let key = |s: &Subnet| (s.ip_address_prefix, s.gateway(), s.vsid());
+    let have_keys: Vec<_> = have.subnets().map(key).collect();
+    have.network_type == want.network_type && want.subnets().map(key).all(|k| have_keys.contains(&k))
 }
 
 /// Host number `n` of `subnet`.

@@ -4,6 +4,7 @@
 //! Windows CNI plugins, kube-proxy's winkernel proxier, flanneld's Windows backend — over
 //! simulated wires instead of devices.
 
+pub mod dual_stack;
 pub mod objects;
 pub mod sim;
 pub mod topology;

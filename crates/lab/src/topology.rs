@@ -1,11 +1,12 @@
 //! The topology file of `winnet cluster up`: the network mode, the Windows build, the nodes
 //! with their pods, and the Services; and the addresses everything gets.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use hns::Profile;
+use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
 /// flannel's network mode.
@@ -82,6 +83,26 @@ pub struct ServiceSpec {
     /// The conditions the cluster writes for the Service's endpoints (default `Ready`).
     #[serde(default)]
     pub endpoints: EndpointState,
+    /// `ipFamilyPolicy`: `SingleStack` (IPv4, the default) or `PreferDualStack` /
+    /// `RequireDualStack` (an IPv4 and an IPv6 ClusterIP, on a `dualStack` cluster).
+    #[serde(default)]
+    pub ip_family_policy: IpFamilyPolicy,
+}
+
+/// A Service's `ipFamilyPolicy`, as Kubernetes spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub enum IpFamilyPolicy {
+    #[default]
+    SingleStack,
+    PreferDualStack,
+    RequireDualStack,
+}
+
+impl ServiceSpec {
+    /// The Service has an IPv6 ClusterIP besides its IPv4 one.
+    pub fn dual_stack(&self) -> bool {
+        self.ip_family_policy != IpFamilyPolicy::SingleStack
+    }
 }
 
 /// Where a Service's backends stand, as their EndpointSlice conditions say: what the
@@ -161,6 +182,11 @@ pub struct Topology {
     /// balancer, and with DSR a backend on another node answers them directly, bypassing it.
     #[serde(default)]
     pub dsr: bool,
+    /// The cluster is dual-stack (`dualStack: true`): pod CIDRs and Service CIDRs of both
+    /// families ([`CLUSTER_CIDR_V6`], [`SERVICE_CIDR_V6`]), IPv6 on the fabric. Windows pods
+    /// get both families where Windows gives them (L2Bridge); see the README's dual-stack part.
+    #[serde(default, rename = "dualStack")]
+    pub dual_stack: bool,
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub services: Vec<ServiceSpec>,
@@ -291,6 +317,13 @@ impl Topology {
             {
                 bail!("services[{}].nodePort: {np} is outside 30000-32767", s.name);
             }
+            if s.dual_stack() && !self.dual_stack {
+                bail!(
+                    "services[{}].ipFamilyPolicy: {:?} needs a dual-stack cluster; add dualStack: true",
+                    s.name,
+                    s.ip_family_policy
+                );
+            }
         }
         Ok(())
     }
@@ -351,6 +384,44 @@ pub fn cluster_ip(k: usize) -> Option<Ipv4Addr> {
     }
     let base = u32::from(Ipv4Addr::new(10, 96, 1, 1));
     Some(Ipv4Addr::from(base + u32::try_from(k).ok()?))
+}
+
+/// The cluster's IPv6 pod CIDR on a `dualStack` cluster (a ULA prefix): one /64 a node.
+pub const CLUSTER_CIDR_V6: &str = "fd00:10:244::/56";
+/// The IPv6 Service CIDR (kube-apiserver's second `--service-cluster-ip-range`).
+pub const SERVICE_CIDR_V6: &str = "fd00:10:96::/112";
+/// The fabric's IPv6 prefix on a `dualStack` cluster.
+pub const FABRIC_V6: &str = "fd00:192:168:77::/64";
+/// The external host's IPv6 address on the fabric.
+pub const EXTERNAL_IP_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x192, 0x168, 0x77, 0, 0, 0, 0x1);
+
+/// A node's IPv6 pod prefix: the /64 of [`CLUSTER_CIDR_V6`] numbered after its IPv4 lease
+/// (10.244.3.0/24 -> fd00:10:244:3::/64), so that both families of a node's pods read alike.
+/// The node's provisioning gives it (flannel's Windows backends lease IPv4 only).
+pub fn pod_prefix_v6(lease: Ipv4Net) -> Ipv6Net {
+    let [_, _, third, _] = lease.network().octets();
+    let net = Ipv6Addr::new(0xfd00, 0x10, 0x244, u16::from(third), 0, 0, 0, 0);
+    // A /64 is always a valid prefix length.
+    Ipv6Net::new(net, 64).unwrap_or_default()
+}
+
+/// The IPv6 twin of an IPv4 address of the plan (a node's, the external host's): the same
+/// last octet, written as its decimal digits, in [`FABRIC_V6`] (192.168.77.11 ->
+/// fd00:192:168:77::11).
+pub fn fabric_ip_v6(ip: Ipv4Addr) -> Ipv6Addr {
+    let last = ip.octets()[3];
+    let digits = u16::from_str_radix(&last.to_string(), 16).unwrap_or(u16::from(last));
+    Ipv6Addr::new(0xfd00, 0x192, 0x168, 0x77, 0, 0, 0, digits)
+}
+
+/// The IPv6 ClusterIP of the topology's Service number `k` when it is dual-stack:
+/// fd00:10:96::100 + k; None past [`MAX_SERVICES`].
+pub fn cluster_ip_v6(k: usize) -> Option<Ipv6Addr> {
+    if k >= MAX_SERVICES {
+        return None;
+    }
+    let base = u128::from(Ipv6Addr::new(0xfd00, 0x10, 0x96, 0, 0, 0, 0, 0x100));
+    Some(Ipv6Addr::from(base + u128::try_from(k).ok()?))
 }
 
 /// A node's address on the fabric: Windows nodes from .11, Linux nodes from .21, in the order

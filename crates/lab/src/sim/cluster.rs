@@ -102,6 +102,8 @@ pub struct Cluster {
     pub(crate) token: u32,
     /// Every switch drop, in order.
     pub drops: Vec<DropRecord>,
+    /// The fabric is dual-stack: nodes get an IPv6 address too.
+    v6: bool,
     /// Each node's kube-proxy and the objects it syncs.
     pub(crate) proxies: super::agents::proxy::Proxies,
     /// Where the nodes' CNI state and IPAM leases live; removed with the cluster.
@@ -118,6 +120,16 @@ impl Cluster {
 
     /// A cluster of Windows nodes named `names`, in the plan's order of addresses.
     pub fn with_nodes(names: &[String], profile: Profile) -> Result<Cluster, HnsError> {
+        Cluster::build(names, profile, false)
+    }
+
+    /// [`Cluster::with_nodes`] on a dual-stack fabric: the nodes and the external host have
+    /// an IPv6 address too ([`topology::fabric_ip_v6`]).
+    pub fn dual_stack(names: &[String], profile: Profile) -> Result<Cluster, HnsError> {
+        Cluster::build(names, profile, true)
+    }
+
+    fn build(names: &[String], profile: Profile, v6: bool) -> Result<Cluster, HnsError> {
         let mut fabric = Fabric::default();
         let directory: Directory = Arc::default();
         let external_at = fabric.attach("external");
@@ -129,6 +141,13 @@ impl Cluster {
             mac: MacAddr(addr::ROUTER_MAC),
             addresses: vec![IpNet::new(router, 24).unwrap_or_default()],
         });
+        if v6 {
+            let ip = IpAddr::V6(crate::topology::EXTERNAL_IP_V6);
+            external.interfaces[0]
+                .addresses
+                .push(IpNet::new(ip, 64).unwrap_or_default());
+            write_dir(&directory).insert(ip, MacAddr(addr::ROUTER_MAC));
+        }
         external.extra_addresses.push(internet);
         external.tcp_listen.extend([80, 443, HTTP_PORT]);
         external.udp_listen.extend([53, UDP_PORT]);
@@ -143,6 +162,7 @@ impl Cluster {
             clock_ms: 0,
             token: 0,
             drops: Vec::new(),
+            v6,
             proxies: Default::default(),
             work: tempfile::tempdir()
                 .map_err(|e| HnsError::new(hcn::HResult::E_FAIL, format!("a work dir: {e}")))?,
@@ -167,9 +187,14 @@ impl Cluster {
                 .copied()
         });
         let at = self.fabric.attach(name);
-        let address = IpNet::new(ip, 24).unwrap_or_default();
+        let mut addresses = vec![IpNet::new(ip, 24).unwrap_or_default()];
+        if let (true, IpAddr::V4(v4)) = (self.v6, ip) {
+            let ip6 = IpAddr::V6(crate::topology::fabric_ip_v6(v4));
+            addresses.push(IpNet::new(ip6, 64).unwrap_or_default());
+            write_dir(&self.directory).insert(ip6, mac);
+        }
         let router = addr::ROUTER;
-        let mut node = Node::new(name, address, mac, profile, resolver, at, router)?;
+        let mut node = Node::new(name, addresses, mac, profile, resolver, at, router)?;
         node.host.tcp_listen.extend([10250, HTTP_PORT]);
         node.host.udp_listen.insert(53);
         self.nodes.push(node);

@@ -62,17 +62,18 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    /// A node with an empty hnsd, its NIC on the fabric at `attachment`, and a default route
-    /// via `router`.
+    /// A node with an empty hnsd, its NIC on the fabric at `attachment` with `addresses` (the
+    /// first is the node's address), and a default route via `router`.
     pub fn new(
         name: &str,
-        address: IpNet,
+        addresses: Vec<IpNet>,
         mac: MacAddr,
         profile: Profile,
         resolver: Resolver,
         attachment: AttachmentId,
         router: IpAddr,
     ) -> Result<Node, HnsError> {
+        let address = addresses.first().copied().unwrap_or_default();
         let store = Store::in_memory().map_err(|e| internal(format!("{name}: {e}")))?;
         let service =
             Arc::new(Service::start(store, profile).map_err(|e| internal(format!("{name}: {e}")))?);
@@ -80,7 +81,7 @@ impl Node {
             name: name.to_string(),
             profile,
             host_mac: mac,
-            addresses: vec![address],
+            addresses,
             uplink: Some("Ethernet".to_string()),
             routes: vec![HostRoute::new(IpNet::default(), router)],
             resolver,

@@ -92,7 +92,11 @@ pub fn judge(f: &Flow, passed: bool, detail: String) -> Outcome {
 }
 
 fn tcp(f: &Flow) -> (bool, String) {
-    let host = f.to_name.clone().unwrap_or_else(|| f.to.to_string());
+    let host = match (&f.to_name, f.to) {
+        (Some(name), _) => name.clone(),
+        (None, std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+        (None, ip) => ip.to_string(),
+    };
     let url = format!("http://{host}:{}/", f.port);
     // A name goes through the pod's resolver first (on a Windows node the stub's walk).
     let max_time = if f.to_name.is_some() { "5" } else { "2" };

@@ -383,6 +383,77 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
     if let Some(pl) = linux.and_then(|l| l.pods.first()) {
         out.extend(by_name(state, profile, pl, false));
     }
+    out.extend(dual_stack(state, profile));
+    out
+}
+
+/// The dual-stack rows of a `dualStack` cluster (issue 15): IPv6 from a Windows pod to a pod
+/// on its node and on the next Windows node, and to the IPv6 ClusterIP of every dual-stack
+/// Service. The profile decides: kube-proxy programs IPv6 Services only with HNS's
+/// IPv6DualStack (11.10, from ws2022) and not on Overlay networks, where HNS carries no IPv6
+/// either ([`Limitation::Ipv6OnOverlay`]). `unrestricted` lifts HNS's limitation, but the Windows CNI plugins still
+/// give overlay pods no IPv6, so those rows stay refused for that reason.
+fn dual_stack(state: &State, profile: Profile) -> Vec<Flow> {
+    let Some(t) = state.topology.as_ref().filter(|t| t.dual_stack) else {
+        return Vec::new();
+    };
+    let wins: Vec<_> = state.nodes.iter().filter(|n| n.os == Os::Windows).collect();
+    let Some(w1) = wins.first() else {
+        return Vec::new();
+    };
+    let (Some(p1), Some(client)) = (w1.pods.first(), w1.pods.get(1)) else {
+        return Vec::new();
+    };
+    // Where a pod has no IPv6 address (an overlay pod on Windows), the address its node's
+    // IPv6 prefix would have given it: the row then shows the refusal.
+    let v6 = |p: &PodState, node: &super::NodeState| -> IpAddr {
+        IpAddr::V6(p.ip6.unwrap_or_else(|| {
+            let prefix = node.subnet.map(super::topology::pod_prefix_v6);
+            let host = u128::from(p.ip.octets()[3]);
+            prefix.map_or(std::net::Ipv6Addr::UNSPECIFIED, |n| {
+                std::net::Ipv6Addr::from(u128::from(n.network()) + host)
+            })
+        }))
+    };
+    let expect = |f: Flow| -> Flow {
+        if t.mode == Mode::Overlay {
+            if profile.imposes(Limitation::Ipv6OnOverlay) {
+                return f.unless(profile, Limitation::Ipv6OnOverlay);
+            }
+            // HNS carries IPv6 inside VXLAN here, but win-overlay gives a pod IPAM's first
+            // address only and sdnoverlay refuses enableDualStack: no overlay pod has IPv6.
+            return f.refused("NoIpv6PodOnOverlay");
+        }
+        f
+    };
+    let from = v6(client, w1);
+    let tcp = |name: &str, to: IpAddr, port: u16| {
+        flow(name, &client.name, &client.netns, to, port, Proto::Tcp)
+    };
+    let mut out = vec![expect(
+        tcp("IPv6 pod -> pod, same node", v6(p1, w1), HTTP_PORT).seen_as(from),
+    )];
+    if let Some(w2) = wins.get(1)
+        && let Some(p2) = w2.pods.first()
+    {
+        out.push(expect(
+            tcp("IPv6 pod -> pod, across Windows nodes", v6(p2, w2), HTTP_PORT).seen_as(from),
+        ));
+    }
+    for (k, s) in t.services.iter().enumerate() {
+        let (true, Some(vip)) = (s.dual_stack(), super::topology::cluster_ip_v6(k)) else {
+            continue;
+        };
+        let name = format!("IPv6 pod -> ClusterIP of a dual-stack Service ({})", s.name);
+        let f = expect(tcp(&name, IpAddr::V6(vip), s.port));
+        // kube-proxy's dual-stack mode needs HNS's IPv6DualStack (11.10); without it the
+        // IPv6 ClusterIP is not programmed.
+        out.push(if f.expect_pass && !profile.features().ipv6_dual_stack {
+            f.refused("NoIpv6DualStack")
+        } else {
+            f
+        });
+    }
     out
 }
 
@@ -568,6 +639,7 @@ mod tests {
                     name: p.to_string(),
                     netns: format!("wn-{name}-{p}"),
                     ip: Ipv4Addr::new(10, 244, k, 10 + j as u8),
+                    ip6: None,
                 })
                 .collect(),
         };

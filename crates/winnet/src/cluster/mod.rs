@@ -50,6 +50,9 @@ pub struct PodState {
     pub name: String,
     pub netns: String,
     pub ip: std::net::Ipv4Addr,
+    /// Its IPv6 address on a dual-stack cluster, where its CNI plugin gave it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip6: Option<std::net::Ipv6Addr>,
 }
 
 /// Everything the cluster made, written after each step.

@@ -61,8 +61,18 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         .filter(|i| t.nodes[*i].os == Os::Windows)
         .collect();
     let names: Vec<String> = wins.iter().map(|i| t.nodes[*i].name.clone()).collect();
-    let mut c = Cluster::with_nodes(&names, t.profile).map_err(hns("cluster".into()))?;
+    let mut c = if t.dual_stack {
+        Cluster::dual_stack(&names, t.profile)
+    } else {
+        Cluster::with_nodes(&names, t.profile)
+    }
+    .map_err(hns("cluster".into()))?;
     let win_subnets: Vec<_> = wins.iter().map(|i| subnets[*i]).collect();
+    if t.dual_stack && t.mode == Mode::L2bridge {
+        // The operator's dual-stack cbr0, which flanneld then keeps (lab::dual_stack).
+        c.provision_dual_stack(&win_subnets)
+            .map_err(hns("dual-stack provisioning".into()))?;
+    }
     c.flannel(backend, &win_subnets)
         .map_err(hns("flannel".into()))?;
     let mut who = BTreeMap::from([("external".to_string(), Who::External)]);
@@ -106,6 +116,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
             .map(|(k, i)| (*i, format!("{DNS_POD_PREFIX}{}", k + 1))),
     );
     for (i, pod) in order {
+        let mut ip6 = None;
         let ip = match t.nodes[i].os {
             Os::Windows => {
                 let sim_node = wins
@@ -116,6 +127,12 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
                     .add_pod(sim_node, &pod, opts.clone())
                     .map_err(hns(format!("pod {pod}")))?;
                 who.insert(pod.clone(), w);
+                ip6 = c.stack(w).and_then(|s| {
+                    s.addresses().find_map(|a| match a {
+                        IpAddr::V6(v6) => Some(v6),
+                        IpAddr::V4(_) => None,
+                    })
+                });
                 match c.ip_of(w) {
                     Some(IpAddr::V4(ip)) => ip,
                     other => bail!("pod {pod}: no IPv4 address ({other:?})"),
@@ -135,6 +152,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
             name: pod.clone(),
             netns: format!("{NS_PREFIX}{}-{pod}", node.name),
             ip,
+            ip6,
         });
     }
     // The Kubernetes objects the real cluster writes, over the pods that exist here.
@@ -282,6 +300,7 @@ fn describe(e: &Exchange, proto: Proto) -> (bool, String) {
             e.drops
                 .first()
                 .map(|d| format!("dropped at {}: {}", d.node, d.reason))
+                .or_else(|| e.stack_drops.first().map(|d| format!("dropped by {d}")))
                 .unwrap_or_else(|| format!("no {what}")),
         ),
     }

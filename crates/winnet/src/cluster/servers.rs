@@ -32,19 +32,60 @@ pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
     if let Some(port) = tcp {
         let listener = TcpListener::bind(("0.0.0.0", port))
             .with_context(|| format!("cannot listen on TCP port {port}"))?;
-        for conn in listener.incoming() {
-            match conn {
-                Ok(s) => {
-                    std::thread::spawn(move || http(s));
-                }
-                Err(e) => tracing::warn!("accept: {e}"),
-            }
+        if has_ipv6()? {
+            // A dual-stack pod answers on its IPv6 address too; an IPv6-only socket keeps
+            // IPv4 clients shown as IPv4 addresses (not ::ffff:a.b.c.d).
+            let v6 = listen_v6_only(port)?;
+            threads.push(std::thread::spawn(move || accept(&v6)));
         }
+        accept(&listener);
     }
     for t in threads {
         let _ = t.join();
     }
     Ok(())
+}
+
+fn accept(listener: &TcpListener) {
+    for conn in listener.incoming() {
+        match conn {
+            Ok(s) => {
+                std::thread::spawn(move || http(s));
+            }
+            Err(e) => tracing::warn!("accept: {e}"),
+        }
+    }
+}
+
+/// True when this namespace has an IPv6 address beyond loopback and link-local ones.
+fn has_ipv6() -> anyhow::Result<bool> {
+    let mut nl = host::netlink::Netlink::open()?;
+    Ok(nl.addresses(None)?.into_iter().any(|a| match a.net.addr() {
+        std::net::IpAddr::V6(v6) => !v6.is_loopback() && (v6.segments()[0] & 0xffc0) != 0xfe80,
+        std::net::IpAddr::V4(_) => false,
+    }))
+}
+
+/// A TCP listener on `[::]:port` for IPv6 only (`IPV6_V6ONLY`), beside the IPv4 one.
+fn listen_v6_only(port: u16) -> anyhow::Result<TcpListener> {
+    use nix::sys::socket::{
+        AddressFamily, Backlog, SockFlag, SockType, SockaddrIn6, bind, listen, setsockopt, socket,
+        sockopt,
+    };
+    let what = || format!("cannot listen on TCP [::]:{port}");
+    let fd = socket(
+        AddressFamily::Inet6,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .with_context(what)?;
+    setsockopt(&fd, sockopt::Ipv6V6Only, &true).with_context(what)?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true).with_context(what)?;
+    let any = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, port, 0, 0);
+    bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn6::from(any)).with_context(what)?;
+    listen(&fd, Backlog::new(128).with_context(what)?).with_context(what)?;
+    Ok(TcpListener::from(fd))
 }
 
 fn echo(sock: &UdpSocket) {

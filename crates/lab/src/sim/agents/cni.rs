@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use super::super::cluster::{Cluster, Who, addr};
 use super::super::stack::{Interface, Stack, StackRoute};
 use super::flannel::{CLUSTER_CIDR, SERVICE_CIDR, nth};
-use crate::topology::{DNS_SERVICE_IP, pod_searches};
+use crate::topology::{
+    CLUSTER_CIDR_V6, DNS_SERVICE_IP, FABRIC_V6, SERVICE_CIDR_V6, pod_searches,
+};
 use hns::state::Object;
 
 /// Where Debian's CNI plugins are (`host-local` is the pods' IPAM).
@@ -55,6 +57,9 @@ pub struct NetworkConf<'a> {
     pub node_ip: IpAddr,
     /// host-local's `dataDir` on the node.
     pub ipam_dir: &'a Path,
+    /// The node's IPv6 pod prefix on a dual-stack cluster (L2Bridge only): pods get an
+    /// address of each family ([`dual_stack_config`]).
+    pub subnet6: Option<IpNet>,
 }
 
 /// The DNS part of a pod's CNI config as the local cluster writes it: the static `dns` block,
@@ -84,6 +89,9 @@ pub const POD_UDP: [u16; 2] = [53, 5353];
 /// (OutBoundNAT, the Service CIDR's `SDNRoute`, the node's `ProviderAddress`); host-local on
 /// the node's subnet from [`FIRST_POD`].
 pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value, HnsError> {
+    if let (false, Some(v6)) = (network.overlay, network.subnet6) {
+        return dual_stack_config(network, v6, opts);
+    }
     let (overlay, node_ip, ipam_dir) = (network.overlay, network.node_ip, network.ipam_dir);
     let policy = |v: Value| json!({"name": "EndpointPolicy", "value": v});
     let mut policies = Vec::new();
@@ -124,6 +132,71 @@ pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value,
     if opts.loopback_dsr {
         conf["loopbackDSR"] = json!(true);
     }
+    if opts.cluster_dns
+        && let (Value::Object(conf), Value::Object(dns)) = (&mut conf, cluster_dns_conf())
+    {
+        conf.extend(dns);
+    }
+    Ok(conf)
+}
+
+/// The CNI config of a dual-stack L2Bridge node: win-bridge gives an endpoint only the first
+/// address IPAM returns (`IPs[0]`), so dual-stack Windows pods come from `sdnbridge`
+/// (microsoft/windows-container-networking) with `optionalFlags.enableDualStack` on the
+/// existing L2Bridge network that holds both subnets: host-local with one range per family
+/// (IPv4 from [`FIRST_POD`], gateway forced to the bridge endpoint's .2; IPv6 likewise, its
+/// gateway the bridge endpoint's ::2), the same OutBoundNAT exceptions and SDN routes as
+/// win-bridge's config, in sdnbridge's `AdditionalArgs`.
+pub fn dual_stack_config(
+    network: &NetworkConf<'_>,
+    subnet6: IpNet,
+    opts: &PodOptions,
+) -> Result<Value, HnsError> {
+    let policy = |v: Value| json!({"Name": "EndpointPolicy", "Value": v});
+    let mut args = Vec::new();
+    if !opts.no_outbound_nat {
+        let exceptions = [
+            CLUSTER_CIDR,
+            SERVICE_CIDR,
+            addr::UNDERLAY,
+            CLUSTER_CIDR_V6,
+            SERVICE_CIDR_V6,
+            FABRIC_V6,
+        ];
+        args.push(policy(
+            json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": exceptions}}),
+        ));
+    }
+    args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}})));
+    args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", network.node_ip), "NeedEncap": true}})));
+    args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR_V6, "NeedEncap": true}})));
+    for p in &opts.policies {
+        let v = serde_json::to_value(p).map_err(|e| bad(format!("policy {p:?}: {e}")))?;
+        args.push(policy(v));
+    }
+    let range = |subnet: IpNet, gateway: Option<IpAddr>| {
+        let mut r = json!({"subnet": subnet.to_string(), "rangeStart": nth(subnet, FIRST_POD).to_string()});
+        if let Some(gw) = gateway {
+            r["gateway"] = json!(gw.to_string());
+        }
+        json!([r])
+    };
+    let mut conf = json!({
+        "cniVersion": "1.0.0",
+        "name": network.name,
+        "type": "sdnbridge",
+        "optionalFlags": {
+            "enableDualStack": true,
+            "forceBridgeGateway": true,
+            "loopbackDSR": opts.loopback_dsr,
+        },
+        "AdditionalArgs": args,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [range(network.subnet, None), range(subnet6, Some(nth(subnet6, 2)))],
+            "dataDir": network.ipam_dir.to_string_lossy(),
+        },
+    });
     if opts.cluster_dns
         && let (Value::Object(conf), Value::Object(dns)) = (&mut conf, cluster_dns_conf())
     {
@@ -217,13 +290,12 @@ impl Cluster {
                 subnet: net.subnet,
                 node_ip: addr::node(node),
                 ipam_dir: &ipam_dir,
+                subnet6: net.subnet6,
             },
             &opts,
         )?;
-        let plugin = match net.network_type {
-            NetworkType::Overlay => "win-overlay",
-            _ => "win-bridge",
-        };
+        // The plugin the config names, as a runtime picks it.
+        let plugin = conf["type"].as_str().unwrap_or("win-bridge");
         let plugin =
             cni::plugins::by_name(plugin).ok_or_else(|| bad(format!("no CNI plugin {plugin}")))?;
         // As containerd does on Windows: the pod's network compartment (an HNS namespace) is
@@ -262,29 +334,31 @@ impl Cluster {
                 plugin = plugin.name()
             )));
         }
-        let ip = answer["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.parse::<IpNet>().ok())
-            .ok_or_else(|| bad(format!("the CNI result of {name} has no address: {answer}")))?;
-        let gateway = answer["ips"][0]["gateway"]
-            .as_str()
-            .and_then(|g| g.parse::<IpAddr>().ok())
-            .ok_or_else(|| bad(format!("the CNI result of {name} has no gateway: {answer}")))?;
+        // Every address of the result (one a family with a dual-stack plugin), each with its
+        // family's gateway, as a runtime configures the pod's interface.
+        let mut ips = Vec::new();
+        for c in answer["ips"].as_array().into_iter().flatten() {
+            let ip = c["address"]
+                .as_str()
+                .and_then(|a| a.parse::<IpNet>().ok())
+                .ok_or_else(|| bad(format!("the CNI result of {name} has a bad address: {c}")))?;
+            let gateway = c["gateway"]
+                .as_str()
+                .and_then(|g| g.parse::<IpAddr>().ok())
+                .ok_or_else(|| bad(format!("the CNI result of {name} has no gateway: {c}")))?;
+            ips.push((ip, gateway));
+        }
+        let Some(&(first, _)) = ips.first() else {
+            return Err(bad(format!("the CNI result of {name} has no address: {answer}")));
+        };
         let endpoint = n
             .read(|s| {
                 s.endpoints()
-                    .find(|e| e.ips().any(|a| a == ip.addr()))
+                    .find(|e| e.ips().any(|a| a == first.addr()))
                     .cloned()
             })
-            .ok_or_else(|| bad(format!("no HNS endpoint has {name}'s address {ip}")))?;
-        self.attach_pod_stack(
-            node,
-            name,
-            &endpoint,
-            ip.prefix_len(),
-            gateway,
-            opts.extra_addresses,
-        )
+            .ok_or_else(|| bad(format!("no HNS endpoint has {name}'s address {first}")))?;
+        self.attach_pod_stack(node, name, &endpoint, &ips, opts.extra_addresses)
     }
 
     /// A pod on node `node` with an endpoint made by the caller (not by a CNI plugin): the
@@ -316,25 +390,22 @@ impl Cluster {
         let created = n
             .read(|s| s.endpoint(id).cloned())
             .ok_or_else(|| bad(format!("endpoint {id} vanished")))?;
-        self.attach_pod_stack(
-            node,
-            name,
-            &created,
-            subnet.prefix_len(),
-            gateway,
-            extra_addresses,
-        )
+        let ips: Vec<(IpNet, IpAddr)> = created
+            .ips()
+            .filter_map(|ip| IpNet::new(ip, subnet.prefix_len()).ok())
+            .map(|ip| (ip, gateway))
+            .collect();
+        self.attach_pod_stack(node, name, &created, &ips, extra_addresses)
     }
 
-    /// The pod's IP stack on `endpoint`'s port: its addresses, a default route via `gateway`,
-    /// the pod listeners.
+    /// The pod's IP stack on `endpoint`'s port: its addresses (`ips`), a default route of each
+    /// address's family via its gateway, the pod listeners.
     fn attach_pod_stack(
         &mut self,
         node: usize,
         name: &str,
         endpoint: &Endpoint,
-        prefix_len: u8,
-        gateway: IpAddr,
+        ips: &[(IpNet, IpAddr)],
         extra_addresses: Vec<IpAddr>,
     ) -> Result<Who, HnsError> {
         let Some(n) = self.nodes.get_mut(node) else {
@@ -344,26 +415,27 @@ impl Cluster {
             .mac_address
             .map(|m| vfp::wire::MacAddr(m.0))
             .unwrap_or_default();
-        let addresses: Vec<IpNet> = endpoint
-            .ips()
-            .filter_map(|ip| IpNet::new(ip, prefix_len).ok())
-            .collect();
         let mut s = Stack::new(name);
         s.interfaces.push(Interface {
             name: "eth0".into(),
             mac,
-            addresses,
+            addresses: ips.iter().map(|(ip, _)| *ip).collect(),
         });
-        let any = if gateway.is_ipv4() {
-            IpNet::V4(Default::default())
-        } else {
-            IpNet::V6(Default::default())
-        };
-        s.routes.push(StackRoute {
-            destination: any,
-            via: Some(gateway),
-            dev: None,
-        });
+        for (ip, gateway) in ips {
+            let any = if ip.addr().is_ipv4() {
+                IpNet::V4(Default::default())
+            } else {
+                IpNet::V6(Default::default())
+            };
+            if s.routes.iter().any(|r| r.destination == any) {
+                continue;
+            }
+            s.routes.push(StackRoute {
+                destination: any,
+                via: Some(*gateway),
+                dev: None,
+            });
+        }
         s.tcp_listen.extend(POD_TCP);
         s.udp_listen.extend(POD_UDP);
         s.extra_addresses = extra_addresses;

@@ -33,6 +33,9 @@ pub struct PodNetwork {
     pub name: String,
     pub network_type: NetworkType,
     pub subnet: IpNet,
+    /// The network's IPv6 subnet, when its operator made it dual-stack
+    /// ([`crate::dual_stack`]).
+    pub subnet6: Option<IpNet>,
 }
 
 /// Host number `n` of `subnet`.
@@ -131,10 +134,60 @@ impl Cluster {
                     BackendType::Vxlan => NetworkType::Overlay,
                 },
                 subnet: IpNet::V4(leases[i].subnet),
+                subnet6: ipv6_subnet(node, &b.name),
             });
         }
         Ok(())
     }
+}
+
+impl Cluster {
+    /// What the operator of a dual-stack L2Bridge cluster provisions on every node before
+    /// flanneld starts ([`crate::dual_stack`]): `cbr0` with node `i`'s lease `subnets[i]` and
+    /// its IPv6 prefix ([`topology::pod_prefix_v6`]), the bridge endpoint with both
+    /// gateways, and routes to the other nodes' IPv6 prefixes via their IPv6 addresses.
+    pub fn provision_dual_stack(&mut self, subnets: &[Ipv4Net]) -> Result<(), HnsError> {
+        let name = topology::network_name(Mode::L2bridge);
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            let v4 = *subnets
+                .get(i)
+                .ok_or_else(|| fail(format!("no lease for node {i}")))?;
+            let v6 = topology::pod_prefix_v6(v4);
+            block_on(crate::dual_stack::provision(&node.hns, &name, NIC, v4, v6))?
+                .map_err(|e| fail(format!("{}: dual-stack {name}: {e}", node.name)))?;
+            node.sync_host();
+        }
+        for i in 0..self.nodes.len() {
+            let mut stack = self.nodes[i].node_stack();
+            for (j, subnet) in subnets.iter().enumerate().filter(|(j, _)| *j != i) {
+                let IpAddr::V4(their) = addr::node(j) else {
+                    continue;
+                };
+                let route = host::netlink::RouteEntry {
+                    destination: IpNet::V6(topology::pod_prefix_v6(*subnet)),
+                    gateway: Some(IpAddr::V6(topology::fabric_ip_v6(their))),
+                    oif: None,
+                    metric: None,
+                };
+                stack
+                    .add_route(&route, false)
+                    .map_err(|e| fail(format!("{}: {e}", self.nodes[i].name)))?;
+            }
+            self.nodes[i].sync_host();
+        }
+        Ok(())
+    }
+}
+
+/// The IPv6 subnet of `node`'s network `name`, if it has one.
+fn ipv6_subnet(node: &super::super::node::Node, name: &str) -> Option<IpNet> {
+    node.read(|s| {
+        s.networks()
+            .find(|n| n.name == name)?
+            .subnets()
+            .filter_map(|s| s.ip_address_prefix)
+            .find(|p| p.addr().is_ipv6())
+    })
 }
 
 /// The subnets flanneld's etcd subnet manager leases `n` nodes started one by one (each takes

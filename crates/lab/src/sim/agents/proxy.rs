@@ -319,7 +319,8 @@ impl Cluster {
                 win_overlay: true,
             },
             cluster_cidr: CLUSTER_CIDR.parse().ok(),
-            node_ips: vec![node.address.addr()],
+            // Both families on a dual-stack fabric, as kubelet reports the Node's addresses.
+            node_ips: node.compiler().facts().ips().collect(),
             healthz_bind: None,
             metrics_bind: None,
             hns_socket: PathBuf::new(),

@@ -185,6 +185,7 @@ mod tests {
             name: n.into(),
             netns: format!("wn-{n}"),
             ip: ip.into(),
+            ip6: None,
         };
         let list = kube_dns_objects(&[
             ("win-1".into(), pod("coredns-1", [10, 244, 1, 11])),

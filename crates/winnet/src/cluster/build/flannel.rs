@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use ipnet::{IpNet, Ipv4Net};
+use flannel::config::BackendType;
 use lab::sim::agents::cni::reserve_source_vip;
 
 use super::super::leases::{self, PREFIX};
@@ -64,14 +65,82 @@ impl Builder {
         if n.os == Os::Windows {
             args.extend(["--hns-socket", &sock]);
         }
+        let provisioned = if n.os == Os::Windows && self.dual_stack_bridge() {
+            Some(self.provision_dual_stack(i)?)
+        } else {
+            None
+        };
         let log = format!("{}-flanneld", n.name);
         self.spawn(&format!("{} flanneld", n.name), &n.netns, &args, &log)?;
         let subnet = self.wait_lease(i, &log)?;
+        if let Some(want) = provisioned
+            && want != subnet
+        {
+            bail!(
+                "flanneld on {} leased {subnet}, but the dual-stack {} was made for {want}; see {}",
+                n.name,
+                leases::network_name(Mode::L2bridge),
+                self.dir.join(format!("{log}.log")).display()
+            );
+        }
         self.state.nodes[i].subnet = Some(subnet);
         if n.os == Os::Windows && self.t.mode == Mode::Overlay {
             self.state.nodes[i].source_vip = Some(self.source_vip(i, subnet)?);
         }
         self.state.save(&self.dir)
+    }
+
+    /// A dual-stack cluster on L2Bridge: Windows pods get IPv6 (lab::dual_stack).
+    pub(super) fn dual_stack_bridge(&self) -> bool {
+        self.t.dual_stack && self.t.mode == Mode::L2bridge
+    }
+
+    /// What the operator of a dual-stack L2Bridge node does before flanneld starts
+    /// ([`lab::dual_stack`]): `cbr0` with the IPv4 subnet flanneld will lease (nodes started
+    /// one by one lease predictably, as the in-memory cluster computes) and the node's IPv6
+    /// prefix, and the bridge endpoint with both gateways. The IPv4 subnet it was made for.
+    fn provision_dual_stack(&self, i: usize) -> anyhow::Result<Ipv4Net> {
+        let all = lab::sim::agents::flannel::leases(BackendType::HostGw, self.state_nodes())
+            .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
+        let v4 = *all.get(i).context("no lease for the node")?;
+        let v6 = super::super::topology::pod_prefix_v6(v4);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let client = hns_client::Client::new(self.socket(i));
+        let name = leases::network_name(Mode::L2bridge);
+        rt.block_on(lab::dual_stack::provision(&client, &name, "eth0", v4, v6))
+            .with_context(|| format!("the dual-stack {name} on {}", self.state.nodes[i].name))?;
+        Ok(v4)
+    }
+
+    /// How many nodes the topology has (all get a lease, in its order).
+    fn state_nodes(&self) -> usize {
+        self.t.nodes.len()
+    }
+
+    /// On a dual-stack L2Bridge cluster, what the operator routes on each Windows node: the
+    /// other Windows nodes' IPv6 pod prefixes via their IPv6 addresses (flannel routes only
+    /// IPv4). The Linux node stays IPv4-only.
+    pub(super) fn route_ipv6_pods(&self) -> anyhow::Result<()> {
+        if !self.dual_stack_bridge() {
+            return Ok(());
+        }
+        let wins: Vec<_> = self
+            .state
+            .nodes
+            .iter()
+            .filter(|n| n.os == Os::Windows)
+            .collect();
+        for n in &wins {
+            for o in wins.iter().filter(|o| o.name != n.name) {
+                let Some(subnet) = o.subnet else { continue };
+                let prefix = IpNet::V6(super::super::topology::pod_prefix_v6(subnet));
+                let via = super::super::topology::fabric_ip_v6(o.ip);
+                super::route_via(&n.netns, prefix, via)?;
+            }
+        }
+        Ok(())
     }
 
     /// Waits for node `i`'s subnet.env and reads its subnet as the flannel CNI plugin does.

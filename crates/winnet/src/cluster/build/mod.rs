@@ -82,6 +82,7 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     progress("waiting for every node's routes to the others' subnets");
     b.wait_routes()?;
     b.route_external_to_pods()?;
+    b.route_ipv6_pods()?;
     for i in 0..t.nodes.len() {
         for pod in t.nodes[i].pods.clone() {
             progress(&format!("pod {pod} on {}", t.nodes[i].name));
@@ -125,6 +126,14 @@ impl Builder {
         Netns::create(&full)?;
         self.state.namespaces.push(full.clone());
         self.state.save(&self.dir)?;
+        if self.t.dual_stack {
+            // The plan's IPv6 addresses are unique by construction: usable at once, without
+            // a second of duplicate address detection on every interface.
+            Netns::named(&full).run(|| {
+                host::sysctl::set_sysctl("net.ipv6.conf.all.accept_dad", "0")?;
+                host::sysctl::set_sysctl("net.ipv6.conf.default.accept_dad", "0")
+            })?;
+        }
         Ok(full)
     }
 
@@ -178,9 +187,17 @@ impl Builder {
             nl.set_up(end.index, true)
         })?;
         let addr = IpNet::from(Ipv4Net::new(ip, 24)?);
+        let addr6 = self
+            .t
+            .dual_stack
+            .then(|| ipnet::Ipv6Net::new(topology::fabric_ip_v6(ip), 64))
+            .transpose()?;
         let eth0 = netlink_in(netns, |nl| {
             let eth0 = nl.existing_link("eth0")?;
             nl.add_address(eth0.index, addr)?;
+            if let Some(a6) = addr6 {
+                nl.add_address(eth0.index, IpNet::V6(a6))?;
+            }
             nl.set_up(eth0.index, true)?;
             Ok(eth0)
         })?;
@@ -207,6 +224,10 @@ impl Builder {
         route_via(&ns, IpNet::V4(Ipv4Net::default()), EXTERNAL_IP)?;
         // A node routes between its pods and the fabric.
         Netns::named(&ns).run(|| host::sysctl::set_sysctl("net.ipv4.ip_forward", "1"))?;
+        if self.t.dual_stack {
+            Netns::named(&ns)
+                .run(|| host::sysctl::set_sysctl("net.ipv6.conf.all.forwarding", "1"))?;
+        }
         if os == Os::Linux && self.t.mode == Mode::Overlay {
             // The kernel's VXLAN hands large segments to the NIC; the Windows nodes' AF_PACKET
             // uplinks take only plain frames, as a physical NIC would deliver them.
@@ -309,7 +330,11 @@ impl Builder {
 
 /// Routes `destination` via `gateway` in the namespace `netns`, replacing a route there to the
 /// same destination (`ip route replace DST via GW`).
-pub(super) fn route_via(netns: &str, destination: IpNet, gateway: Ipv4Addr) -> anyhow::Result<()> {
+pub(super) fn route_via(
+    netns: &str,
+    destination: IpNet,
+    gateway: impl Into<std::net::IpAddr>,
+) -> anyhow::Result<()> {
     let route = RouteEntry {
         destination,
         gateway: Some(gateway.into()),

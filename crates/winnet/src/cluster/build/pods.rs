@@ -4,7 +4,7 @@
 //! node's subnet.env as the flannel CNI plugin reads it — and a server in each pod.
 
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -62,11 +62,23 @@ impl Builder {
             plugins,
         };
         let result = call.run(&conf)?;
-        let ip = result["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .and_then(|a| a.parse::<Ipv4Addr>().ok())
-            .with_context(|| format!("the CNI result of {name} has no address: {result}"))?;
+        let addresses: Vec<IpAddr> = result["ips"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["address"].as_str()?.split('/').next()?.parse().ok())
+            .collect();
+        let ip = addresses
+            .iter()
+            .find_map(|a| match a {
+                IpAddr::V4(v4) => Some(*v4),
+                IpAddr::V6(_) => None,
+            })
+            .with_context(|| format!("the CNI result of {name} has no IPv4 address: {result}"))?;
+        let ip6 = addresses.iter().find_map(|a| match a {
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
+        });
         if self.state.nodes[i].os == Os::Linux {
             // kubelet (through the runtime) gives a Linux pod its resolv.conf; `ip netns exec`
             // binds /etc/netns/<ns>/resolv.conf over /etc/resolv.conf.
@@ -78,6 +90,7 @@ impl Builder {
             name: name.to_string(),
             netns: ns,
             ip,
+            ip6,
         };
         self.state.nodes[i].pods.push(pod.clone());
         self.state.save(&self.dir)?;
@@ -102,6 +115,9 @@ impl Builder {
                 subnet: IpNet::V4(subnet),
                 node_ip: IpAddr::V4(n.ip),
                 ipam_dir: &ipam_dir,
+                subnet6: self
+                    .dual_stack_bridge()
+                    .then(|| IpNet::V6(super::super::topology::pod_prefix_v6(subnet))),
             };
             let opts = PodOptions {
                 cluster_dns: true,

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
-    NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip,
+    NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip, cluster_ip_v6,
 };
 use super::super::{NS_PREFIX, PodState};
 use super::{Builder, route_via};
@@ -102,6 +102,12 @@ impl Builder {
             "--cluster-cidr".into(),
             CLUSTER_CIDR.into(),
         ];
+        if self.t.dual_stack {
+            args.extend([
+                "--bind-address".into(),
+                super::super::topology::fabric_ip_v6(n.ip).to_string(),
+            ]);
+        }
         let mut gates = Vec::new();
         if self.t.mode == Mode::Overlay {
             let vip = n
@@ -209,7 +215,14 @@ pub fn service_objects(
     } else {
         "ClusterIP"
     };
-    let (cluster_ip, cluster_ips) = objects::cluster_ips(Some(ip));
+    let (cluster_ip, mut cluster_ips) = objects::cluster_ips(Some(ip));
+    let mut ip_families = None;
+    if s.dual_stack() {
+        let ip6 =
+            cluster_ip_v6(k).with_context(|| format!("services[{}]: no IPv6 ClusterIP left", s.name))?;
+        cluster_ips.get_or_insert_with(Vec::new).push(ip6.to_string());
+        ip_families = Some(vec!["IPv4".to_string(), "IPv6".to_string()]);
+    }
     let svc = Service {
         metadata: objects::meta(&s.name, NAMESPACE),
         spec: Some(K8sServiceSpec {
@@ -224,6 +237,10 @@ pub fn service_objects(
             session_affinity: s.session_affinity.then(|| "ClientIP".to_string()),
             external_traffic_policy: s.external_traffic_policy.then(|| "Local".to_string()),
             internal_traffic_policy: s.internal_traffic_policy.then(|| "Local".to_string()),
+            ip_families,
+            ip_family_policy: s
+                .dual_stack()
+                .then(|| format!("{:?}", s.ip_family_policy)),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
@@ -250,7 +267,29 @@ pub fn service_objects(
         endpoints,
         vec![objects::endpoint_port("http", "TCP", s.target_port)],
     );
-    Ok(List::new(vec![svc.into(), slice.into()]))
+    let mut items = vec![svc.into(), slice.into()];
+    if s.dual_stack() {
+        // The EndpointSlice controller keeps one slice per family: `<service>-2` holds the
+        // IPv6 addresses of the pods that have one.
+        let endpoints = pods
+            .iter()
+            .filter(|(_, p)| p.name.starts_with(&s.selector))
+            .filter_map(|(node, p)| {
+                let ip6 = std::net::IpAddr::V6(p.ip6?);
+                Some(objects::pod_endpoint(node, &p.name, ip6, NAMESPACE, false))
+            })
+            .collect();
+        let mut v6 = objects::endpoint_slice(
+            &s.name,
+            NAMESPACE,
+            endpoints,
+            vec![objects::endpoint_port("http", "TCP", s.target_port)],
+        );
+        v6.address_type = "IPv6".into();
+        v6.metadata.name = Some(format!("{}-2", s.name));
+        items.push(v6.into());
+    }
+    Ok(List::new(items))
 }
 
 /// The objects only DNS reads (kube-proxy skips them), over the `pods` (node name, pod): the
@@ -318,6 +357,7 @@ mod tests {
             name: n.into(),
             netns: format!("wn-{n}"),
             ip: ip.into(),
+            ip6: None,
         };
         vec![
             ("win-1".into(), pod("web-1", [10, 244, 1, 10])),
@@ -347,6 +387,7 @@ mod tests {
             external_traffic_policy: false,
             internal_traffic_policy: false,
             endpoints: EndpointState::Ready,
+            ip_family_policy: Default::default(),
         }
     }
 
