@@ -163,10 +163,20 @@ impl Lab {
         self.tcp_server(ns, port, answer_http);
     }
 
+    /// [`Lab::http_server`] on `[::]:port` (IPv6, and IPv4 as `::ffff:a.b.c.d`).
+    pub fn http_server_v6(&self, ns: &str, port: u16) {
+        self.tcp_server_on(ns, IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED), port, answer_http);
+    }
+
     /// A TCP server in `ns` on `port`: `handle` runs on a thread of its own for each
     /// connection (blocking), until the lab is dropped.
     fn tcp_server(&self, ns: &str, port: u16, handle: fn(TcpStream, SocketAddr)) {
-        let listener = in_ns(ns, move || TcpListener::bind(("0.0.0.0", port)));
+        self.tcp_server_on(ns, IpAddr::from([0, 0, 0, 0]), port, handle);
+    }
+
+    /// [`Lab::tcp_server`] bound to `ip`.
+    fn tcp_server_on(&self, ns: &str, ip: IpAddr, port: u16, handle: fn(TcpStream, SocketAddr)) {
+        let listener = in_ns(ns, move || TcpListener::bind((ip, port)));
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::clone(&self.stop);
         std::thread::spawn(move || {

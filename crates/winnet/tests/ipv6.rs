@@ -1,0 +1,221 @@
+//! IPv6 with real packets (issue 15): two Windows nodes whose operator made flannel's `cbr0`
+//! dual-stack (`lab::dual_stack`, the provisioning the local cluster does), pods added by the
+//! real `sdnbridge` plugin with the local cluster's dual-stack CNI config (host-local with a
+//! range per family), then IPv6 TCP between pods on one node and across nodes, the switch
+//! answering neighbour discovery for the pods' IPv6 gateway, and an IPv6 ClusterIP (an HNS
+//! load balancer flagged IPv6, as kube-proxy's dual-stack mode makes it). Run as root.
+
+mod lab;
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::{Command, Stdio};
+
+use ::lab::sim::agents::cni::{NetworkConf, PodOptions, dual_stack_config};
+use ::lab::topology::{fabric_ip_v6, pod_prefix_v6};
+use hcn::LoadBalancer;
+use ipnet::{IpNet, Ipv4Net};
+use lab::cluster::{decode, rt};
+use lab::{Lab, ok, seen_from};
+use serde_json::{Value, json};
+
+const PORT: u16 = 8086;
+
+struct Node {
+    ns: String,
+    ip: Ipv4Addr,
+    lease: Ipv4Net,
+}
+
+/// The lab's two nodes, each with a dual-stack `cbr0` and a route to the other's IPv6 pods.
+fn nodes(lab: &mut Lab, profile: &str) -> Vec<Node> {
+    let rt = rt();
+    let mut out = Vec::new();
+    for i in 0..2u8 {
+        let ip = Ipv4Addr::new(192, 168, 77, 11 + i);
+        let lease: Ipv4Net = format!("10.244.{}.0/24", i + 1).parse().expect("lease");
+        let idx = lab.node(
+            &format!("n{i}"),
+            &format!("n{i}"),
+            &format!("{ip}/24"),
+            "192.168.77.1",
+            profile,
+        );
+        let ns = lab.hnsds[idx].node().expect("node namespace").to_string();
+        for s in [
+            "net.ipv6.conf.all.accept_dad=0",
+            "net.ipv6.conf.default.accept_dad=0",
+            "net.ipv6.conf.all.forwarding=1",
+        ] {
+            ok(&["ip", "netns", "exec", &ns, "sysctl", "-qw", s]);
+        }
+        let ip6 = format!("{}/64", fabric_ip_v6(ip));
+        ok(&["ip", "-n", &ns, "addr", "add", &ip6, "dev", "eth0", "nodad"]);
+        let client = lab.hnsds[idx].client();
+        rt.block_on(::lab::dual_stack::provision(
+            &client,
+            "cbr0",
+            "eth0",
+            lease,
+            pod_prefix_v6(lease),
+        ))
+        .unwrap_or_else(|e| panic!("dual-stack cbr0 on n{i}: {e}\n{}", lab.logs()));
+        out.push(Node { ns, ip, lease });
+    }
+    for (a, b) in [(0, 1), (1, 0)] {
+        let prefix = pod_prefix_v6(out[b].lease).to_string();
+        let via = fabric_ip_v6(out[b].ip).to_string();
+        ok(&["ip", "-n", &out[a].ns, "-6", "route", "add", &prefix, "via", &via]);
+    }
+    out
+}
+
+/// A pod on `node` added by the `sdnbridge` plugin with the cluster's dual-stack config; its
+/// namespace and its addresses from the CNI result.
+fn pod(lab: &mut Lab, plugins: &std::path::Path, node: (usize, &Node), name: &str) -> (String, Vec<IpAddr>) {
+    let (i, n) = node;
+    let ns = lab.add_ns(name);
+    ok(&["ip", "netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"]);
+    let ipam = plugins.join(format!("ipam-n{i}"));
+    let conf = dual_stack_config(
+        &NetworkConf {
+            name: "cbr0",
+            overlay: false,
+            subnet: IpNet::V4(n.lease),
+            node_ip: IpAddr::V4(n.ip),
+            ipam_dir: &ipam,
+            subnet6: Some(IpNet::V6(pod_prefix_v6(n.lease))),
+        },
+        IpNet::V6(pod_prefix_v6(n.lease)),
+        &PodOptions::default(),
+    )
+    .expect("config");
+    let socket = lab.hnsds[i].socket().to_path_buf();
+    let mut child = Command::new(plugins.join("sdnbridge"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", name)
+        .env("CNI_NETNS", format!("/run/netns/{ns}"))
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", format!("{}:/usr/lib/cni", plugins.display()))
+        .env("HNS_SOCKET", &socket)
+        .env("WINNET_CNI_STATE_DIR", plugins.join(format!("state-n{i}")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sdnbridge");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(conf.to_string().as_bytes())
+        .expect("config to sdnbridge");
+    let out = child.wait_with_output().expect("sdnbridge");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        out.status.success(),
+        "sdnbridge ADD {name}: {result} {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        lab.logs()
+    );
+    let ips = result["ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["address"].as_str()?.split('/').next()?.parse().ok())
+        .collect();
+    (ns, ips)
+}
+
+fn v6(ips: &[IpAddr]) -> IpAddr {
+    *ips.iter()
+        .find(|a| a.is_ipv6())
+        .unwrap_or_else(|| panic!("no IPv6 address in {ips:?}"))
+}
+
+fn url(ip: IpAddr, port: u16) -> String {
+    format!("http://[{ip}]:{port}/")
+}
+
+#[test]
+fn dual_stack_pods_talk_ipv6_on_one_node_across_nodes_and_through_an_ipv6_cluster_ip() {
+    let mut lab = Lab::new("v6");
+    let nodes = nodes(&mut lab, "ws2025");
+    let plugins = tempfile::tempdir().expect("plugins dir");
+    ok(&[
+        env!("CARGO_BIN_EXE_winnet"),
+        "install-cni",
+        &plugins.path().to_string_lossy(),
+    ]);
+    let (a, a_ips) = pod(&mut lab, plugins.path(), (0, &nodes[0]), "pa");
+    let (b, b_ips) = pod(&mut lab, plugins.path(), (0, &nodes[0]), "pb");
+    let (c, c_ips) = pod(&mut lab, plugins.path(), (1, &nodes[1]), "pc");
+    assert_eq!(
+        a_ips,
+        vec![
+            "10.244.1.10".parse::<IpAddr>().unwrap(),
+            "fd00:10:244:1::a".parse().unwrap()
+        ],
+        "an address of each family from host-local's two ranges"
+    );
+    for ns in [&a, &b, &c] {
+        lab.http_server_v6(ns, PORT);
+    }
+    let (a6, b6, c6) = (v6(&a_ips), v6(&b_ips), v6(&c_ips));
+
+    // One node: the pods' own addresses on both ends (the IPv6 cluster CIDR is an
+    // OutBoundNAT exception).
+    let body = lab
+        .curl(&a, &url(b6, PORT))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    assert_eq!(seen_from(&body), Some(a6), "IPv6 pod to pod is not NATed");
+    // Across nodes: through the bridge endpoint, the node's IPv6 route to the other node's
+    // prefix, the fabric, and the other node's bridge endpoint.
+    let body = lab
+        .curl(&a, &url(c6, PORT))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    assert_eq!(seen_from(&body), Some(a6), "across nodes, not NATed");
+    let body = lab.curl(&c, &url(a6, PORT)).expect("back the other way");
+    assert_eq!(seen_from(&body), Some(c6));
+
+    // The pod's IPv6 gateway (the bridge endpoint's ::2), which that connection went through,
+    // was answered by the switch with the bridge endpoint's MAC, as VFP answers for the
+    // host's endpoint.
+    let neigh = ok(&["ip", "-n", &a, "-6", "neigh", "show", "fd00:10:244:1::2"]);
+    let bridge = rt()
+        .block_on(lab.hnsds[0].client().get_endpoint_by_name("cbr0_ep"))
+        .expect("cbr0_ep")
+        .expect("cbr0_ep exists");
+    let mac = bridge
+        .mac_address
+        .map(|m| m.0.map(|b| format!("{b:02x}")).join(":"))
+        .expect("cbr0_ep has a MAC");
+    assert!(
+        neigh.contains(&mac),
+        "gateway neighbour {neigh:?}, bridge endpoint {mac}"
+    );
+
+    // An IPv6 ClusterIP: the load balancer kube-proxy makes for a dual-stack Service's second
+    // family (Flags IPv6), in front of pod b.
+    let pb = rt()
+        .block_on(lab.hnsds[0].client().get_endpoint_by_name("pb_cbr0"))
+        .expect("look up pb's endpoint")
+        .expect("pb's endpoint");
+    let lb: LoadBalancer = decode(json!({
+        "HostComputeEndpoints": [pb.id.to_string()],
+        "FrontendVIPs": ["fd00:10:96::100"],
+        "PortMappings": [{"Protocol": 6, "InternalPort": PORT, "ExternalPort": 80}],
+        "Flags": 2,
+        "SchemaVersion": {"Major": 2, "Minor": 0}
+    }));
+    rt().block_on(lab.hnsds[0].client().create_load_balancer(&lb))
+        .expect("the IPv6 load balancer");
+    let vip: IpAddr = "fd00:10:96::100".parse().unwrap();
+    let body = lab
+        .curl(&a, &url(vip, 80))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    let seen = seen_from(&body).expect("an address");
+    assert!(seen.is_ipv6(), "the backend saw an IPv6 client: {body}");
+}
