@@ -434,7 +434,8 @@ fn remote_subnet_route(l: &Lease) -> Option<RemoteSubnetRoutePolicySetting> {
 fn same_shape(have: &Network, want: &Network) -> bool {
     let key = |s: &Subnet| (s.ip_address_prefix, s.gateway(), s.vsid());
     let have_keys: Vec<_> = have.subnets().map(key).collect();
-    have.network_type == want.network_type && want.subnets().map(key).all(|k| have_keys.contains(&k))
+    have.network_type == want.network_type
+        && want.subnets().map(key).all(|k| have_keys.contains(&k))
 }
 
 /// Host number `n` of `subnet`.
@@ -448,6 +449,52 @@ mod tests {
 
     fn conf(text: &str) -> NetConf {
         NetConf::parse(text).expect("conf")
+    }
+
+    /// An L2Bridge network with subnets `prefixes` (gateway route via .1 / ::1).
+    fn bridge(prefixes: &[&str]) -> Network {
+        let subnets = prefixes
+            .iter()
+            .map(|p| {
+                let p: IpNet = p.parse().expect("prefix");
+                let gw = match p.network() {
+                    IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + 1)),
+                    IpAddr::V6(a) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(a) + 1)),
+                };
+                let any = if gw.is_ipv4() { "0.0.0.0/0" } else { "::/0" };
+                Subnet {
+                    ip_address_prefix: Some(p),
+                    routes: vec![Route {
+                        next_hop: Some(gw),
+                        destination_prefix: any.parse().ok(),
+                        metric: 0,
+                    }],
+                    ..Subnet::default()
+                }
+            })
+            .collect();
+        Network {
+            network_type: NetworkType::L2Bridge,
+            ipams: vec![Ipam {
+                ipam_type: None,
+                subnets,
+            }],
+            ..Network::default()
+        }
+    }
+
+    #[test]
+    fn a_network_with_the_leases_subnet_among_others_is_kept_as_flannel_keeps_it() {
+        let want = bridge(&["10.244.1.0/24"]);
+        assert!(same_shape(&bridge(&["10.244.1.0/24"]), &want));
+        assert!(
+            same_shape(&bridge(&["10.244.1.0/24", "fd00:10:244:1::/64"]), &want),
+            "an operator's dual-stack cbr0 is adopted"
+        );
+        assert!(!same_shape(&bridge(&["10.244.2.0/24"]), &want));
+        let mut overlay = bridge(&["10.244.1.0/24"]);
+        overlay.network_type = NetworkType::Overlay;
+        assert!(!same_shape(&overlay, &want));
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 use hcn::policy::NetAdapterNamePolicySetting;
 use hcn::{
-    Endpoint, Guid, IpConfig, Ipam, Namespace, NamespaceType, Network, NetworkPolicy,
-    NetworkType, Route, Subnet,
+    Endpoint, Guid, IpConfig, Ipam, Namespace, NamespaceType, Network, NetworkPolicy, NetworkType,
+    Route, Subnet,
 };
 use hns_client::{Client, ClientError};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};

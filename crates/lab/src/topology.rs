@@ -477,6 +477,52 @@ mod tests {
     }
 
     #[test]
+    fn the_ipv6_plan_mirrors_the_ipv4_one() {
+        let lease: Ipv4Net = "10.244.3.0/24".parse().expect("lease");
+        assert_eq!(pod_prefix_v6(lease).to_string(), "fd00:10:244:3::/64");
+        let cidr: Ipv6Net = CLUSTER_CIDR_V6.parse().expect("cidr");
+        assert!(cidr.contains(&pod_prefix_v6(lease)));
+        assert_eq!(
+            fabric_ip_v6(node_ip(Os::Windows, 1)).to_string(),
+            "fd00:192:168:77::12"
+        );
+        assert_eq!(fabric_ip_v6(EXTERNAL_IP), EXTERNAL_IP_V6);
+        let services: Ipv6Net = SERVICE_CIDR_V6.parse().expect("cidr");
+        let vips: std::collections::BTreeSet<Ipv6Addr> =
+            (0..MAX_SERVICES).filter_map(cluster_ip_v6).collect();
+        assert_eq!(vips.len(), MAX_SERVICES);
+        assert!(vips.iter().all(|v| services.contains(v)));
+        assert_eq!(cluster_ip_v6(MAX_SERVICES), None);
+    }
+
+    #[test]
+    fn a_dual_stack_service_needs_a_dual_stack_cluster() {
+        let text = |dual: bool, policy: &str| {
+            format!(
+                "mode: l2bridge\nprofile: ws2025\ndualStack: {dual}\nnodes: [{{name: a, os: windows}}]\n\
+                 services: [{{name: s, selector: a, port: 80, targetPort: 80, ipFamilyPolicy: {policy}}}]\n"
+            )
+        };
+        let t = Topology::parse(&text(true, "RequireDualStack"), "t").expect("dual-stack");
+        assert!(t.services[0].dual_stack());
+        let t = Topology::parse(&text(false, "SingleStack"), "t").expect("single-stack");
+        assert!(!t.services[0].dual_stack());
+        let e = format!(
+            "{:#}",
+            Topology::parse(&text(false, "PreferDualStack"), "t").unwrap_err()
+        );
+        assert!(
+            e.contains("services[s].ipFamilyPolicy") && e.contains("dualStack: true"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            Topology::parse(&text(true, "Dual"), "t").unwrap_err()
+        );
+        assert!(e.contains("Dual"), "{e}");
+    }
+
+    #[test]
     fn bad_topologies_name_the_field() {
         let bad = [
             ("mode: ring\nprofile: ws2022\nnodes: []\n", "mode"),

@@ -632,3 +632,60 @@ fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
         "down removed the pods' /etc/netns entries"
     );
 }
+
+/// The dual-stack rows of the default (dual-stack) topology, real and in memory (issue 15):
+/// on L2Bridge the Windows pods talk IPv6 on one node and across nodes, each receiver seeing
+/// the client pod's own IPv6 address, and reach the dual-stack Service's IPv6 ClusterIP, under
+/// ws2025 and unrestricted; on overlay the rows are refused (Ipv6OnOverlay under ws2025; under
+/// unrestricted no Windows plugin gives an overlay pod IPv6), every cell matching.
+#[test]
+fn the_ipv6_rows_work_on_l2bridge_and_are_refused_on_overlay_as_the_profile_says() {
+    require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _down = Down;
+    for mode in ["l2bridge", "overlay"] {
+        for profile in ["ws2025", "unrestricted"] {
+            for simulate in [false, true] {
+                let mut args = vec!["demo", "--json", "--mode", mode, "--profile", profile];
+                if simulate {
+                    args.push("--simulate");
+                }
+                let out = winnet(&args);
+                assert!(out.status.success(), "{args:?}:\n{}", text(&out));
+                let rows: Vec<serde_json::Value> =
+                    serde_json::from_slice(&out.stdout).expect("the JSON matrix");
+                let v6: Vec<&serde_json::Value> = rows
+                    .iter()
+                    .filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with("IPv6")))
+                    .collect();
+                assert_eq!(v6.len(), 3, "{args:?}: {v6:?}");
+                for r in &v6 {
+                    assert_eq!(r["matches"], true, "{args:?}: {r}");
+                    let passed = r["passed"] == true;
+                    assert_eq!(passed, mode == "l2bridge", "{args:?}: {r}");
+                    if mode == "overlay" {
+                        let why = if profile == "ws2025" {
+                            "Ipv6OnOverlay"
+                        } else {
+                            "NoIpv6PodOnOverlay"
+                        };
+                        assert_eq!(r["limitation"], why, "{args:?}: {r}");
+                    }
+                    if let Some(src) = r["expect_source"].as_str() {
+                        assert!(src.starts_with("fd00:10:244:1::"), "{args:?}: {r}");
+                        let detail = r["detail"].as_str().unwrap_or_default();
+                        assert!(
+                            !passed || detail.contains(&format!("from {src} ")),
+                            "{args:?}: {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        leftovers(),
+        Vec::<String>::new(),
+        "the dual-stack demos left something"
+    );
+}

@@ -65,17 +65,32 @@ fn nodes(lab: &mut Lab, profile: &str) -> Vec<Node> {
     for (a, b) in [(0, 1), (1, 0)] {
         let prefix = pod_prefix_v6(out[b].lease).to_string();
         let via = fabric_ip_v6(out[b].ip).to_string();
-        ok(&["ip", "-n", &out[a].ns, "-6", "route", "add", &prefix, "via", &via]);
+        ok(&[
+            "ip", "-n", &out[a].ns, "-6", "route", "add", &prefix, "via", &via,
+        ]);
     }
     out
 }
 
 /// A pod on `node` added by the `sdnbridge` plugin with the cluster's dual-stack config; its
 /// namespace and its addresses from the CNI result.
-fn pod(lab: &mut Lab, plugins: &std::path::Path, node: (usize, &Node), name: &str) -> (String, Vec<IpAddr>) {
+fn pod(
+    lab: &mut Lab,
+    plugins: &std::path::Path,
+    node: (usize, &Node),
+    name: &str,
+) -> (String, Vec<IpAddr>) {
     let (i, n) = node;
     let ns = lab.add_ns(name);
-    ok(&["ip", "netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"]);
+    ok(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.default.accept_dad=0",
+    ]);
     let ipam = plugins.join(format!("ipam-n{i}"));
     let conf = dual_stack_config(
         &NetworkConf {

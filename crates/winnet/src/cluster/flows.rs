@@ -437,7 +437,12 @@ fn dual_stack(state: &State, profile: Profile) -> Vec<Flow> {
         && let Some(p2) = w2.pods.first()
     {
         out.push(expect(
-            tcp("IPv6 pod -> pod, across Windows nodes", v6(p2, w2), HTTP_PORT).seen_as(from),
+            tcp(
+                "IPv6 pod -> pod, across Windows nodes",
+                v6(p2, w2),
+                HTTP_PORT,
+            )
+            .seen_as(from),
         ));
     }
     for (k, s) in t.services.iter().enumerate() {
@@ -652,6 +657,98 @@ mod tests {
             ],
             ..State::default()
         }
+    }
+
+    /// [`state`] on a dual-stack cluster in `mode`, with a dual-stack Service; the pods of
+    /// Windows nodes have IPv6 addresses on L2Bridge only.
+    fn dual_state(mode: &str, profile: &str) -> State {
+        let mut st = state(profile);
+        let mut t = st.topology.take().expect("topology");
+        t.mode = mode.parse().expect("mode");
+        t.dual_stack = true;
+        let mut dual = t.services[0].clone();
+        dual.name = "dual".into();
+        dual.ip_family_policy = crate::cluster::topology::IpFamilyPolicy::RequireDualStack;
+        t.services.push(dual);
+        for n in &mut st.nodes {
+            n.subnet = Some(
+                ipnet::Ipv4Net::new(Ipv4Addr::new(10, 244, n.ip.octets()[3], 0), 24)
+                    .expect("subnet"),
+            );
+            for p in &mut n.pods {
+                if n.os == Os::Windows && t.mode == Mode::L2bridge {
+                    let prefix = crate::cluster::topology::pod_prefix_v6(n.subnet.expect("subnet"));
+                    p.ip6 = Some(std::net::Ipv6Addr::from(
+                        u128::from(prefix.network()) + u128::from(p.ip.octets()[3]),
+                    ));
+                }
+            }
+        }
+        st.topology = Some(t);
+        st
+    }
+
+    fn ipv6_rows(flows: &[Flow]) -> Vec<(&str, bool, Option<&str>)> {
+        flows
+            .iter()
+            .filter(|f| f.name.starts_with("IPv6"))
+            .map(|f| (f.name.as_str(), f.expect_pass, f.limitation.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn the_ipv6_rows_expect_what_the_profile_and_the_mode_say() {
+        let st = dual_state("l2bridge", "ws2025");
+        let flows = matrix(&st, Profile::Ws2025);
+        let rows = ipv6_rows(&flows);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(rows.iter().all(|r| r.1), "{rows:?}");
+        let across = flows
+            .iter()
+            .find(|f| f.name == "IPv6 pod -> pod, across Windows nodes")
+            .expect("row");
+        assert_eq!(across.to, "fd00:10:244:2::a".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            across.expect_source,
+            Some("fd00:10:244:1::b".parse().unwrap()),
+            "the receiver sees the client pod's own IPv6 address"
+        );
+        let vip = flows
+            .iter()
+            .find(|f| f.name.contains("dual-stack Service (dual)"))
+            .expect("row");
+        assert_eq!(vip.to, "fd00:10:96::101".parse::<IpAddr>().unwrap());
+
+        let old = ipv6_rows(&matrix(&dual_state("l2bridge", "ws2019"), Profile::Ws2019))
+            .into_iter()
+            .filter(|r| !r.1)
+            .map(|r| (r.0.to_string(), r.2.map(str::to_string)))
+            .collect::<Vec<_>>();
+        assert_eq!(
+            old,
+            [(
+                "IPv6 pod -> ClusterIP of a dual-stack Service (dual)".to_string(),
+                Some("NoIpv6DualStack".to_string())
+            )]
+        );
+        let overlay = matrix(&dual_state("overlay", "ws2025"), Profile::Ws2025);
+        assert!(
+            ipv6_rows(&overlay)
+                .iter()
+                .all(|r| !r.1 && r.2 == Some("Ipv6OnOverlay")),
+            "{overlay:?}"
+        );
+        let open = matrix(
+            &dual_state("overlay", "unrestricted"),
+            Profile::Unrestricted,
+        );
+        assert!(
+            ipv6_rows(&open)
+                .iter()
+                .all(|r| !r.1 && r.2 == Some("NoIpv6PodOnOverlay")),
+            "{open:?}"
+        );
+        assert!(ipv6_rows(&matrix(&state("ws2025"), Profile::Ws2025)).is_empty());
     }
 
     fn named(flows: &[Flow]) -> Vec<(String, String, bool, Option<String>, IpAddr)> {

@@ -83,7 +83,11 @@ fn listen_v6_only(port: u16) -> anyhow::Result<TcpListener> {
     setsockopt(&fd, sockopt::Ipv6V6Only, &true).with_context(what)?;
     setsockopt(&fd, sockopt::ReuseAddr, &true).with_context(what)?;
     let any = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, port, 0, 0);
-    bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn6::from(any)).with_context(what)?;
+    bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrIn6::from(any),
+    )
+    .with_context(what)?;
     listen(&fd, Backlog::new(128).with_context(what)?).with_context(what)?;
     Ok(TcpListener::from(fd))
 }

@@ -165,7 +165,12 @@ impl Lab {
 
     /// [`Lab::http_server`] on `[::]:port` (IPv6, and IPv4 as `::ffff:a.b.c.d`).
     pub fn http_server_v6(&self, ns: &str, port: u16) {
-        self.tcp_server_on(ns, IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED), port, answer_http);
+        self.tcp_server_on(
+            ns,
+            IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED),
+            port,
+            answer_http,
+        );
     }
 
     /// A TCP server in `ns` on `port`: `handle` runs on a thread of its own for each

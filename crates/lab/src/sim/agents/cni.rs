@@ -17,9 +17,7 @@ use serde_json::{Value, json};
 use super::super::cluster::{Cluster, Who, addr};
 use super::super::stack::{Interface, Stack, StackRoute};
 use super::flannel::{CLUSTER_CIDR, SERVICE_CIDR, nth};
-use crate::topology::{
-    CLUSTER_CIDR_V6, DNS_SERVICE_IP, FABRIC_V6, SERVICE_CIDR_V6, pod_searches,
-};
+use crate::topology::{CLUSTER_CIDR_V6, DNS_SERVICE_IP, FABRIC_V6, SERVICE_CIDR_V6, pod_searches};
 use hns::state::Object;
 
 /// Where Debian's CNI plugins are (`host-local` is the pods' IPAM).
@@ -175,7 +173,8 @@ pub fn dual_stack_config(
         args.push(policy(v));
     }
     let range = |subnet: IpNet, gateway: Option<IpAddr>| {
-        let mut r = json!({"subnet": subnet.to_string(), "rangeStart": nth(subnet, FIRST_POD).to_string()});
+        let mut r =
+            json!({"subnet": subnet.to_string(), "rangeStart": nth(subnet, FIRST_POD).to_string()});
         if let Some(gw) = gateway {
             r["gateway"] = json!(gw.to_string());
         }
@@ -349,7 +348,9 @@ impl Cluster {
             ips.push((ip, gateway));
         }
         let Some(&(first, _)) = ips.first() else {
-            return Err(bad(format!("the CNI result of {name} has no address: {answer}")));
+            return Err(bad(format!(
+                "the CNI result of {name} has no address: {answer}"
+            )));
         };
         let endpoint = n
             .read(|s| {

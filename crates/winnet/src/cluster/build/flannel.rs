@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use ipnet::{IpNet, Ipv4Net};
 use flannel::config::BackendType;
+use ipnet::{IpNet, Ipv4Net};
 use lab::sim::agents::cni::reserve_source_vip;
 
 use super::super::leases::{self, PREFIX};

@@ -39,11 +39,13 @@ impl Builder {
         let ns = self.ns(&format!("{node}-{name}"))?;
         let conf = self.cni_conf(i)?;
         let (plugin, run_in): (PathBuf, Option<String>) = match self.state.nodes[i].os {
+            // The plugin the config names, as a runtime picks it (win-bridge, win-overlay, or
+            // sdnbridge on a dual-stack L2Bridge node).
             Os::Windows => (
-                plugins.join(match self.t.mode {
+                plugins.join(conf["type"].as_str().unwrap_or(match self.t.mode {
                     Mode::L2bridge => "win-bridge",
                     Mode::Overlay => "win-overlay",
-                }),
+                })),
                 None,
             ),
             // Debian's bridge plugin makes its bridge in the namespace it runs in: the node's.

@@ -218,9 +218,11 @@ pub fn service_objects(
     let (cluster_ip, mut cluster_ips) = objects::cluster_ips(Some(ip));
     let mut ip_families = None;
     if s.dual_stack() {
-        let ip6 =
-            cluster_ip_v6(k).with_context(|| format!("services[{}]: no IPv6 ClusterIP left", s.name))?;
-        cluster_ips.get_or_insert_with(Vec::new).push(ip6.to_string());
+        let ip6 = cluster_ip_v6(k)
+            .with_context(|| format!("services[{}]: no IPv6 ClusterIP left", s.name))?;
+        cluster_ips
+            .get_or_insert_with(Vec::new)
+            .push(ip6.to_string());
         ip_families = Some(vec!["IPv4".to_string(), "IPv6".to_string()]);
     }
     let svc = Service {
@@ -238,9 +240,7 @@ pub fn service_objects(
             external_traffic_policy: s.external_traffic_policy.then(|| "Local".to_string()),
             internal_traffic_policy: s.internal_traffic_policy.then(|| "Local".to_string()),
             ip_families,
-            ip_family_policy: s
-                .dual_stack()
-                .then(|| format!("{:?}", s.ip_family_policy)),
+            ip_family_policy: s.dual_stack().then(|| format!("{:?}", s.ip_family_policy)),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
