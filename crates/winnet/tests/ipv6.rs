@@ -234,3 +234,127 @@ fn dual_stack_pods_talk_ipv6_on_one_node_across_nodes_and_through_an_ipv6_cluste
     let seen = seen_from(&body).expect("an address");
     assert!(seen.is_ipv6(), "the backend saw an IPv6 client: {body}");
 }
+
+/// A two-node lab whose nodes have an Overlay network with an IPv6 subnet (VSID 4096, each
+/// node's DR MAC and provider address, a RemoteSubnetRoute to the other's prefix) and a pod
+/// each, made as the sim's overlay limitation test makes them: no Windows CNI plugin gives an
+/// overlay pod IPv6, so the endpoints are written as HNS takes them. The pods' namespaces.
+fn overlay_v6(lab: &mut Lab, profile: &str) -> (String, String) {
+    let rt = rt();
+    let prefix = |i: usize| format!("fd00:244:{}::", i + 1);
+    let node = |i: usize| format!("192.168.77.{}", 11 + i);
+    let dr = |i: usize| format!("00-15-5D-DD-00-{:02X}", i + 1);
+    let mut pods = Vec::new();
+    for i in 0..2 {
+        lab.node(
+            &format!("n{i}"),
+            &format!("n{i}"),
+            &format!("{}/24", node(i)),
+            "192.168.77.1",
+            profile,
+        );
+    }
+    for i in 0..2 {
+        let other = 1 - i;
+        let client = lab.hnsds[i].client();
+        let net: hcn::Network = decode(json!({
+            "Name": "v6", "Type": "Overlay", "Flags": 8,
+            "Ipams": [{"Type": "Static", "Subnets": [{"IpAddressPrefix": format!("{}/64", prefix(i)),
+                "Policies": [{"Type": "VSID", "Settings": {"IsolationId": 4096}}],
+                "Routes": [{"NextHop": format!("{}1", prefix(i)), "DestinationPrefix": "::/0"}]}]}],
+            "Policies": [
+                {"Type": "NetAdapterName", "Settings": {"NetworkAdapterName": "eth0"}},
+                {"Type": "DrMacAddress", "Settings": {"Address": dr(i)}},
+                {"Type": "ProviderAddress", "Settings": {"ProviderAddress": node(i)}},
+                {"Type": "RemoteSubnetRoute", "Settings": {
+                    "DestinationPrefix": format!("{}/64", prefix(other)), "IsolationId": 4096,
+                    "ProviderAddress": node(other), "DistributedRouterMacAddress": dr(other)}}
+            ],
+            "SchemaVersion": {"Major": 2, "Minor": 0}
+        }));
+        let net = rt
+            .block_on(client.create_network(&net))
+            .unwrap_or_else(|e| panic!("the IPv6 Overlay network on n{i}: {e}\n{}", lab.logs()));
+        let ns = lab.add_ns(&format!("p{i}"));
+        ok(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]);
+        let ep: hcn::Endpoint = decode(json!({
+            "Name": format!("p{i}_v6"), "HostComputeNetwork": net.id.to_string(),
+            "IpConfigurations": [{"IpAddress": format!("{}a", prefix(i)), "PrefixLength": 64}],
+            "MacAddress": format!("0E-2A-00-00-00-{:02X}", 0x10 + i),
+            "Routes": [{"NextHop": format!("{}1", prefix(i)), "DestinationPrefix": "::/0"}],
+            "Policies": [{"Type": "ProviderAddress", "Settings": {"ProviderAddress": node(i)}}]
+        }));
+        let ep = rt
+            .block_on(client.create_endpoint(&ep))
+            .expect("the pod's endpoint");
+        let hns_ns: hcn::Namespace = decode(json!({"LinuxNetns": format!("/run/netns/{ns}")}));
+        let hns_ns = rt
+            .block_on(client.create_namespace(&hns_ns))
+            .expect("namespace");
+        rt.block_on(client.add_namespace_endpoint(hns_ns.id, ep.id))
+            .expect("attach the pod");
+        pods.push(ns);
+    }
+    (pods[0].clone(), pods[1].clone())
+}
+
+/// The "IPv6 on overlay" row with real packets: refused by ws2025's HNS (Ipv6OnOverlay), and
+/// under `unrestricted` the pods' IPv6 crosses the fabric inside IPv4 VXLAN (VNI 4096) between
+/// the nodes' provider addresses, the receiver seeing the client's own IPv6 address.
+#[test]
+fn ipv6_on_overlay_is_refused_on_ws2025_and_carried_inside_vxlan_unrestricted() {
+    let (a6, b6): (IpAddr, IpAddr) = (
+        "fd00:244:1::a".parse().unwrap(),
+        "fd00:244:2::a".parse().unwrap(),
+    );
+    let mut lab = Lab::new("ov");
+    let (a, b) = overlay_v6(&mut lab, "ws2025");
+    lab.http_server_v6(&b, PORT);
+    let refused = lab.curl(&a, &url(b6, PORT));
+    assert!(
+        refused.is_err(),
+        "ws2025 carries no IPv6 on overlay: {refused:?}"
+    );
+    drop(lab);
+
+    let mut lab = Lab::new("ou");
+    let (a, b) = overlay_v6(&mut lab, "unrestricted");
+    lab.http_server_v6(&b, PORT);
+    let capture = lab.capture("n0");
+    let body = lab
+        .curl(&a, &url(b6, PORT))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    assert_eq!(
+        seen_from(&body),
+        Some(a6),
+        "IPv6 pod to pod over VXLAN, not NATed"
+    );
+    // Ethernet + IPv4 (20) + UDP to 4789 + VXLAN (8), then the inner frame's EtherType.
+    let vxlan6 = |f: &Vec<u8>| {
+        f.len() > 64
+            && f[12..14] == [0x08, 0x00]
+            && f[36..38] == [0x12, 0xb5]
+            && f[62..64] == [0x86, 0xdd]
+    };
+    let frames = capture.until(
+        "IPv6 inside VXLAN",
+        std::time::Duration::from_secs(5),
+        |fs| fs.iter().any(vxlan6),
+    );
+    let f = frames.iter().find(|f| vxlan6(f)).expect("a VXLAN frame");
+    assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
+    let ends = [&f[26..30], &f[30..34]];
+    let pas: [&[u8]; 2] = [&[192, 168, 77, 11], &[192, 168, 77, 12]];
+    assert!(
+        ends == pas || ends == [pas[1], pas[0]],
+        "between the provider addresses: {ends:?}"
+    );
+}
