@@ -1,12 +1,13 @@
 //! A dual-stack Windows node as its operator provisions it. flannel's Windows backends lease
 //! and route IPv4 only (`hostgw_windows.go` makes `cbr0` with the lease's one subnet and
 //! routes `lease.Subnet` via the other node's public IPv4), and win-bridge gives an endpoint
-//! only IPAM's first address. So an operator who wants IPv6 on an L2Bridge node does what the
-//! Windows dual-stack guides do: makes the L2Bridge network with both subnets and the host's
-//! bridge endpoint with both gateways before flanneld starts (flanneld keeps a network one of
-//! whose subnets is its lease's), routes the other nodes' IPv6 pod prefixes via their IPv6
-//! addresses (a cloud route table does it on Azure), and gives pods `sdnbridge` with
-//! `enableDualStack` and host-local with a range per family. Both local clusters call this.
+//! only IPAM's first address. Dual-stack Windows pods come from `sdnbridge` with
+//! `enableDualStack`, which needs the L2Bridge network made beforehand with both subnets (it
+//! refuses to create one). So the operator of a dual-stack L2Bridge node makes that network and
+//! the host's bridge endpoint with both gateways before flanneld starts (flanneld keeps a
+//! network one of whose subnets is its lease's), routes the other nodes' IPv6 pod prefixes via
+//! their IPv6 addresses (what a cloud's route table does for L2Bridge nodes), and gives pods
+//! `sdnbridge` with host-local and a range per family. Both local clusters call this.
 
 use std::net::IpAddr;
 
