@@ -100,7 +100,8 @@ impl Builder {
     /// one by one lease predictably, as the in-memory cluster computes) and the node's IPv6
     /// prefix, and the bridge endpoint with both gateways. The IPv4 subnet it was made for.
     fn provision_dual_stack(&self, i: usize) -> anyhow::Result<Ipv4Net> {
-        let all = lab::sim::agents::flannel::leases(BackendType::HostGw, self.state_nodes())
+        // Every node of the topology leases, in its order.
+        let all = lab::sim::agents::flannel::leases(BackendType::HostGw, self.t.nodes.len())
             .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
         let v4 = *all.get(i).context("no lease for the node")?;
         let v6 = super::super::topology::pod_prefix_v6(v4);
@@ -112,11 +113,6 @@ impl Builder {
         rt.block_on(lab::dual_stack::provision(&client, &name, "eth0", v4, v6))
             .with_context(|| format!("the dual-stack {name} on {}", self.state.nodes[i].name))?;
         Ok(v4)
-    }
-
-    /// How many nodes the topology has (all get a lease, in its order).
-    fn state_nodes(&self) -> usize {
-        self.t.nodes.len()
     }
 
     /// On a dual-stack L2Bridge cluster, what the operator routes on each Windows node: the
