@@ -339,12 +339,12 @@ fn render(family: Family, t: &Table) -> String {
     let nat = |hook: &str, prio: &str| {
         format!("type nat hook {hook} priority {prio}; policy accept;")
     };
-    let filter = |hook: &str| {
-        format!("type filter hook {hook} priority dstnat - 10; policy accept;")
-    };
+    // Numbers, not names: nft takes `dstnat` only on prerouting. -100 is dstnat's value; the
+    // filter chains run just before it, while a Service address is still the destination.
+    let filter = |hook: &str| format!("type filter hook {hook} priority -110; policy accept;");
     let jump_services = ["jump services".to_string()];
     chain("nat-prerouting", Some(&nat("prerouting", "dstnat")), &jump_services);
-    chain("nat-output", Some(&nat("output", "dstnat")), &jump_services);
+    chain("nat-output", Some(&nat("output", "-100")), &jump_services);
     chain(
         "nat-postrouting",
         Some(&nat("postrouting", "srcnat")),
