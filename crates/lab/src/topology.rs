@@ -459,7 +459,9 @@ mod tests {
     fn dsr_is_on_unless_the_file_turns_it_off() {
         let t = |extra: &str| {
             Topology::parse(
-                &format!("mode: overlay\nprofile: ws2025\n{extra}nodes: [{{name: a, os: windows}}]\n"),
+                &format!(
+                    "mode: overlay\nprofile: ws2025\n{extra}nodes: [{{name: a, os: windows}}]\n"
+                ),
                 "t",
             )
             .expect("topology")

@@ -662,7 +662,10 @@ fn dsr_preserve_destination_and_the_health_check_node_port_with_real_packets_and
             );
             let local = json_row(rows, LOCAL_INGRESS);
             assert!(
-                local["detail"].as_str().unwrap_or_default().contains("from 192.168.77.1 "),
+                local["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("from 192.168.77.1 "),
                 "{what}: {local}"
             );
             for (node, status, count) in [("win-1", 200, 1), ("win-2", 503, 0)] {
@@ -680,7 +683,15 @@ fn dsr_preserve_destination_and_the_health_check_node_port_with_real_packets_and
         // The backend without the ingress IP: the switch delivers the packet to an address the
         // pod does not hold, and nothing answers.
         let del = Command::new("ip")
-            .args(["-n", "wn-win-1-web-1", "address", "del", "192.168.77.202/32", "dev", "lo"])
+            .args([
+                "-n",
+                "wn-win-1-web-1",
+                "address",
+                "del",
+                "192.168.77.202/32",
+                "dev",
+                "lo",
+            ])
             .output()
             .expect("ip");
         assert!(del.status.success(), "{del:?}");

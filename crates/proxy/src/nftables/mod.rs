@@ -48,7 +48,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut installed: Option<String> = None;
     loop {
         let snapshot = snapshots.borrow_and_update().clone();
-        sync(&config.node, &snapshot, &mut installed, &health, &mut checks);
+        sync(
+            &config.node,
+            &snapshot,
+            &mut installed,
+            &health,
+            &mut checks,
+        );
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
             changed = snapshots.changed() => {
@@ -62,7 +68,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
 
 /// Installs the ruleset of `snapshot` unless it is what is installed, and updates the health
 /// checks.
-fn sync(
+async fn sync(
     node: &LinuxNode,
     snapshot: &Snapshot,
     installed: &mut Option<String>,
@@ -74,9 +80,16 @@ fn sync(
     }
     let rules = ruleset::ruleset(snapshot, node);
     if installed.as_deref() != Some(rules.as_str()) {
-        match nft::replace(&rules) {
+        let text = rules.clone();
+        let done = tokio::task::spawn_blocking(move || nft::replace(&text))
+            .await
+            .unwrap_or_else(|e| Err(format!("nft: {e}")));
+        match done {
             Ok(()) => {
-                tracing::info!(services = snapshot.services.len(), "installed the nftables rules");
+                tracing::info!(
+                    services = snapshot.services.len(),
+                    "installed the nftables rules"
+                );
                 *installed = Some(rules);
             }
             Err(e) => {

@@ -162,10 +162,11 @@ fn service_port(
     let cluster_ip = format!("{f} daddr {vip} {proto} dport {}", port.port);
     if targets.is_empty() {
         // kube-proxy's "has no endpoints": refused, not left to time out.
-        t.rejects
-            .extend(std::iter::once(&cluster_ip).chain(&externals).map(|m| {
-                format!("{m} reject comment \"{id} has no endpoints\"")
-            }));
+        t.rejects.extend(
+            std::iter::once(&cluster_ip)
+                .chain(&externals)
+                .map(|m| format!("{m} reject comment \"{id} has no endpoints\"")),
+        );
         return;
     }
     let service = format!("service-{id}");
@@ -177,7 +178,9 @@ fn service_port(
     if !node.cluster_cidrs.is_empty() {
         let pods = cidrs(family, &node.cluster_cidrs);
         if !pods.is_empty() {
-            chain.push(format!("{f} saddr != {{ {pods} }} jump mark-for-masquerade"));
+            chain.push(format!(
+                "{f} saddr != {{ {pods} }} jump mark-for-masquerade"
+            ));
         }
     }
     chain.extend(pick(t, family, &id, &cluster, svc.session_affinity, proto));
@@ -308,7 +311,10 @@ fn cidrs(family: Family, nets: &[IpNet]) -> String {
 fn render(family: Family, t: &Table) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "table {} {TABLE} {{", family.nft());
-    let _ = writeln!(out, "  comment \"rendered by winnet proxy --proxy-mode nftables\"");
+    let _ = writeln!(
+        out,
+        "  comment \"rendered by winnet proxy --proxy-mode nftables\""
+    );
     for s in &t.sets {
         let _ = writeln!(out, "  {s}");
     }
@@ -336,14 +342,17 @@ fn render(family: Family, t: &Table) -> String {
             "masquerade fully-random".into(),
         ],
     );
-    let nat = |hook: &str, prio: &str| {
-        format!("type nat hook {hook} priority {prio}; policy accept;")
-    };
+    let nat =
+        |hook: &str, prio: &str| format!("type nat hook {hook} priority {prio}; policy accept;");
     // Numbers, not names: nft takes `dstnat` only on prerouting. -100 is dstnat's value; the
     // filter chains run just before it, while a Service address is still the destination.
     let filter = |hook: &str| format!("type filter hook {hook} priority -110; policy accept;");
     let jump_services = ["jump services".to_string()];
-    chain("nat-prerouting", Some(&nat("prerouting", "dstnat")), &jump_services);
+    chain(
+        "nat-prerouting",
+        Some(&nat("prerouting", "dstnat")),
+        &jump_services,
+    );
     chain("nat-output", Some(&nat("output", "-100")), &jump_services);
     chain(
         "nat-postrouting",
@@ -455,7 +464,10 @@ mod tests {
             vec![service("web", "10.96.1.1")],
             &[(
                 "web",
-                vec![endpoint("10.244.1.10", "win-1"), endpoint("10.244.3.10", "linux-1")],
+                vec![
+                    endpoint("10.244.1.10", "win-1"),
+                    endpoint("10.244.3.10", "linux-1"),
+                ],
             )],
         );
         let r = ruleset(&snap, &node());
@@ -489,7 +501,9 @@ mod tests {
         let r = ruleset(&snapshot(vec![service("gone", "10.96.1.9")], &[]), &node());
         assert_eq!(
             chain(&r, "endpoints-check"),
-            ["ip daddr 10.96.1.9 tcp dport 80 reject comment \"default/gone/tcp/http has no endpoints\""]
+            [
+                "ip daddr 10.96.1.9 tcp dport 80 reject comment \"default/gone/tcp/http has no endpoints\""
+            ]
         );
         assert!(chain(&r, "services").is_empty());
     }
@@ -501,8 +515,14 @@ mod tests {
         svc.ports[0].node_port = Some(30081);
         svc.ingress_ips = vec!["192.168.77.201".parse().expect("ip")];
         svc.external_policy_local = true;
-        let eps = vec![endpoint("10.244.1.10", "win-1"), endpoint("10.244.3.10", "linux-1")];
-        let r = ruleset(&snapshot(vec![svc.clone()], &[("local", eps.clone())]), &node());
+        let eps = vec![
+            endpoint("10.244.1.10", "win-1"),
+            endpoint("10.244.3.10", "linux-1"),
+        ];
+        let r = ruleset(
+            &snapshot(vec![svc.clone()], &[("local", eps.clone())]),
+            &node(),
+        );
         assert_eq!(
             chain(&r, "services"),
             [
@@ -515,14 +535,19 @@ mod tests {
         assert_eq!(external.last(), Some(&"goto local-default/local/tcp/http"));
         assert_eq!(
             chain(&r, "local-default/local/tcp/http"),
-            ["numgen random mod 1 vmap { 0 : goto endpoint-default/local/tcp/http__10.244.3.10/8080 }"],
+            [
+                "numgen random mod 1 vmap { 0 : goto endpoint-default/local/tcp/http__10.244.3.10/8080 }"
+            ],
             "only linux-1's endpoint, and no masquerade mark on the way"
         );
         svc.external_policy_local = false;
         let r = ruleset(&snapshot(vec![svc], &[("local", eps)]), &node());
         assert_eq!(
             chain(&r, "external-default/local/tcp/http"),
-            ["jump mark-for-masquerade", "goto service-default/local/tcp/http"]
+            [
+                "jump mark-for-masquerade",
+                "goto service-default/local/tcp/http"
+            ]
         );
     }
 
@@ -531,7 +556,10 @@ mod tests {
         let mut svc = service("sticky", "10.96.1.2");
         svc.session_affinity = true;
         let r = ruleset(
-            &snapshot(vec![svc], &[("sticky", vec![endpoint("10.244.1.10", "win-1")])]),
+            &snapshot(
+                vec![svc],
+                &[("sticky", vec![endpoint("10.244.1.10", "win-1")])],
+            ),
             &node(),
         );
         let set = "affinity-default/sticky/tcp/http__10.244.1.10/8080";

@@ -101,7 +101,9 @@ pub fn judge(f: &Flow, passed: bool, detail: String) -> Outcome {
     let detail = if !destination_ok {
         format!(
             "{detail} (expected the destination {})",
-            f.expect_destination.map(|s| s.to_string()).unwrap_or_default()
+            f.expect_destination
+                .map(|s| s.to_string())
+                .unwrap_or_default()
         )
     } else if !status_ok {
         format!(
@@ -289,13 +291,11 @@ fn row(o: &Outcome) -> Row {
         Proto::Tcp => format!("{host}:{} tcp", f.port),
         Proto::Udp => format!("{host}:{} udp", f.port),
     };
-    let expected = match (&f.expect_pass, &f.limitation) {
-        (true, _) if f.expect_status.is_some() => {
-            format!("HTTP {}", f.expect_status.unwrap_or_default())
-        }
-        (true, _) => "works".to_string(),
-        (false, Some(l)) => format!("fails ({l})"),
-        (false, None) => "fails".to_string(),
+    let expected = match (f.expect_pass, &f.limitation, f.expect_status) {
+        (true, _, Some(status)) => format!("HTTP {status}"),
+        (true, _, None) => "works".to_string(),
+        (false, Some(l), _) => format!("fails ({l})"),
+        (false, None, _) => "fails".to_string(),
     };
     let happened = match (&o.skipped, o.passed) {
         (Some(why), _) => why.clone(),

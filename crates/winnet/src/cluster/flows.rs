@@ -432,9 +432,8 @@ fn preserve_destination_and_health_checks(state: &State, profile: Profile) -> Ve
     let ext = format!("{NS_PREFIX}external");
     let client = IpAddr::V4(EXTERNAL_IP);
     let first = state.nodes.iter().find(|n| n.os == Os::Windows);
-    let local_on = |n: &super::NodeState, selector: &str| {
-        n.pods.iter().any(|p| p.name.starts_with(selector))
-    };
+    let local_on =
+        |n: &super::NodeState, selector: &str| n.pods.iter().any(|p| p.name.starts_with(selector));
     for s in &t.services {
         let Some(lb) = s.load_balancer_ip else {
             continue;
@@ -562,13 +561,19 @@ mod tests {
     use crate::cluster::topology::Topology;
 
     fn state(profile: &str) -> State {
+        state_with(
+            profile,
+            "services: [{name: web, selector: web, port: 80, targetPort: 8080}]\n",
+        )
+    }
+
+    fn state_with(profile: &str, rest: &str) -> State {
         let t = Topology::parse(
             &format!(
                 "mode: l2bridge\nprofile: {profile}\nnodes:\n\
                  - {{name: win-1, os: windows, pods: [web-1, client-1]}}\n\
                  - {{name: win-2, os: windows, pods: [web-2]}}\n\
-                 - {{name: linux-1, os: linux, pods: [web-3]}}\n\
-                 services: [{{name: web, selector: web, port: 80, targetPort: 8080}}]\n"
+                 - {{name: linux-1, os: linux, pods: [web-3]}}\n{rest}"
             ),
             "t",
         )
@@ -640,5 +645,59 @@ mod tests {
         assert_eq!(ext.4, IpAddr::V4(OUTSIDE_IP));
         let open = named(&matrix(&state("unrestricted"), Profile::Unrestricted));
         assert!(open.iter().all(|r| r.2), "{open:?}");
+    }
+
+    #[test]
+    fn the_load_balancer_rows_expect_what_winkernel_and_the_health_checks_give() {
+        let services = "services:\n\
+             - {name: web, selector: web, port: 80, targetPort: 8080}\n\
+             - {name: local, selector: web-1, port: 80, targetPort: 8080, nodePort: 30081, externalTrafficPolicy: Local, loadBalancerIP: 192.168.77.201}\n\
+             - {name: preserve, selector: web-1, port: 8080, targetPort: 8080, loadBalancerIP: 192.168.77.202, preserveDestination: true}\n";
+        for (dsr, profile) in [("", Profile::Ws2025), ("dsr: false\n", Profile::Ws2019)] {
+            let rows = matrix(
+                &state_with(profile.as_str(), &format!("{dsr}{services}")),
+                profile,
+            );
+            let row = |name: &str| {
+                rows.iter()
+                    .find(|f| f.name == name)
+                    .unwrap_or_else(|| panic!("no row {name}: {rows:#?}"))
+            };
+            let cluster_ip = row("pod -> ClusterIP");
+            assert_eq!(
+                cluster_ip.expect_source.is_some(),
+                dsr.is_empty(),
+                "the client pod itself only with --enable-dsr: {cluster_ip:?}"
+            );
+            let preserve =
+                row("external -> LoadBalancer ingress IP, preserve-destination (preserve)");
+            assert_eq!(
+                preserve.expect_destination,
+                Some(IpAddr::V4(Ipv4Addr::new(192, 168, 77, 202)))
+            );
+            assert_eq!(preserve.expect_source, Some(IpAddr::V4(EXTERNAL_IP)));
+            // DSR for ETP Local whatever --enable-dsr says (every profile's HNS has DSR).
+            let local =
+                row("external -> LoadBalancer ingress IP, externalTrafficPolicy Local (local)");
+            assert!(local.expect_pass && local.source_is_the_point, "{local:?}");
+            let health: Vec<(String, Option<u16>)> = rows
+                .iter()
+                .filter(|f| {
+                    f.name
+                        .starts_with("external -> health check node port (local)")
+                })
+                .map(|f| (f.to.to_string(), f.expect_status))
+                .collect();
+            assert_eq!(
+                health,
+                [
+                    ("192.168.77.1".to_string(), Some(200)),
+                    ("192.168.77.2".to_string(), Some(503)),
+                    ("192.168.77.3".to_string(), Some(503)),
+                ],
+                "every node (the fixture's addresses), 200 only where the backend is"
+            );
+            assert!(rows.iter().all(|f| f.port != 0 || f.proto == Proto::Icmp));
+        }
     }
 }

@@ -287,7 +287,9 @@ impl Cluster {
             // The proxy's health check node ports listen on the node's host, as the daemon's
             // listeners do; what they answer is the proxy's ([`Cluster::health_check`]).
             let ports = p.health_check_node_ports();
-            self.proxies.health_ports.resize_with(self.nodes.len(), Vec::new);
+            self.proxies
+                .health_ports
+                .resize_with(self.nodes.len(), Vec::new);
             let host = &mut self.nodes[i].host;
             for old in &self.proxies.health_ports[i] {
                 host.tcp_listen.remove(old);

@@ -1,7 +1,8 @@
 //! The Kubernetes objects as manifests (`kubectl get -o json` shapes: Services and their
-//! EndpointSlices, typed with k8s-openapi), the external load balancer's route, and `winnet
-//! proxy` on each Windows node as kube-proxy is started there (overlay: `--source-vip` from
-//! host-local).
+//! EndpointSlices, typed with k8s-openapi), the external load balancer's route, the ingress IP
+//! on a preserve-destination Service's backends, and `winnet proxy` on each node as kube-proxy
+//! is started there: the Windows proxier on Windows nodes (overlay: `--source-vip` from
+//! host-local), the nftables mode on Linux nodes.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -213,7 +214,8 @@ impl Builder {
             .map(|ip| format!("daddr {ip} "))
             .collect();
         loop {
-            let listed = sh_in(&n.netns, &["nft", "list", "table", "ip", TABLE]).unwrap_or_default();
+            let listed =
+                sh_in(&n.netns, &["nft", "list", "table", "ip", TABLE]).unwrap_or_default();
             if ips.iter().all(|ip| listed.contains(ip)) {
                 return Ok(());
             }
@@ -440,8 +442,9 @@ mod tests {
         };
         assert_eq!(kind(&web(None, None)), "ClusterIP");
         assert_eq!(kind(&web(Some(30080), None)), "NodePort");
-        let plain = serde_json::to_value(service_objects(0, &web(None, None), None, &[]).expect("o"))
-            .expect("serializes");
+        let plain =
+            serde_json::to_value(service_objects(0, &web(None, None), None, &[]).expect("o"))
+                .expect("serializes");
         assert!(plain["items"][0].get("status").is_none());
         assert!(
             plain["items"][0]["spec"]["ports"][0]
