@@ -54,7 +54,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             &mut installed,
             &health,
             &mut checks,
-        );
+        )
+        .await;
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
             changed = snapshots.changed() => {
