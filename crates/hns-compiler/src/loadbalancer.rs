@@ -3,7 +3,8 @@
 //! backends are addressed by MAC to their port, remote ones continue through the route layer
 //! (host routes on L2Bridge, VXLAN on Overlay). Without DSR the source becomes the `SourceVIP`
 //! (or the node's address); with DSR it stays the client's and replies are translated back to
-//! the VIP by the connection at the backend's own port. `PreserveDIP` leaves the VIP as
+//! the VIP by the connection at the backend's own port — except the host's own connections
+//! where a `SourceVIP` is set (Overlay), which take it as without DSR. `PreserveDIP` leaves the VIP as
 //! destination for local backends.
 //!
 //! Where the rules go: the pod ports of its backends' networks (east-west), the uplink (unless `ILB`), and the host's
