@@ -161,3 +161,32 @@ fn spawn_listener(port: u16, key: ServiceKey, count: watch::Receiver<usize>) -> 
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_health_check_node_port_says_200_with_a_local_endpoint_and_503_without() {
+        let key = ServiceKey {
+            namespace: "default".into(),
+            name: "local".into(),
+        };
+        // Not listening (a proxy in its client's process): the answers are still there.
+        let mut checks = ServiceHealth::default();
+        checks.update(&HashMap::from([
+            (32081, (key.clone(), 1)),
+            (32082, (key, 0)),
+        ]));
+        assert_eq!(checks.ports(), [32081, 32082]);
+        let (status, body) = checks.answer(32081).expect("a Service has the port");
+        assert_eq!(status, 200);
+        let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(body["localEndpoints"], 1);
+        assert_eq!(body["service"]["name"], "local");
+        assert_eq!(checks.answer(32082).map(|a| a.0), Some(503));
+        assert_eq!(checks.answer(32083), None);
+        checks.update(&HashMap::new());
+        assert!(checks.ports().is_empty());
+    }
+}
