@@ -3,7 +3,8 @@
 //! backends are addressed by MAC to their port, remote ones continue through the route layer
 //! (host routes on L2Bridge, VXLAN on Overlay). Without DSR the source becomes the `SourceVIP`
 //! (or the node's address); with DSR it stays the client's and replies are translated back to
-//! the VIP by the connection at the backend's own port. `PreserveDIP` leaves the VIP as
+//! the VIP by the connection at the backend's own port — except the host's own connections
+//! where a `SourceVIP` is set (Overlay), which take it as without DSR. `PreserveDIP` leaves the VIP as
 //! destination for local backends.
 //!
 //! Where the rules go: the pod ports of its backends' networks (east-west), the uplink (unless `ILB`), and the host's
@@ -75,10 +76,29 @@ pub fn compile(c: &mut Compiler, state: &State, lb: &LoadBalancer) -> Compiled {
             if family.is_empty() {
                 continue;
             }
-            let Some(rule) = rule(c, lb, pm, &family, &dips, &origin.owner, &mut out) else {
+            let Some(main) = rule(c, lb, pm, &family, &dips, &origin.owner, false, &mut out) else {
                 continue;
             };
-            place_rule(c, pm, node_port, &family, rule, &mut sets, &mut out);
+            // The host's own connections to a DSR load balancer with a SourceVIP (kube-proxy
+            // gives one on Overlay only) take the source VIP, as without DSR: the host's
+            // address is no overlay address, so a backend on another node could not send a
+            // DSR reply back into the connection (a Linux node answers it on the underlay,
+            // outside the VXLAN flow).
+            let host_rule = if lb.is_dsr() && lb.source_vip.is_some() {
+                rule(c, lb, pm, &family, &dips, &origin.owner, true, &mut out)
+                    .unwrap_or_else(|| main.clone())
+            } else {
+                main.clone()
+            };
+            place_rule(
+                c,
+                pm,
+                node_port,
+                &family,
+                (main, host_rule),
+                &mut sets,
+                &mut out,
+            );
         }
     }
     // East-west, the load balancer is on the pods of its backends' networks.
@@ -125,7 +145,9 @@ impl Sets {
     }
 }
 
-/// The rule of one port mapping for the frontends `vips` of one family.
+/// The rule of one port mapping for the frontends `vips` of one family; `host_via_source_vip`:
+/// the host's copy of a DSR rule, which translates the source to the `SourceVIP`.
+#[allow(clippy::too_many_arguments)]
 fn rule(
     c: &mut Compiler,
     lb: &LoadBalancer,
@@ -133,6 +155,7 @@ fn rule(
     vips: &[IpAddr],
     dips: &[Dip],
     owner: &Owner,
+    host_via_source_vip: bool,
     out: &mut Compiled,
 ) -> Option<Rule> {
     let v4 = vips.first()?.is_ipv4();
@@ -161,7 +184,11 @@ fn rule(
     let external = lb.frontend_vips.is_empty() || pm.flags & PortMappingFlags::VIP_EXTERNAL_IP != 0;
     let all_local = backends.iter().all(|b| b.mac.is_some());
     let source_nat = if lb.is_dsr() {
-        None
+        if host_via_source_vip {
+            snat_pool(c, lb, v4)
+        } else {
+            None
+        }
     } else if external && all_local {
         // ExternalTrafficPolicy Local without DSR: replies come back through this switch
         // anyway, so the client's address could be kept; Windows translates it.
@@ -211,16 +238,18 @@ fn snat_pool(c: &mut Compiler, lb: &LoadBalancer, v4: bool) -> Option<vfp::PoolI
     Some(c.pool(ip))
 }
 
-/// Puts a port mapping's rule where it applies.
+/// Puts a port mapping's rule where it applies (`rules`: the rule, and its copy for the
+/// host's own connections).
 fn place_rule(
     c: &Compiler,
     pm: &LoadBalancerPortMapping,
     node_port: bool,
     vips: &[IpAddr],
-    rule: Rule,
+    rules: (Rule, Rule),
     sets: &mut Sets,
     out: &mut Compiled,
 ) {
+    let (rule, host_rule) = rules;
     let profile = c.facts.profile;
     sets.pods.push(rule.clone());
     if pm.flags & PortMappingFlags::ILB != 0 {
@@ -242,14 +271,14 @@ fn place_rule(
         if profile.imposes(Limitation::NodePortFromNode) {
             sets.refuse(Limitation::NodePortFromNode, limitation_rule(&rule));
         } else {
-            sets.host.push(rule);
+            sets.host.push(host_rule);
         }
     } else if profile.imposes(Limitation::ClusterIpFromNode)
         && pm.flags & PortMappingFlags::LOCAL_ROUTED_VIP == 0
     {
         sets.refuse(Limitation::ClusterIpFromNode, limitation_rule(&rule));
     } else {
-        sets.host.push(rule);
+        sets.host.push(host_rule);
     }
 }
 

@@ -87,6 +87,23 @@ pub struct ServiceSpec {
     /// `RequireDualStack` (an IPv4 and an IPv6 ClusterIP, on a `dualStack` cluster).
     #[serde(default)]
     pub ip_family_policy: IpFamilyPolicy,
+    /// `spec.healthCheckNodePort` of a LoadBalancer Service with externalTrafficPolicy Local:
+    /// the port kube-proxy answers on with this node's local endpoint count (200 or 503), so
+    /// that a cloud load balancer sends traffic only to nodes with a backend. Kubernetes
+    /// allocates one when left out; so does the cluster ([`ServiceSpec::health_check_port`]).
+    pub health_check_node_port: Option<u16>,
+    /// The annotation `preserve-destination: "true"`: through the load-balancer ingress IP the
+    /// backend sees the ingress IP as the destination (winkernel: DSR with PreserveDIP).
+    #[serde(default)]
+    pub preserve_destination: bool,
+}
+
+impl ServiceSpec {
+    /// Whether Kubernetes gives the Service a health check node port: type LoadBalancer with
+    /// externalTrafficPolicy Local.
+    pub fn needs_health_check(&self) -> bool {
+        self.load_balancer_ip.is_some() && self.external_traffic_policy
+    }
 }
 
 /// A Service's `ipFamilyPolicy`, as Kubernetes spells it.
@@ -176,11 +193,11 @@ pub struct Topology {
     pub mode: Mode,
     #[serde(with = "profile_name")]
     pub profile: Profile,
-    /// kube-proxy's `--enable-dsr` on every Windows node (`dsr: true`). Off by default in the
-    /// local cluster for now, although distributions run it on: the cluster has no kube-proxy
-    /// on its Linux node, whose pods reach Services through the first Windows node's load
-    /// balancer, and with DSR a backend on another node answers them directly, bypassing it.
-    #[serde(default)]
+    /// kube-proxy's `--enable-dsr` on every Windows node: on unless the file says `dsr: false`,
+    /// as today's distributions run Windows nodes (AKS, OpenShift, capz CI). A Linux node runs
+    /// its own kube-proxy (nftables), so its pods' Service traffic never crosses a Windows
+    /// node's load balancer and DSR replies from any node reach them.
+    #[serde(default = "dsr_on")]
     pub dsr: bool,
     /// The cluster is dual-stack (`dualStack: true`): pod CIDRs and Service CIDRs of both
     /// families ([`CLUSTER_CIDR_V6`], [`SERVICE_CIDR_V6`]), IPv6 on the fabric. Windows pods
@@ -190,6 +207,10 @@ pub struct Topology {
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub services: Vec<ServiceSpec>,
+}
+
+fn dsr_on() -> bool {
+    true
 }
 
 mod profile_name {
@@ -206,6 +227,9 @@ mod profile_name {
             .map_err(|e| serde::de::Error::custom(format!("profile {s:?}: {e}")))
     }
 }
+
+/// Kubernetes' default node-port range (`--service-node-port-range`).
+pub const NODE_PORTS: std::ops::RangeInclusive<u16> = 30000..=32767;
 
 /// The fabric's prefix (the nodes' underlay).
 pub const FABRIC: &str = "192.168.77.0/24";
@@ -313,7 +337,7 @@ impl Topology {
         for s in &self.services {
             check_name("services[].name", &s.name)?;
             if let Some(np) = s.node_port
-                && !(30000..=32767).contains(&np)
+                && !NODE_PORTS.contains(&np)
             {
                 bail!("services[{}].nodePort: {np} is outside 30000-32767", s.name);
             }
@@ -324,8 +348,67 @@ impl Topology {
                     s.ip_family_policy
                 );
             }
+            if let Some(hc) = s.health_check_node_port {
+                if !s.needs_health_check() {
+                    bail!(
+                        "services[{}].healthCheckNodePort: only a LoadBalancer Service (loadBalancerIP) with externalTrafficPolicy: Local has one",
+                        s.name
+                    );
+                }
+                if !NODE_PORTS.contains(&hc) {
+                    bail!(
+                        "services[{}].healthCheckNodePort: {hc} is outside 30000-32767",
+                        s.name
+                    );
+                }
+            }
+            if s.preserve_destination && s.load_balancer_ip.is_none() {
+                bail!(
+                    "services[{}].preserveDestination: applies to the load-balancer ingress IP; give the Service a loadBalancerIP",
+                    s.name
+                );
+            }
+        }
+        let mut taken = std::collections::BTreeMap::new();
+        for s in &self.services {
+            for p in s.node_port.into_iter().chain(s.health_check_node_port) {
+                if let Some(other) = taken.insert(p, &s.name) {
+                    bail!(
+                        "services[{}]: port {p} is already {other}'s node port",
+                        s.name
+                    );
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The health check node port of Service `s`, as Kubernetes allocates it when the file
+    /// gives none: the highest port of the node-port range no Service of the topology uses.
+    pub fn health_check_port(&self, s: &ServiceSpec) -> Option<u16> {
+        if !s.needs_health_check() {
+            return None;
+        }
+        if s.health_check_node_port.is_some() {
+            return s.health_check_node_port;
+        }
+        // Allocated in the topology's order, so every reader of the file gets the same ports.
+        let mut used: std::collections::BTreeSet<u16> = self
+            .services
+            .iter()
+            .flat_map(|o| o.node_port.into_iter().chain(o.health_check_node_port))
+            .collect();
+        for o in &self.services {
+            if !o.needs_health_check() || o.health_check_node_port.is_some() {
+                continue;
+            }
+            let port = NODE_PORTS.rev().find(|p| !used.contains(p))?;
+            used.insert(port);
+            if o.name == s.name {
+                return Some(port);
+            }
+        }
+        None
     }
 
     /// The Windows build's name, as profiles are written.
@@ -523,6 +606,40 @@ mod tests {
     }
 
     #[test]
+    fn dsr_is_on_unless_the_file_turns_it_off() {
+        let t = |extra: &str| {
+            Topology::parse(
+                &format!(
+                    "mode: overlay\nprofile: ws2025\n{extra}nodes: [{{name: a, os: windows}}]\n"
+                ),
+                "t",
+            )
+            .expect("topology")
+        };
+        assert!(t("").dsr, "as distributions run Windows nodes");
+        assert!(!t("dsr: false\n").dsr);
+    }
+
+    #[test]
+    fn a_local_load_balancer_gets_a_health_check_node_port_as_kubernetes_allocates_it() {
+        let t = Topology::parse(
+            "mode: overlay\nprofile: ws2025\nnodes: [{name: a, os: windows}]\nservices:\n\
+             - {name: np, selector: a, port: 80, targetPort: 80, nodePort: 32767}\n\
+             - {name: lb1, selector: a, port: 80, targetPort: 80, loadBalancerIP: 192.168.77.201, externalTrafficPolicy: Local}\n\
+             - {name: lb2, selector: a, port: 80, targetPort: 80, loadBalancerIP: 192.168.77.202, externalTrafficPolicy: Local, healthCheckNodePort: 32766}\n\
+             - {name: lb3, selector: a, port: 80, targetPort: 80, loadBalancerIP: 192.168.77.203}\n",
+            "t",
+        )
+        .expect("topology");
+        let ports: Vec<Option<u16>> = t.services.iter().map(|s| t.health_check_port(s)).collect();
+        assert_eq!(
+            ports,
+            [None, Some(32765), Some(32766), None],
+            "the highest free port; the file's own; none without ETP Local"
+        );
+    }
+
+    #[test]
     fn bad_topologies_name_the_field() {
         let bad = [
             ("mode: ring\nprofile: ws2022\nnodes: []\n", "mode"),
@@ -542,6 +659,18 @@ mod tests {
             (
                 "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 80}]\n",
                 "nodePort",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 30080, externalTrafficPolicy: Local, healthCheckNodePort: 32000}]\n",
+                "services[s].healthCheckNodePort: only a LoadBalancer Service",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, preserveDestination: true}]\n",
+                "services[s].preserveDestination",
+            ),
+            (
+                "mode: overlay\nprofile: ws2022\nnodes: [{name: a, os: windows}]\nservices: [{name: s, selector: a, port: 80, targetPort: 80, nodePort: 30080}, {name: t, selector: a, port: 80, targetPort: 80, nodePort: 30080}]\n",
+                "port 30080 is already s's node port",
             ),
         ];
         for (text, field) in bad {

@@ -167,6 +167,22 @@ impl Proxy {
     pub fn reconciler(&self) -> &Reconciler {
         &self.reconciler
     }
+
+    /// Serves each health check node port on a TCP listener from now on (the daemon does; a
+    /// proxy in its client's process answers through [`Proxy::health_check`]).
+    pub fn listen_health_check_node_ports(&mut self) {
+        self.proxier.service_health.listen();
+    }
+
+    /// The health check node ports this node serves (ExternalTrafficPolicy Local Services).
+    pub fn health_check_node_ports(&self) -> Vec<u16> {
+        self.proxier.service_health.ports()
+    }
+
+    /// What health check node port `port` answers: the HTTP status and the JSON body.
+    pub fn health_check(&self, port: u16) -> Option<(u16, String)> {
+        self.proxier.service_health.answer(port)
+    }
 }
 
 /// Runs the proxy until `shutdown` completes.
@@ -189,6 +205,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     if let Some(addr) = metrics {
         health::serve(addr, proxy.health(), true);
     }
+    proxy.listen_health_check_node_ports();
     let mut snapshot = snapshots.borrow_and_update().clone();
     proxy.sync(&snapshot).await;
     loop {

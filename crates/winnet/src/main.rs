@@ -21,7 +21,8 @@ enum Command {
     Hns(commands::hns::Args),
     /// flannel's daemon: a subnet lease, the node's pod network (host-gw or vxlan), subnet.env.
     Flanneld(commands::flanneld::Args),
-    /// kube-proxy for a Windows node: Services to HNS load balancers (winkernel).
+    /// kube-proxy: Services to HNS load balancers on a Windows node (winkernel), or to
+    /// nftables rules on a Linux node (--proxy-mode nftables).
     Proxy(commands::proxy::Args),
     /// The cluster DNS: Services, endpoints and pods by name (CoreDNS kubernetes), the rest forwarded.
     Dns(commands::dns::Args),

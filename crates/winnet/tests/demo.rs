@@ -208,7 +208,9 @@ fn the_simulated_and_the_real_demo_list_the_same_flows_with_the_same_addresses()
             match o["skipped"].as_str() {
                 Some(why) => {
                     assert!(why.contains("Linux"), "{mode}: {o}");
-                    let linux = o["name"].as_str().unwrap_or_default().contains("Linux");
+                    // A Linux pod's row, or one to the Linux node (linux-1).
+                    let name = o["name"].as_str().unwrap_or_default();
+                    let linux = name.contains("Linux") || name.ends_with("on linux-1");
                     assert!(linux, "{mode}: only the Linux node's rows are skipped: {o}");
                 }
                 None => assert_eq!(o["matches"], true, "{mode}: {o}"),
@@ -694,4 +696,141 @@ fn the_ipv6_rows_work_on_l2bridge_and_are_refused_on_overlay_as_the_profile_says
         Vec::<String>::new(),
         "the dual-stack demos left something"
     );
+}
+
+/// The row named `name` of a JSON matrix.
+fn json_row<'a>(rows: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row {name:?} in {rows:#?}"))
+}
+
+/// The JSON matrix `winnet ARGS --json` printed, which must have exited 0 (every row matched)
+/// when `all_match`.
+fn matrix_of(args: &[&str], all_match: bool) -> Vec<serde_json::Value> {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let out = winnet(&args);
+    assert!(
+        out.status.success() || !all_match,
+        "{args:?}:\n{}",
+        text(&out)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?} printed no JSON matrix: {e}\n{}", text(&out)))
+}
+
+/// The JSON matrix of `winnet ARGS --json`, every row matching.
+fn matrix(args: &[&str]) -> Vec<serde_json::Value> {
+    matrix_of(args, true)
+}
+
+const PRESERVE: &str = "external -> LoadBalancer ingress IP, preserve-destination (preserve)";
+const LOCAL_INGRESS: &str =
+    "external -> LoadBalancer ingress IP, externalTrafficPolicy Local (local)";
+
+/// The default cluster runs kube-proxy with DSR (as distributions do) and every row matches,
+/// with real packets and in memory, both modes: the backend of a ClusterIP sees the client pod
+/// itself; the Linux pod reaches Services through its own node's kube-proxy (nftables), so DSR
+/// replies from Windows backends come straight back to it; through the preserve-destination
+/// Service's ingress IP the backend sees the external client and the ingress IP as the
+/// destination; the externalTrafficPolicy Local Service's ingress IP keeps the client; its
+/// health check node port answers 200 on win-1 (its backend's node) and 503 elsewhere. Without
+/// the ingress IP on its loopback, the preserve-destination backend cannot take the packet and
+/// the row fails. With `dsr: false` the ClusterIP backend sees a translated source again, and
+/// the Local Service still keeps the client (winkernel makes it DSR whenever HNS has DSR).
+#[test]
+fn dsr_preserve_destination_and_the_health_check_node_port_with_real_packets_and_in_memory() {
+    require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _down = Down;
+    for mode in ["l2bridge", "overlay"] {
+        let up = winnet(&["cluster", "up", "--mode", mode]);
+        assert!(up.status.success(), "{}", text(&up));
+        let real = matrix(&["cluster", "check"]);
+        let sim = matrix(&["demo", "--simulate", "--mode", mode]);
+        for (rows, simulated) in [(&real, false), (&sim, true)] {
+            let what = format!("{mode} {}", if simulated { "in memory" } else { "real" });
+            for r in rows.iter() {
+                assert!(r["matches"] == true, "{what}: {r}");
+            }
+            let client = json_row(rows, "pod -> pod, same node")["expect_source"].clone();
+            let cluster_ip = json_row(rows, "pod -> ClusterIP");
+            assert_eq!(cluster_ip["expect_source"], client, "{what}: {cluster_ip}");
+            let linux = json_row(rows, "Linux pod -> ClusterIP");
+            assert_eq!(linux["skipped"].is_null(), !simulated, "{what}: {linux}");
+            let preserve = json_row(rows, PRESERVE);
+            let detail = preserve["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.contains("from 192.168.77.1 to 192.168.77.202"),
+                "{what}: {preserve}"
+            );
+            let local = json_row(rows, LOCAL_INGRESS);
+            assert!(
+                local["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("from 192.168.77.1 "),
+                "{what}: {local}"
+            );
+            for (node, status, count) in [("win-1", 200, 1), ("win-2", 503, 0)] {
+                let name = format!("external -> health check node port (local), on {node}");
+                let r = json_row(rows, &name);
+                assert_eq!(r["expect_status"], status, "{what}: {r}");
+                let detail = r["detail"].as_str().unwrap_or_default();
+                assert!(
+                    detail.contains(&format!("HTTP {status} "))
+                        && detail.contains(&format!("\"localEndpoints\":{count}")),
+                    "{what}: {r}"
+                );
+            }
+        }
+        // The backend without the ingress IP: the switch delivers the packet to an address the
+        // pod does not hold, and nothing answers.
+        let del = Command::new("ip")
+            .args([
+                "-n",
+                "wn-win-1-web-1",
+                "address",
+                "del",
+                "192.168.77.202/32",
+                "dev",
+                "lo",
+            ])
+            .output()
+            .expect("ip");
+        assert!(del.status.success(), "{del:?}");
+        let broken = matrix_of(&["cluster", "check"], false);
+        let preserve = json_row(&broken, PRESERVE);
+        assert_eq!(preserve["passed"], false, "{mode}: {preserve}");
+        assert_eq!(preserve["matches"], false, "{mode}: {preserve}");
+        let down = winnet(&["cluster", "down"]);
+        assert!(down.status.success(), "{}", text(&down));
+    }
+    // dsr: false, the default cluster otherwise.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("no-dsr.yaml");
+    let default = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml"),
+    )
+    .expect("examples/cluster.yaml");
+    let off = default.replace("\ndsr: true ", "\ndsr: false");
+    assert_ne!(off, default, "examples/cluster.yaml says dsr: true");
+    std::fs::write(&file, off).expect("topology");
+    let topology = file.to_string_lossy().into_owned();
+    for simulate in [false, true] {
+        let mut args = vec!["demo", "--topology", &topology, "--mode", "l2bridge"];
+        if simulate {
+            args.push("--simulate");
+        }
+        let rows = matrix(&args);
+        for r in &rows {
+            assert!(r["matches"] == true, "dsr: false, {args:?}: {r}");
+        }
+        let cluster_ip = json_row(&rows, "pod -> ClusterIP");
+        assert!(cluster_ip["expect_source"].is_null(), "{cluster_ip}");
+        let local = json_row(&rows, LOCAL_INGRESS);
+        assert_eq!(local["expect_source"], "192.168.77.1", "{local}");
+    }
+    assert_eq!(leftovers(), Vec::<String>::new(), "left something behind");
 }

@@ -96,6 +96,29 @@ fn dsr_backends_see_the_client_and_replies_come_from_the_vip() {
     }
 }
 
+/// The node itself to a DSR ClusterIP: on Overlay it takes the source VIP, as without DSR
+/// (its own address is no overlay address, so a remote backend's DSR reply to it would leave
+/// the VXLAN flow); on L2Bridge (no SourceVIP) it keeps its own address. A pod keeps its
+/// own address on both.
+#[test]
+fn with_dsr_the_node_reaches_a_cluster_ip_through_the_source_vip_on_overlay_only() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut t = topo(backend, Profile::Ws2025);
+        let (a, d) = (t.a, t.d);
+        let mut remote = Service::tcp("default/dsr-remote", ip("10.96.0.61"), 80, 8080, vec![d]);
+        remote.dsr = true;
+        t.c.add_service(&remote).unwrap();
+        let from_node = match backend {
+            Backend::Vxlan => ip("10.244.1.2"),
+            Backend::HostGw => addr::node(0),
+        };
+        let ex = t.c.tcp_syn(Who::Node(0), ip("10.96.0.61"), 80);
+        delivered(&ex, d, from_node, t.ip(d), 8080);
+        let ex = t.c.tcp_syn(a, ip("10.96.0.61"), 80);
+        delivered(&ex, d, t.ip(a), t.ip(d), 8080);
+    }
+}
+
 #[test]
 fn without_dsr_the_backend_sees_the_source_vip() {
     // Overlay: kube-proxy's --source-vip, the SourceVIP of every load balancer.

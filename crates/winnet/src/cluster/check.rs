@@ -47,6 +47,24 @@ fn saw_from(detail: &str, want: std::net::IpAddr) -> bool {
         .any(|w| w[0] == "from" && w[1].trim_end_matches([',', ')', ';']) == want.to_string())
 }
 
+/// True when `detail` says the receiver saw the connection addressed to `want`
+/// (`... to <want> ...`).
+fn saw_to(detail: &str, want: std::net::IpAddr) -> bool {
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    words
+        .windows(2)
+        .any(|w| w[0] == "to" && w[1].trim_end_matches([',', ')', ';']) == want.to_string())
+}
+
+/// The HTTP status `detail` reports (`HTTP <status> ...`), if it reports one.
+fn status_in(detail: &str) -> Option<u16> {
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    words
+        .windows(2)
+        .find(|w| w[0] == "HTTP" && w[1].len() == 3)
+        .and_then(|w| w[1].parse().ok())
+}
+
 /// Runs one flow.
 pub fn run(f: &Flow) -> Outcome {
     let (passed, detail) = match (f.proto, f.connections) {
@@ -71,8 +89,28 @@ pub fn judge(f: &Flow, passed: bool, detail: String) -> Outcome {
     // Where the source is the flow's point, a connection that lost it is not carried.
     let passed = passed && (source_ok || !f.source_is_the_point);
     let source_ok = source_ok || f.source_is_the_point;
-    let matches = passed == f.expect_pass && source_ok && address_ok;
-    let detail = if passed && !source_ok {
+    let destination_ok = match (passed, f.expect_destination) {
+        (true, Some(want)) => saw_to(&detail, want),
+        _ => true,
+    };
+    let status_ok = match (passed, f.expect_status) {
+        (true, Some(want)) => status_in(&detail) == Some(want),
+        _ => true,
+    };
+    let matches = passed == f.expect_pass && source_ok && address_ok && destination_ok && status_ok;
+    let detail = if !destination_ok {
+        format!(
+            "{detail} (expected the destination {})",
+            f.expect_destination
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        )
+    } else if !status_ok {
+        format!(
+            "{detail} (expected HTTP {})",
+            f.expect_status.unwrap_or_default()
+        )
+    } else if passed && !source_ok {
         format!(
             "{detail} (expected the source {})",
             f.expect_source.map(|s| s.to_string()).unwrap_or_default()
@@ -105,7 +143,7 @@ fn tcp(f: &Flow) -> (bool, String) {
     for _ in 0..2 {
         let out = command_in(&f.netns, "curl")
             .args(["-sS", "--max-time"])
-            .args([max_time, "-w", "\n%{remote_ip}", &url])
+            .args([max_time, "-w", "\n%{http_code} %{remote_ip}", &url])
             .output();
         match out {
             Ok(o) if o.status.success() => return answered(f, &String::from_utf8_lossy(&o.stdout)),
@@ -153,13 +191,19 @@ pub fn one_backend(reached: &[String]) -> (bool, String) {
     }
 }
 
-/// What curl printed (the body, then the address it connected to).
+/// What curl printed (the body, then the status and the address it connected to); the
+/// status is told where the flow is about it (a health check node port).
 fn answered(f: &Flow, out: &str) -> (bool, String) {
-    let (body, remote) = out.rsplit_once('\n').unwrap_or((out, ""));
+    let (body, last) = out.rsplit_once('\n').unwrap_or((out, ""));
+    let (status, remote) = last.split_once(' ').unwrap_or(("", last));
     let body = body.trim();
+    let http = match f.expect_status {
+        Some(_) => format!("HTTP {status}"),
+        None => "HTTP".to_string(),
+    };
     match &f.to_name {
-        None => (true, format!("HTTP {body}")),
-        Some(name) => (true, format!("HTTP {body} ({name} -> {remote})")),
+        None => (true, format!("{http} {body}")),
+        Some(name) => (true, format!("{http} {body} ({name} -> {remote})")),
     }
 }
 
@@ -251,10 +295,11 @@ fn row(o: &Outcome) -> Row {
         Proto::Tcp => format!("{host}:{} tcp", f.port),
         Proto::Udp => format!("{host}:{} udp", f.port),
     };
-    let expected = match (&f.expect_pass, &f.limitation) {
-        (true, _) => "works".to_string(),
-        (false, Some(l)) => format!("fails ({l})"),
-        (false, None) => "fails".to_string(),
+    let expected = match (f.expect_pass, &f.limitation, f.expect_status) {
+        (true, _, Some(status)) => format!("HTTP {status}"),
+        (true, _, None) => "works".to_string(),
+        (false, Some(l), _) => format!("fails ({l})"),
+        (false, None, _) => "fails".to_string(),
     };
     let happened = match (&o.skipped, o.passed) {
         (Some(why), _) => why.clone(),

@@ -52,6 +52,13 @@ pub struct Flow {
     /// backend (session affinity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<u16>,
+    /// The destination address the receiver must see (preserve-destination: the ingress IP,
+    /// not its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect_destination: Option<IpAddr>,
+    /// The HTTP status the answer must carry (a health check node port: 200 or 503).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
 }
 
 fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto) -> Flow {
@@ -68,6 +75,8 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         expect_source: None,
         source_is_the_point: false,
         connections: None,
+        expect_destination: None,
+        expect_status: None,
     }
 }
 
@@ -96,6 +105,31 @@ impl Flow {
         self.expect_source = Some(ip);
         self.source_is_the_point = true;
         self
+    }
+
+    /// The receiver must see `ip` as the destination.
+    fn keeps_destination(mut self, ip: IpAddr) -> Flow {
+        self.expect_destination = Some(ip);
+        self
+    }
+
+    /// The answer must carry HTTP status `status`.
+    fn answers(mut self, status: u16) -> Flow {
+        self.expect_status = Some(status);
+        self
+    }
+
+    /// An externalTrafficPolicy Local flow to a node with a local backend: the backend sees
+    /// the client. winkernel makes such load balancers DSR whenever HNS has DSR
+    /// (`localTrafficDSR`, whatever `--enable-dsr` says); where it has none, the profile's
+    /// [`Limitation::LocalTrafficWithoutDsr`] says whether the client is kept.
+    fn local_policy(self, profile: Profile, client: IpAddr) -> Flow {
+        let f = self.keeps_client(client);
+        if profile.features().dsr {
+            f
+        } else {
+            f.unless(profile, Limitation::LocalTrafficWithoutDsr)
+        }
     }
 
     /// Expected not to be carried, for `why` (Kubernetes semantics, not a Windows limitation).
@@ -202,8 +236,9 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
             s.port,
             Proto::Tcp,
         );
-        // With DSR (kube-proxy's --enable-dsr) the backend sees the client pod itself.
-        let dsr = state.topology.as_ref().is_some_and(|t| t.dsr);
+        // With DSR (kube-proxy's --enable-dsr, where HNS has DSR) the backend sees the client
+        // pod itself.
+        let dsr = state.topology.as_ref().is_some_and(|t| t.dsr) && profile.features().dsr;
         out.push(if dsr {
             to_cluster_ip.seen_as(ip(client.ip))
         } else {
@@ -250,11 +285,9 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
                     local.name, w.name
                 );
                 let f = flow(&name, "external", &ext, ip(w.ip), np, Proto::Tcp);
-                // kube-proxy makes an ETP Local NodePort DSR wherever HNS has DSR (every
-                // profile), so the backend sees the client; without a local backend the node
-                // has no load balancer for the port.
+                // Without a local backend the node has no load balancer for the port.
                 out.push(if has_backend {
-                    f.keeps_client(ip(EXTERNAL_IP))
+                    f.local_policy(profile, ip(EXTERNAL_IP))
                 } else {
                     f.refused("NoLocalEndpoint")
                 });
@@ -306,6 +339,7 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
             .unless(profile, Limitation::ClusterIpFromNode),
         );
     }
+    out.extend(preserve_destination_and_health_checks(state, profile));
     let outside = ip(OUTSIDE_IP);
     out.push(
         flow(
@@ -532,6 +566,62 @@ fn traffic_policy_and_termination(
     out
 }
 
+/// The rows of the load-balancer Service settings (issue 15): through a preserve-destination
+/// Service's ingress IP the backend sees the client and the ingress IP as the destination; an
+/// externalTrafficPolicy Local Service's ingress IP keeps the client; and its health check
+/// node port answers 200 on a node with a local backend, 503 on one without. The external
+/// load balancer hands every ingress IP to the first Windows node.
+fn preserve_destination_and_health_checks(state: &State, profile: Profile) -> Vec<Flow> {
+    let mut out = Vec::new();
+    let Some(t) = state.topology.as_ref() else {
+        return out;
+    };
+    let ext = format!("{NS_PREFIX}external");
+    let client = IpAddr::V4(EXTERNAL_IP);
+    let first = state.nodes.iter().find(|n| n.os == Os::Windows);
+    let local_on =
+        |n: &super::NodeState, selector: &str| n.pods.iter().any(|p| p.name.starts_with(selector));
+    for s in &t.services {
+        let Some(lb) = s.load_balancer_ip else {
+            continue;
+        };
+        let to_ingress = |what: &str| {
+            let name = format!("external -> LoadBalancer ingress IP, {what} ({})", s.name);
+            flow(&name, "external", &ext, IpAddr::V4(lb), s.port, Proto::Tcp)
+        };
+        if s.preserve_destination {
+            // winkernel: DSR + PreserveDIP on the ingress load balancer when HNS has DSR
+            // (whatever --enable-dsr says); else an ordinary, translated one.
+            let f = to_ingress("preserve-destination");
+            out.push(if profile.features().dsr {
+                f.keeps_client(client).keeps_destination(IpAddr::V4(lb))
+            } else {
+                f
+            });
+        }
+        if s.external_traffic_policy {
+            let f = to_ingress("externalTrafficPolicy Local");
+            out.push(if first.is_some_and(|n| local_on(n, &s.selector)) {
+                f.local_policy(profile, client)
+            } else {
+                f.refused("NoLocalEndpoint")
+            });
+        }
+        let Some(port) = t.health_check_port(s) else {
+            continue;
+        };
+        for n in &state.nodes {
+            let name = format!(
+                "external -> health check node port ({}), on {}",
+                s.name, n.name
+            );
+            let f = flow(&name, "external", &ext, IpAddr::V4(n.ip), port, Proto::Tcp);
+            out.push(f.answers(if local_on(n, &s.selector) { 200 } else { 503 }));
+        }
+    }
+    out
+}
+
 /// The flows by name from `client` (on a Windows node when `windows`): through its pod's
 /// resolver (Windows nodes: hnsd's DNS client; Linux: glibc with kubelet's resolv.conf) to the
 /// `kube-dns` Service. Names with a dot are not suffixed by the Windows DNS Client
@@ -618,13 +708,19 @@ mod tests {
     use crate::cluster::topology::Topology;
 
     fn state(profile: &str) -> State {
+        state_with(
+            profile,
+            "services: [{name: web, selector: web, port: 80, targetPort: 8080}]\n",
+        )
+    }
+
+    fn state_with(profile: &str, rest: &str) -> State {
         let t = Topology::parse(
             &format!(
                 "mode: l2bridge\nprofile: {profile}\nnodes:\n\
                  - {{name: win-1, os: windows, pods: [web-1, client-1]}}\n\
                  - {{name: win-2, os: windows, pods: [web-2]}}\n\
-                 - {{name: linux-1, os: linux, pods: [web-3]}}\n\
-                 services: [{{name: web, selector: web, port: 80, targetPort: 8080}}]\n"
+                 - {{name: linux-1, os: linux, pods: [web-3]}}\n{rest}"
             ),
             "t",
         )
@@ -789,5 +885,59 @@ mod tests {
         assert_eq!(ext.4, IpAddr::V4(OUTSIDE_IP));
         let open = named(&matrix(&state("unrestricted"), Profile::Unrestricted));
         assert!(open.iter().all(|r| r.2), "{open:?}");
+    }
+
+    #[test]
+    fn the_load_balancer_rows_expect_what_winkernel_and_the_health_checks_give() {
+        let services = "services:\n\
+             - {name: web, selector: web, port: 80, targetPort: 8080}\n\
+             - {name: local, selector: web-1, port: 80, targetPort: 8080, nodePort: 30081, externalTrafficPolicy: Local, loadBalancerIP: 192.168.77.201}\n\
+             - {name: preserve, selector: web-1, port: 8080, targetPort: 8080, loadBalancerIP: 192.168.77.202, preserveDestination: true}\n";
+        for (dsr, profile) in [("", Profile::Ws2025), ("dsr: false\n", Profile::Ws2019)] {
+            let rows = matrix(
+                &state_with(profile.as_str(), &format!("{dsr}{services}")),
+                profile,
+            );
+            let row = |name: &str| {
+                rows.iter()
+                    .find(|f| f.name == name)
+                    .unwrap_or_else(|| panic!("no row {name}: {rows:#?}"))
+            };
+            let cluster_ip = row("pod -> ClusterIP");
+            assert_eq!(
+                cluster_ip.expect_source.is_some(),
+                dsr.is_empty(),
+                "the client pod itself only with --enable-dsr: {cluster_ip:?}"
+            );
+            let preserve =
+                row("external -> LoadBalancer ingress IP, preserve-destination (preserve)");
+            assert_eq!(
+                preserve.expect_destination,
+                Some(IpAddr::V4(Ipv4Addr::new(192, 168, 77, 202)))
+            );
+            assert_eq!(preserve.expect_source, Some(IpAddr::V4(EXTERNAL_IP)));
+            // DSR for ETP Local whatever --enable-dsr says (every profile's HNS has DSR).
+            let local =
+                row("external -> LoadBalancer ingress IP, externalTrafficPolicy Local (local)");
+            assert!(local.expect_pass && local.source_is_the_point, "{local:?}");
+            let health: Vec<(String, Option<u16>)> = rows
+                .iter()
+                .filter(|f| {
+                    f.name
+                        .starts_with("external -> health check node port (local)")
+                })
+                .map(|f| (f.to.to_string(), f.expect_status))
+                .collect();
+            assert_eq!(
+                health,
+                [
+                    ("192.168.77.1".to_string(), Some(200)),
+                    ("192.168.77.2".to_string(), Some(503)),
+                    ("192.168.77.3".to_string(), Some(503)),
+                ],
+                "every node (the fixture's addresses), 200 only where the backend is"
+            );
+            assert!(rows.iter().all(|f| f.port != 0 || f.proto == Proto::Icmp));
+        }
     }
 }

@@ -174,6 +174,18 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
                 .insert(53, sim_dns::responder(Arc::clone(&handler)));
         }
     }
+    // A preserve-destination Service's backends hold its ingress address, as the real
+    // cluster's pods do on their loopback.
+    for s in t.services.iter().filter(|s| s.preserve_destination) {
+        let Some(lb) = s.load_balancer_ip else {
+            continue;
+        };
+        for (_, p) in pods.iter().filter(|(_, p)| p.name.starts_with(&s.selector)) {
+            if let Some(stack) = c.stack_mut(who[&p.name]) {
+                stack.extra_addresses.push(IpAddr::V4(lb));
+            }
+        }
+    }
     c.set_proxy_dsr(t.dsr);
     c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
     // The external load balancer hands each ingress address to the first Windows node.
@@ -262,7 +274,29 @@ impl SimCluster {
         if let Some(n) = named {
             detail = format!("{detail} {n}");
         }
+        if passed && f.expect_status.is_some() {
+            detail = format!("{detail}; {}", self.health_answer(to, f.port));
+        }
         Ok(check::judge(f, passed, detail))
+    }
+
+    /// What the kube-proxy of the node at `ip` answers on health check node port `port`, in the
+    /// words the real run uses (`HTTP <status> <body>`).
+    fn health_answer(&self, ip: IpAddr, port: u16) -> String {
+        let node = self
+            .state
+            .nodes
+            .iter()
+            .find(|n| IpAddr::V4(n.ip) == ip)
+            .and_then(|n| self.who.get(&n.name));
+        let answer = match node {
+            Some(Who::Node(i)) => self.cluster.health_check(*i, port),
+            _ => None,
+        };
+        match answer {
+            Some((status, body)) => format!("HTTP {status} {body}"),
+            None => format!("no health check on port {port} at {ip}"),
+        }
     }
 
     /// True when `ip` is a Linux node's or one of its pods'.

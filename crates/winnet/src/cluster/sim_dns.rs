@@ -36,7 +36,7 @@ pub fn objects(
 ) -> anyhow::Result<kubesrc::Objects> {
     let mut lists = Vec::new();
     for (k, s) in t.services.iter().enumerate() {
-        lists.push(service_objects(k, s, pods)?);
+        lists.push(service_objects(k, s, t.health_check_port(s), pods)?);
     }
     lists.extend(dns_objects(t, pods));
     lists.push(kube_dns_objects(dns_pods));

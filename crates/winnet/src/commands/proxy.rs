@@ -1,4 +1,6 @@
-//! `winnet proxy`: kube-proxy's Windows proxier, with the flags kube-proxy users know.
+//! `winnet proxy`: kube-proxy, with the flags kube-proxy users know: the Windows proxier
+//! (`--proxy-mode kernelspace`, the default) on a Windows node's hnsd, or the `nftables` mode on
+//! a Linux node.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -7,14 +9,26 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use proxy::{Config, FeatureGates, SourceConfig};
 
+/// `--proxy-mode`: which proxier runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProxyMode {
+    /// The Windows proxier (winkernel): HNS load balancers through hnsd.
+    Kernelspace,
+    /// The Linux nftables proxier: kube-proxy's tables in this network namespace.
+    Nftables,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
+    /// The proxier: kernelspace (Windows, HNS) or nftables (Linux).
+    #[arg(long, value_enum, default_value = "kernelspace")]
+    proxy_mode: ProxyMode,
     /// This node's name: EndpointSlice endpoints with this nodeName are local.
     #[arg(long)]
     hostname_override: Option<String>,
-    /// The HNS network pods are on.
+    /// The HNS network pods are on (kernelspace).
     #[arg(long, env = "KUBE_NETWORK")]
-    network_name: String,
+    network_name: Option<String>,
     /// The source VIP for non-DSR traffic (Overlay).
     #[arg(long)]
     source_vip: Option<IpAddr>,
@@ -74,9 +88,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|h| h.trim().to_lowercase())
             .context("no --hostname-override and the host name cannot be read")?,
     };
+    let healthz_bind = addr("healthz-bind-address", &args.healthz_bind_address)?;
+    let metrics_bind = addr("metrics-bind-address", &args.metrics_bind_address)?;
+    if args.proxy_mode == ProxyMode::Nftables {
+        let config = proxy::nftables::Config {
+            node: proxy::nftables::LinuxNode {
+                hostname,
+                cluster_cidrs: args.cluster_cidr.into_iter().collect(),
+            },
+            source,
+            healthz_bind,
+            metrics_bind,
+        };
+        let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+        rt.block_on(proxy::nftables::run(config, super::shutdown_signal()))?;
+        return Ok(());
+    }
+    let Some(network_name) = args.network_name else {
+        bail!("--network-name (or KUBE_NETWORK): say which HNS network the pods are on");
+    };
     let config = Config {
         hostname,
-        network_name: args.network_name,
+        network_name,
         source_vip: args.source_vip,
         enable_dsr: args.enable_dsr,
         feature_gates: args.feature_gates,
@@ -86,8 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into_iter()
             .filter(|a| !a.is_unspecified())
             .collect(),
-        healthz_bind: addr("healthz-bind-address", &args.healthz_bind_address)?,
-        metrics_bind: addr("metrics-bind-address", &args.metrics_bind_address)?,
+        healthz_bind,
+        metrics_bind,
         hns_socket: hns_client::socket_path(args.hns_socket.as_deref()),
         root_hnsendpoint_name: args.root_hnsendpoint_name,
         forward_healthcheck_vip: args.forward_healthcheck_vip,

@@ -187,6 +187,8 @@ pub struct Proxies {
     running: Vec<Option<proxy::Proxy>>,
     /// `--enable-dsr` of every proxy.
     dsr: bool,
+    /// The health check node ports each node's host listens on for its proxy.
+    health_ports: Vec<Vec<u16>>,
 }
 
 impl Cluster {
@@ -282,6 +284,18 @@ impl Cluster {
                 continue;
             };
             let report = block_on(p.sync(&snapshot))?;
+            // The proxy's health check node ports listen on the node's host, as the daemon's
+            // listeners do; what they answer is the proxy's ([`Cluster::health_check`]).
+            let ports = p.health_check_node_ports();
+            self.proxies
+                .health_ports
+                .resize_with(self.nodes.len(), Vec::new);
+            let host = &mut self.nodes[i].host;
+            for old in &self.proxies.health_ports[i] {
+                host.tcp_listen.remove(old);
+            }
+            host.tcp_listen.extend(ports.iter().copied());
+            self.proxies.health_ports[i] = ports;
             self.nodes[i].sync_host();
             if let Some(svc) = service
                 && let Some(problem) = report.problems.iter().find(|m| m.contains(svc))
@@ -293,6 +307,13 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// What node `i`'s kube-proxy answers on health check node port `port` (the HTTP status
+    /// and the JSON body), from the proxy's own health code; `None` when it serves no such
+    /// port.
+    pub fn health_check(&self, i: usize, port: u16) -> Option<(u16, String)> {
+        self.proxies.running.get(i)?.as_ref()?.health_check(port)
     }
 
     /// Node `i`'s kube-proxy flags, as the local cluster starts it; `None` before flanneld

@@ -135,7 +135,7 @@ impl Builder {
 
     /// Waits until `kube-dns` answers a query for its own name through the Service address
     /// from a pod on every node (Windows nodes: through the switch's load balancer; the
-    /// Linux node: through the first Windows node's).
+    /// Linux node: through its own kube-proxy's nftables DNAT).
     pub(super) fn wait_dns(&self, progress: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
         progress("waiting for the cluster DNS to answer at its Service address");
         let name = format!("{DNS_SERVICE}.kube-system.svc.{CLUSTER_DOMAIN}");

@@ -5,7 +5,8 @@
 //! `winnet flanneld` (which makes the HNS network), the pods added by the CNI plugins as a
 //! runtime calls them ([`pods`]), the cluster DNS's pods ([`cluster_dns`]) and `winnet proxy`
 //! on the manifests ([`services`]); on Linux
-//! nodes `winnet flanneld` (routes, VXLAN device) and Debian's `bridge` + `host-local` plugins.
+//! nodes `winnet flanneld` (routes, VXLAN device), Debian's `bridge` + `host-local` plugins and
+//! `winnet proxy --proxy-mode nftables` (kube-proxy's nftables mode).
 
 pub(crate) mod cluster_dns;
 mod flannel;
@@ -93,12 +94,13 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     let dns = b.dns_pods(&plugins)?;
     progress("Services (manifests), the cluster DNS and kube-proxy");
     b.services()?;
+    b.preserve_destination_addresses()?;
     b.dns_objects()?;
     b.kube_dns(&dns)?;
     for i in 0..t.nodes.len() {
         match t.nodes[i].os {
             Os::Windows => b.proxy(i)?,
-            Os::Linux => b.services_via_windows(i)?,
+            Os::Linux => b.linux_proxy(i)?,
         }
     }
     b.wait_programmed(progress)?;

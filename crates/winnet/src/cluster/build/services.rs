@@ -1,7 +1,8 @@
 //! The Kubernetes objects as manifests (`kubectl get -o json` shapes: Services and their
-//! EndpointSlices, typed with k8s-openapi), the external load balancer's route, and `winnet
-//! proxy` on each Windows node as kube-proxy is started there (overlay: `--source-vip` from
-//! host-local).
+//! EndpointSlices, typed with k8s-openapi), the external load balancer's route, the ingress IP
+//! on a preserve-destination Service's backends, and `winnet proxy` on each node as kube-proxy
+//! is started there: the Windows proxier on Windows nodes (overlay: `--source-vip` from
+//! host-local), the nftables mode on Linux nodes.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -16,11 +17,12 @@ use k8s_openapi::api::core::v1::{
 use super::super::leases;
 use super::super::topology::{
     CLUSTER_CIDR, EXTERNAL_NAME_SERVICE, EXTERNAL_ZONE, HEADLESS_SERVICE, HTTP_PORT, Mode,
-    NAMESPACE, Os, SERVICE_CIDR, ServiceSpec, Topology, cluster_ip, cluster_ip_v6,
+    NAMESPACE, Os, ServiceSpec, Topology, cluster_ip, cluster_ip_v6,
 };
-use super::super::{NS_PREFIX, PodState};
+use super::super::{NS_PREFIX, NodeState, PodState, netlink_in, sh_in};
 use super::{Builder, route_via};
 use lab::objects::{self, List};
+use proxy::nftables::TABLE;
 
 impl Builder {
     /// Writes the Services and their EndpointSlices as `kubectl get -o json` would print them.
@@ -34,7 +36,12 @@ impl Builder {
             }
             std::fs::write(
                 dir.join(format!("{}.json", s.name)),
-                serde_json::to_vec_pretty(&service_objects(k, s, &pods)?)?,
+                serde_json::to_vec_pretty(&service_objects(
+                    k,
+                    s,
+                    self.t.health_check_port(s),
+                    &pods,
+                )?)?,
             )?;
         }
         Ok(())
@@ -68,17 +75,54 @@ impl Builder {
         Ok(())
     }
 
-    /// Linux node `i` has no kube-proxy of ours: it sends Service traffic to the first Windows
-    /// node, whose switch load-balances what arrives on its uplink (translating the source to
-    /// the node or its source VIP, so replies come back the same way).
-    pub(super) fn services_via_windows(&self, i: usize) -> anyhow::Result<()> {
-        let Some(win) = self.state.nodes.iter().find(|n| n.os == Os::Windows) else {
-            return Ok(());
-        };
-        let services: IpNet = SERVICE_CIDR
-            .parse()
-            .with_context(|| format!("the Service CIDR {SERVICE_CIDR} is not a prefix"))?;
-        route_via(&self.state.nodes[i].netns, services, win.ip)
+    /// kube-proxy on Linux node `i`, as a Linux node runs it: `--proxy-mode nftables` on the
+    /// same manifests, so that its pods reach Services through its own DNAT (and a DSR reply
+    /// from a Windows node's backend comes straight back to them).
+    pub(super) fn linux_proxy(&mut self, i: usize) -> anyhow::Result<()> {
+        let n = self.state.nodes[i].clone();
+        let manifests = self.dir.join("manifests").to_string_lossy().into_owned();
+        let w = self.winnet.clone();
+        let args = [
+            w.as_str(),
+            "proxy",
+            "--proxy-mode",
+            "nftables",
+            "--hostname-override",
+            &n.name,
+            "--cluster-cidr",
+            CLUSTER_CIDR,
+            "--manifests",
+            &manifests,
+        ];
+        self.spawn(
+            &format!("{} proxy", n.name),
+            &n.netns,
+            &args,
+            &format!("{}-proxy", n.name),
+        )
+    }
+
+    /// The backends of a preserve-destination Service hold its ingress address on their
+    /// loopback, as any DSR real server must (LVS-DR's rule): the packet reaches them with the
+    /// ingress IP as its destination. A workload does this itself (in Kubernetes, an init
+    /// container with NET_ADMIN); the local cluster does it for the pods it runs.
+    pub(super) fn preserve_destination_addresses(&self) -> anyhow::Result<()> {
+        for s in self.t.services.iter().filter(|s| s.preserve_destination) {
+            let Some(lb) = s.load_balancer_ip else {
+                continue;
+            };
+            let vip = IpNet::V4(Ipv4Net::from(lb));
+            for (_, p) in self.named_pods() {
+                if !p.name.starts_with(&s.selector) {
+                    continue;
+                }
+                netlink_in(&p.netns, |nl| {
+                    let lo = nl.existing_link("lo")?;
+                    nl.add_address(lo.index, vip)
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// kube-proxy on Windows node `i`.
@@ -136,14 +180,19 @@ impl Builder {
     /// synced the Services and has none left to retry. A Service may have no load balancer on
     /// a node (internalTrafficPolicy Local without a local backend, no ready endpoint), so the
     /// load balancers in HNS cannot tell; and one HNS refuses (more backends than the build
-    /// takes) stays pending, which ends the wait too: the matrix shows it.
+    /// takes) stays pending, which ends the wait too: the matrix shows it. A Linux node's
+    /// kube-proxy (nftables) is waited for until its table holds every Service's ClusterIP.
     pub(super) fn wait_programmed(&self, progress: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
         if self.t.services.is_empty() {
             return Ok(());
         }
         progress("waiting for kube-proxy to program the load balancers");
         let deadline = Instant::now() + Duration::from_secs(30);
-        for n in self.state.nodes.iter().filter(|n| n.os == Os::Windows) {
+        for n in &self.state.nodes {
+            if n.os == Os::Linux {
+                self.wait_nftables(n, deadline)?;
+                continue;
+            }
             loop {
                 let metrics = super::super::sh_in(
                     &n.netns,
@@ -200,11 +249,38 @@ impl ProxyProgress {
     }
 }
 
-/// Service number `k` of the topology (`s`) and its EndpointSlice over the `pods` (node name,
-/// pod) it selects, as `kubectl get -o json` prints them.
+impl Builder {
+    /// Waits until Linux node `n`'s kube-proxy installed its table with every Service.
+    fn wait_nftables(&self, n: &NodeState, deadline: Instant) -> anyhow::Result<()> {
+        let ips: Vec<String> = (0..self.t.services.len())
+            .filter_map(cluster_ip)
+            .map(|ip| format!("daddr {ip} "))
+            .collect();
+        loop {
+            let listed =
+                sh_in(&n.netns, &["nft", "list", "table", "ip", TABLE]).unwrap_or_default();
+            if ips.iter().all(|ip| listed.contains(ip)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-proxy on {} did not install every Service's rules in 30 s; see {}",
+                    n.name,
+                    self.dir.join(format!("{}-proxy.log", n.name)).display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Service number `k` of the topology (`s`, with the health check node port the topology
+/// gives or allocates it) and its EndpointSlice over the `pods` (node name, pod) it selects, as
+/// `kubectl get -o json` prints them.
 pub fn service_objects(
     k: usize,
     s: &ServiceSpec,
+    health_check_node_port: Option<u16>,
     pods: &[(String, PodState)],
 ) -> anyhow::Result<List> {
     let ip = cluster_ip(k).with_context(|| format!("services[{}]: no ClusterIP left", s.name))?;
@@ -225,8 +301,12 @@ pub fn service_objects(
             .push(ip6.to_string());
         ip_families = Some(vec!["IPv4".to_string(), "IPv6".to_string()]);
     }
+    let mut metadata = objects::meta(&s.name, NAMESPACE);
+    if s.preserve_destination {
+        metadata.annotations = Some(objects::labels(&[("preserve-destination", "true")]));
+    }
     let svc = Service {
-        metadata: objects::meta(&s.name, NAMESPACE),
+        metadata,
         spec: Some(K8sServiceSpec {
             type_: Some(kind.into()),
             cluster_ip,
@@ -241,6 +321,7 @@ pub fn service_objects(
             internal_traffic_policy: s.internal_traffic_policy.then(|| "Local".to_string()),
             ip_families,
             ip_family_policy: s.dual_stack().then(|| format!("{:?}", s.ip_family_policy)),
+            health_check_node_port: health_check_node_port.map(i32::from),
             ..K8sServiceSpec::default()
         }),
         status: s.load_balancer_ip.map(|lb| ServiceStatus {
@@ -388,6 +469,8 @@ mod tests {
             internal_traffic_policy: false,
             endpoints: EndpointState::Ready,
             ip_family_policy: Default::default(),
+            health_check_node_port: None,
+            preserve_destination: false,
         }
     }
 
@@ -405,7 +488,7 @@ mod tests {
     #[test]
     fn a_load_balancer_service_is_the_document_it_always_was() {
         let lb = Ipv4Addr::new(192, 168, 77, 200);
-        let list = service_objects(2, &web(Some(30080), Some(lb)), &pods()).expect("objects");
+        let list = service_objects(2, &web(Some(30080), Some(lb)), None, &pods()).expect("objects");
         let ip = cluster_ip(2).expect("a ClusterIP").to_string();
         let expected = json!({"apiVersion": "v1", "kind": "List", "items": [
             {
@@ -471,14 +554,15 @@ mod tests {
     #[test]
     fn services_are_typed_by_what_they_expose() {
         let kind = |s: &ServiceSpec| {
-            let v = serde_json::to_value(service_objects(0, s, &[]).expect("objects"))
+            let v = serde_json::to_value(service_objects(0, s, None, &[]).expect("objects"))
                 .expect("serializes");
             v["items"][0]["spec"]["type"].clone()
         };
         assert_eq!(kind(&web(None, None)), "ClusterIP");
         assert_eq!(kind(&web(Some(30080), None)), "NodePort");
-        let plain = serde_json::to_value(service_objects(0, &web(None, None), &[]).expect("o"))
-            .expect("serializes");
+        let plain =
+            serde_json::to_value(service_objects(0, &web(None, None), None, &[]).expect("o"))
+                .expect("serializes");
         assert!(plain["items"][0].get("status").is_none());
         assert!(
             plain["items"][0]["spec"]["ports"][0]
