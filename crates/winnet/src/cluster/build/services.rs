@@ -524,7 +524,7 @@ mod tests {
             endpoints: EndpointState::Terminating,
             ..web(None, None)
         };
-        let v = serde_json::to_value(service_objects(0, &s, &pods()).expect("objects"))
+        let v = serde_json::to_value(service_objects(0, &s, None, &pods()).expect("objects"))
             .expect("serializes");
         assert_eq!(v["items"][0]["spec"]["internalTrafficPolicy"], "Local");
         let eps = v["items"][1]["endpoints"].as_array().expect("endpoints");
@@ -539,7 +539,7 @@ mod tests {
             endpoints: EndpointState::NotServing,
             ..web(None, None)
         };
-        let v = serde_json::to_value(service_objects(0, &stopped, &pods()).expect("objects"))
+        let v = serde_json::to_value(service_objects(0, &stopped, None, &pods()).expect("objects"))
             .expect("serializes");
         assert!(v["items"][0]["spec"].get("internalTrafficPolicy").is_none());
         assert_eq!(
