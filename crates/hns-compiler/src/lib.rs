@@ -15,6 +15,7 @@
 //! first packet through the compiled switch, told back by the objects that made each rule.
 
 pub mod acl;
+pub mod dump;
 pub mod endpoint;
 pub mod explain;
 pub mod limitation;

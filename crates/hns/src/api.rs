@@ -29,6 +29,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/globals/features", get(features))
         .route("/trace", post(trace))
         .route("/resolve", post(resolve))
+        .route(hns_client::switch::PATH, get(switch))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -184,4 +185,12 @@ async fn trace(AxState(svc): Svc, body: Bytes) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the trace failed: {e}")))??;
     Ok(axum::Json(answer).into_response())
+}
+
+/// `GET /linux/switch`: the compiled switch of this node, with each rule's owner and counters.
+async fn switch(AxState(svc): Svc) -> ApiResult {
+    let dump = tokio::task::spawn_blocking(move || svc.switch_dump())
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
+    Ok(axum::Json(dump).into_response())
 }
