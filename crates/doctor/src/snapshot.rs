@@ -74,6 +74,7 @@ pub struct Service {
     pub external_ips: Vec<IpAddr>,
     pub ports: Vec<ServicePort>,
     pub external_policy_local: bool,
+    pub internal_policy_local: bool,
     pub health_check_node_port: Option<u16>,
     pub endpoints: Vec<ServiceEndpoint>,
 }

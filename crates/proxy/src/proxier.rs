@@ -94,6 +94,10 @@ pub struct Proxy {
     reconciler: Reconciler,
     proxier: Proxier,
     synced_once: bool,
+    /// What [`Proxy::resync`] observes HNS with again.
+    network_name: String,
+    root_name: String,
+    modify: bool,
 }
 
 impl Proxy {
@@ -127,6 +131,10 @@ impl Proxy {
             ensure_source_vip_endpoint(&client, &network, &config).await?;
         }
         let modify = features.modify_loadbalancer;
+        let (network_name, root_name) = (
+            config.network_name.clone(),
+            config.root_hnsendpoint_name.clone(),
+        );
         let reconciler = Reconciler::observe(
             Arc::clone(&client),
             network,
@@ -140,7 +148,26 @@ impl Proxy {
             reconciler,
             proxier,
             synced_once: false,
+            network_name,
+            root_name,
+            modify,
         })
+    }
+
+    /// Forgets what the proxy believes HNS holds and reads it again, so that the next sync is
+    /// full: load balancers deleted behind its back are made again, ones nothing wants are
+    /// removed. `winnet doctor --fix` asks for this with SIGHUP.
+    pub async fn resync(&mut self) -> Result<(), ProxyError> {
+        let network = wait_for_network(&self.client, &self.network_name).await?;
+        self.reconciler = Reconciler::observe(
+            Arc::clone(&self.client),
+            network,
+            &self.root_name,
+            self.modify,
+        )
+        .await?;
+        self.synced_once = false;
+        Ok(())
     }
 
     /// Programs HNS for `snapshot`. The first sync is full: it adopts the load balancers that
@@ -191,9 +218,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let mut snapshot = snapshots.borrow_and_update().clone();
     proxy.sync(&snapshot).await;
+    // SIGHUP: a full resync against HNS (re-read, then program what differs).
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| ProxyError::Startup(format!("cannot handle SIGHUP: {e}")))?;
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
+            _ = hangups.recv() => {
+                match proxy.resync().await {
+                    Ok(()) => {
+                        let report = proxy.sync(&snapshot).await;
+                        tracing::info!(created = report.created, deleted = report.deleted, "resync against HNS (SIGHUP)");
+                    }
+                    Err(e) => tracing::error!("resync against HNS failed: {e}"),
+                }
+            }
             changed = snapshots.changed() => {
                 if changed.is_err() {
                     return Err(ProxyError::Startup("the object source stopped".into()));

@@ -86,7 +86,11 @@ fn backend_ips(n: &Node, lb: &LoadBalancer) -> Vec<IpAddr> {
 
 /// The backends a Service's frontend of `role` should have on this node.
 fn wanted_ips(n: &Node, s: &Service, role: Role) -> Vec<IpAddr> {
-    let local_only = s.external_policy_local && matches!(role, Role::NodePort | Role::External);
+    let local_only = match role {
+        Role::NodePort | Role::External => s.external_policy_local,
+        Role::ClusterIp => s.internal_policy_local,
+        Role::HealthCheck => false,
+    };
     let local = |ip: &IpAddr| n.pod_endpoints.iter().any(|(e, _)| e.ips().any(|a| a == *ip));
     let mut ips = s.serving_ips();
     if local_only {
