@@ -59,6 +59,8 @@ pub struct RouteFact {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct SwitchPort {
+    /// The port's number (what a trace calls it).
+    pub id: u16,
     pub name: String,
     /// `Pod`, `Host` or `Uplink`.
     pub kind: String,

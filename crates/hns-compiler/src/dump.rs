@@ -24,6 +24,7 @@ pub fn switch_dump(c: &Compiler, neighbors: &[IpAddr]) -> SwitchDump {
         .switch()
         .ports()
         .map(|p| SwitchPort {
+            id: p.id(),
             name: p.name().to_string(),
             kind: match p.kind() {
                 PortKind::PodVnic => "Pod",

@@ -181,7 +181,7 @@ pub fn node_sources(
             manifests: manifests.cloned(),
             pods: None,
             netns: None,
-            owned_elsewhere: Vec::new(),
+            peers: Vec::new(),
             cluster,
         }]);
     }

@@ -29,8 +29,8 @@ pub struct NodeSource {
     pub pods: Option<Vec<Pod>>,
     /// The node's own network namespace (`None`: this process's).
     pub netns: Option<String>,
-    /// Named namespaces that other nodes' hnsd own on this machine.
-    pub owned_elsewhere: Vec<String>,
+    /// The hnsd of the other nodes on this machine, whose namespaces are not leaked.
+    pub peers: Vec<PathBuf>,
     pub cluster: ClusterFacts,
 }
 
@@ -61,12 +61,18 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
         cluster_cidr: crate::cluster::topology::CLUSTER_CIDR.parse().ok(),
         service_cidr: crate::cluster::topology::SERVICE_CIDR.parse().ok(),
     };
+    let socket = |n: &str| dir.join(n).join("hns.sock");
     Ok(windows
         .iter()
         .filter(|n| only.is_none_or(|o| o == n.name))
         .map(|n| NodeSource {
+            peers: windows
+                .iter()
+                .filter(|p| p.name != n.name)
+                .map(|p| socket(&p.name))
+                .collect(),
             name: n.name.clone(),
-            socket: dir.join(&n.name).join("hns.sock"),
+            socket: socket(&n.name),
             manifests: Some(dir.join("manifests")),
             pods: Some(
                 n.pods
@@ -80,43 +86,34 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                     .collect(),
             ),
             netns: Some(n.netns.clone()),
-            owned_elsewhere: Vec::new(),
             cluster: cluster.clone(),
         })
         .collect())
 }
 
-/// Takes the snapshot of each node; the namespaces each hnsd owns are shared out so that no
-/// node calls another's namespace leaked.
+/// Takes the snapshot of each node.
 pub fn snapshots(
     rt: &tokio::runtime::Runtime,
     sources: &[NodeSource],
 ) -> anyhow::Result<Vec<NodeSnapshot>> {
-    let mut hns = Vec::new();
-    for s in sources {
-        hns.push(rt.block_on(hns_view(&Client::new(&s.socket))).with_context(|| {
-            format!("node {}: hnsd at {}", s.name, s.socket.display())
-        })?);
-    }
-    let all_owned: Vec<(usize, String)> = hns
-        .iter()
-        .enumerate()
-        .flat_map(|(i, h): (usize, &HnsView)| {
-            h.namespaces
-                .iter()
-                .map(move |ns| (i, format!("{}{}", doctor::node::NETNS_PREFIX, ns.id)))
-        })
-        .collect();
     let mut out = Vec::new();
-    for (i, (s, h)) in sources.iter().zip(hns).enumerate() {
-        let mut s = s.clone();
-        s.owned_elsewhere.extend(
-            all_owned
-                .iter()
-                .filter(|(j, _)| *j != i)
-                .map(|(_, n)| n.clone()),
-        );
-        out.push(snapshot(rt, &s, h)?);
+    for s in sources {
+        let hns = rt
+            .block_on(hns_view(&Client::new(&s.socket)))
+            .with_context(|| format!("node {}: hnsd at {}", s.name, s.socket.display()))?;
+        // Several nodes share this machine: what their hnsd own is not leaked.
+        let mut owned_elsewhere = Vec::new();
+        for peer in &s.peers {
+            let namespaces = rt
+                .block_on(Client::new(peer).list_namespaces())
+                .with_context(|| format!("the hnsd at {}", peer.display()))?;
+            owned_elsewhere.extend(
+                namespaces
+                    .iter()
+                    .map(|ns| format!("{}{}", doctor::node::NETNS_PREFIX, ns.id)),
+            );
+        }
+        out.push(snapshot(rt, s, hns, owned_elsewhere)?);
     }
     Ok(out)
 }
@@ -136,6 +133,7 @@ fn snapshot(
     rt: &tokio::runtime::Runtime,
     s: &NodeSource,
     hns: HnsView,
+    owned_elsewhere: Vec<String>,
 ) -> anyhow::Result<NodeSnapshot> {
     let client = Client::new(&s.socket);
     let switch = match rt.block_on(client.switch_dump()) {
@@ -154,7 +152,8 @@ fn snapshot(
         }
     };
     let kube = kube_view(s)?;
-    let kernel = kernel_view(s, &hns, profile)?;
+    let mut kernel = kernel_view(s, &hns, profile)?;
+    kernel.owned_elsewhere = owned_elsewhere;
     Ok(NodeSnapshot {
         node: s.name.clone(),
         profile: ProfileFacts {
@@ -287,7 +286,7 @@ fn kernel_view(s: &NodeSource, hns: &HnsView, profile: Profile) -> anyhow::Resul
         node,
         pods,
         named_netns,
-        owned_elsewhere: s.owned_elsewhere.clone(),
+        owned_elsewhere: Vec::new(),
     })
 }
 
