@@ -163,10 +163,6 @@ pub fn proto_name(p: u32) -> String {
 pub fn delete_endpoint(e: &Endpoint) -> Repair {
     Repair::DeleteEndpoint {
         id: e.id.to_string(),
-        ip: e
-            .ips()
-            .map(|i| i.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
+        ip: e.ips().map(|i| i.to_string()).collect::<Vec<_>>().join(","),
     }
 }

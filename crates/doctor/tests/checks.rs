@@ -216,7 +216,9 @@ fn a_remote_endpoint_with_a_local_pods_ip() {
     assert_eq!(f.len(), 1);
     assert!(names(&f[0], "Endpoint", stale) && names(&f[0], "Endpoint", EP));
     assert!(names(&f[0], "Pod", "default/web1"));
-    assert!(matches!(&f[0].repair, Some(Repair::DeleteEndpoint { id, .. }) if id.eq_ignore_ascii_case(stale)));
+    assert!(
+        matches!(&f[0].repair, Some(Repair::DeleteEndpoint { id, .. }) if id.eq_ignore_ascii_case(stale))
+    );
 }
 
 #[test]
@@ -236,7 +238,10 @@ fn an_endpoint_without_a_pod_and_a_pod_without_an_endpoint() {
     let kinds: Vec<ProblemKind> = found.iter().map(|f| f.kind).collect();
     assert_eq!(
         kinds,
-        vec![ProblemKind::EndpointWithoutPod, ProblemKind::PodWithoutEndpoint]
+        vec![
+            ProblemKind::EndpointWithoutPod,
+            ProblemKind::PodWithoutEndpoint
+        ]
     );
     assert!(names(&found[0], "Endpoint", EP));
     assert!(names(&found[1], "Pod", "default/web1"));
@@ -250,9 +255,13 @@ fn an_endpoint_without_a_pod_and_a_pod_without_an_endpoint() {
 fn a_load_balancer_without_a_service() {
     let mut s = healthy();
     let stale = "44444444-0000-0000-0000-0000000000ee";
-    s.hns.load_balancers.push(lb(stale, "10.96.0.99", 80, &[EP], 0));
+    s.hns
+        .load_balancers
+        .push(lb(stale, "10.96.0.99", 80, &[EP], 0));
     if let Some(sw) = s.switch.as_mut() {
-        sw.ports[0].layers[0].rules.push(rule("LoadBalancer", stale));
+        sw.ports[0].layers[0]
+            .rules
+            .push(rule("LoadBalancer", stale));
     }
     let f = only(&s, ProblemKind::LoadBalancerWithoutService);
     assert!(names(&f[0], "LoadBalancer", stale));
@@ -263,7 +272,9 @@ fn a_service_port_without_a_load_balancer() {
     let mut s = healthy();
     s.hns.load_balancers.clear();
     if let Some(sw) = s.switch.as_mut() {
-        sw.ports[0].layers[0].rules.retain(|r| r.owner_kind != "LoadBalancer");
+        sw.ports[0].layers[0]
+            .rules
+            .retain(|r| r.owner_kind != "LoadBalancer");
     }
     let f = only(&s, ProblemKind::ServicePortWithoutLoadBalancer);
     assert!(names(&f[0], "Service", "default/web"));
@@ -284,7 +295,9 @@ fn backends_that_are_not_the_ready_endpoints() {
 fn a_frontend_held_by_two_load_balancers() {
     let mut s = healthy();
     let twin = "44444444-0000-0000-0000-0000000000dd";
-    s.hns.load_balancers.push(lb(twin, VIP, 80, &[EP, REMOTE], 0));
+    s.hns
+        .load_balancers
+        .push(lb(twin, VIP, 80, &[EP, REMOTE], 0));
     if let Some(sw) = s.switch.as_mut() {
         sw.ports[0].layers[0].rules.push(rule("LoadBalancer", twin));
     }
@@ -349,7 +362,10 @@ fn an_endpoint_without_its_tap_and_a_tap_without_its_endpoint() {
     let kinds: Vec<ProblemKind> = found.iter().map(|f| f.kind).collect();
     assert_eq!(
         kinds,
-        vec![ProblemKind::EndpointWithoutTap, ProblemKind::TapWithoutEndpoint]
+        vec![
+            ProblemKind::EndpointWithoutTap,
+            ProblemKind::TapWithoutEndpoint
+        ]
     );
     assert!(names(&found[0], "Endpoint", EP));
     assert!(names(&found[1], "Tap", &format!("{NETNS}:eth1")));
@@ -423,10 +439,18 @@ fn ws2022_nodeport_on_overlay() {
     s.kube.services[0].ports[0].node_port = Some(30080);
     let f = only(&s, ProblemKind::Ws2022NodePortOnOverlay);
     assert!(names(&f[0], "Service", "default/web"));
-    assert!(f[0].source.as_deref().is_some_and(|s| s.contains("Windows-Containers#204")));
+    assert!(
+        f[0].source
+            .as_deref()
+            .is_some_and(|s| s.contains("Windows-Containers#204"))
+    );
     // The documented workaround clears it.
     s.kube.services[0].external_policy_local = true;
-    assert!(diagnose(&s).iter().all(|f| f.kind != ProblemKind::Ws2022NodePortOnOverlay));
+    assert!(
+        diagnose(&s)
+            .iter()
+            .all(|f| f.kind != ProblemKind::Ws2022NodePortOnOverlay)
+    );
 }
 
 #[test]

@@ -13,9 +13,7 @@ use crate::profile::Profile;
 use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
-use crate::trace::{
-    Inspector, NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer,
-};
+use crate::trace::{Inspector, NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer};
 
 /// Most writes one transaction takes; bounds the latency of the first caller in a batch.
 const MAX_BATCH: usize = 512;

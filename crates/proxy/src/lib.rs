@@ -2,6 +2,7 @@
 //! endpoints, with the `winkernel` proxier's mapping (reference §5.4), reconciled so that a
 //! restart changes nothing and 2,000 Services take seconds.
 
+pub mod doctor;
 pub mod health;
 pub mod metrics;
 pub mod model;

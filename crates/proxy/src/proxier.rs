@@ -98,6 +98,9 @@ pub struct Proxy {
     network_name: String,
     root_name: String,
     modify: bool,
+    /// What the doctor's gauges need besides HNS and the objects.
+    node_name: String,
+    cluster_cidr: Option<ipnet::IpNet>,
 }
 
 impl Proxy {
@@ -135,6 +138,7 @@ impl Proxy {
             config.network_name.clone(),
             config.root_hnsendpoint_name.clone(),
         );
+        let (node_name, cluster_cidr) = (config.hostname.clone(), config.cluster_cidr);
         let reconciler = Reconciler::observe(
             Arc::clone(&client),
             network,
@@ -151,7 +155,44 @@ impl Proxy {
             network_name,
             root_name,
             modify,
+            node_name,
+            cluster_cidr,
         })
+    }
+
+    /// What `winnet doctor` finds comparing `snapshot`'s Services with HNS (and the switch,
+    /// when hnsd has one): HNS is listed afresh, not taken from the proxy's own view, since
+    /// that is what could be stale.
+    pub async fn diagnose(&self, snapshot: &Snapshot) -> Result<Vec<doctor::Finding>, ProxyError> {
+        let c = &self.client;
+        let hns = doctor::snapshot::HnsView {
+            networks: c.list_networks().await?,
+            endpoints: c.list_endpoints().await?,
+            namespaces: c.list_namespaces().await?,
+            load_balancers: c.list_load_balancers().await?,
+            routes: c.list_sdn_routes().await?,
+        };
+        // Without a data plane there is no switch to compare; the other checks still run.
+        let switch = c.switch_dump().await.ok();
+        let snap = doctor::NodeSnapshot {
+            node: self.node_name.clone(),
+            profile: doctor::snapshot::ProfileFacts {
+                name: switch
+                    .as_ref()
+                    .map(|s| s.facts.profile.clone())
+                    .unwrap_or_default(),
+                backend_limit: None,
+            },
+            cluster: doctor::snapshot::ClusterFacts {
+                cluster_cidr: self.cluster_cidr,
+                service_cidr: None,
+            },
+            kube: crate::doctor::kube_view(snapshot),
+            hns,
+            switch,
+            kernel: None,
+        };
+        Ok(doctor::diagnose(&snap))
     }
 
     /// Forgets what the proxy believes HNS holds and reads it again, so that the next sync is
@@ -196,6 +237,9 @@ impl Proxy {
     }
 }
 
+/// How often the proxy runs the doctor's checks for its gauges (`winnet_doctor_problems`).
+const DOCTOR_PERIOD: Duration = Duration::from_secs(30);
+
 /// Runs the proxy until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
     tokio::pin!(shutdown);
@@ -221,9 +265,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // SIGHUP: a full resync against HNS (re-read, then program what differs).
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| ProxyError::Startup(format!("cannot handle SIGHUP: {e}")))?;
+    let mut checkups = tokio::time::interval(DOCTOR_PERIOD);
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
+            _ = checkups.tick() => {
+                match proxy.diagnose(&snapshot).await {
+                    Ok(found) => proxy.health().metrics.set_problems(&doctor::counts(&found)),
+                    Err(e) => tracing::warn!("the doctor's check failed: {e}"),
+                }
+            }
             _ = hangups.recv() => {
                 match proxy.resync().await {
                     Ok(()) => {

@@ -77,7 +77,10 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         // The doctor's report said what it found; the status says that it found something.
-        Err(e) if e.downcast_ref::<commands::doctor::ProblemsFound>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<commands::doctor::ProblemsFound>()
+                .is_some() =>
+        {
             std::process::ExitCode::FAILURE
         }
         Err(e) => {

@@ -147,24 +147,13 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     // A healthy cluster: nothing, on every node, exit 0.
     let all = winnet(&["doctor"]);
     let t = ok(&all, "doctor on a healthy cluster");
-    assert!(t.contains("win-1: no problem found") && t.contains("win-2: no problem found"), "{t}");
-
-    // A pod's TAP removed behind hnsd's back.
-    let (client, _) = endpoint("client-1_cbr0");
-    ok(
-        &Command::new("ip")
-            .args(["-n", "wn-win-1-client-1", "link", "delete", "eth0"])
-            .output()
-            .expect("ip"),
-        "delete client-1's TAP",
+    assert!(
+        t.contains("win-1: no problem found") && t.contains("win-2: no problem found"),
+        "{t}"
     );
-    let (f, out) = doctor(&[]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert_eq!(kinds(&f), ["endpoint-without-tap"], "{f:#?}");
-    named(&f, "endpoint-without-tap", &[("Endpoint", &client), ("Netns", "/run/netns/wn-win-1-client-1")]);
 
-    // A stale remote endpoint holding web-1's address (kubernetes#138000). Its creation is a
-    // commit, after which hnsd makes every missing TAP again: client-1's is back.
+    // A stale remote endpoint holding web-1's address (kubernetes#138000).
+    let (client, _) = endpoint("client-1_cbr0");
     let (web1, web1_ip) = endpoint("web-1_cbr0");
     let network = hns(&["-o", "id", "list", "networks"]);
     let network = network.lines().next().expect("a network").trim();
@@ -183,7 +172,11 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     named(
         &f,
         "remote-endpoint-is-local-pod",
-        &[("Endpoint", &stale_id), ("Endpoint", &web1), ("Pod", "default/web-1")],
+        &[
+            ("Endpoint", &stale_id),
+            ("Endpoint", &web1),
+            ("Pod", "default/web-1"),
+        ],
     );
 
     // A load balancer deleted behind kube-proxy's back.
@@ -193,7 +186,11 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         .as_array()
         .into_iter()
         .flatten()
-        .find(|lb| lb["LinuxService"].as_str().is_some_and(|s| s.starts_with("default/sticky")))
+        .find(|lb| {
+            lb["LinuxService"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("default/sticky"))
+        })
         .expect("the sticky Service's load balancer");
     let sticky_vip = sticky["FrontendVIPs"][0].as_str().expect("VIP").to_string();
     hns(&["delete", "loadbalancer", sticky["ID"].as_str().expect("ID")]);
@@ -201,7 +198,10 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     named(
         &f,
         "service-port-without-load-balancer",
-        &[("Service", "default/sticky"), ("Frontend", &format!("{sticky_vip}:80/TCP"))],
+        &[
+            ("Service", "default/sticky"),
+            ("Frontend", &format!("{sticky_vip}:80/TCP")),
+        ],
     );
 
     // A load balancer no Service asks for.
@@ -214,9 +214,18 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
             "SchemaVersion": {"Major": 2, "Minor": 0}}),
     );
     let made = hns(&["-o", "id", "create", "--file", &orphan, "loadbalancer"]);
-    let orphan_id = made.lines().next().expect("the new load balancer's ID").trim().to_string();
+    let orphan_id = made
+        .lines()
+        .next()
+        .expect("the new load balancer's ID")
+        .trim()
+        .to_string();
     let (f, _) = doctor(&[]);
-    named(&f, "load-balancer-without-service", &[("LoadBalancer", &orphan_id)]);
+    named(
+        &f,
+        "load-balancer-without-service",
+        &[("LoadBalancer", &orphan_id)],
+    );
 
     // An external CIDR added to a pod's OutBoundNAT exceptions.
     let add = write(
@@ -228,7 +237,12 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     hns(&["modify", "--file", &add, "endpoint", &client]);
     let (f, _) = doctor(&[]);
     let ex = named(&f, "exception-covers-external", &[("Endpoint", &client)]);
-    assert!(ex["summary"].as_str().is_some_and(|s| s.contains("8.8.8.0/24")), "{ex:#}");
+    assert!(
+        ex["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("8.8.8.0/24")),
+        "{ex:#}"
+    );
     let remove = write(
         tmp.path(),
         "unexception.json",
@@ -247,7 +261,13 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
 
     // Namespaces left behind: one empty, one with a process in it (a live pod's).
     for ns in [LEAKED, BUSY] {
-        ok(&Command::new("ip").args(["netns", "add", ns]).output().expect("ip"), "ip netns add");
+        ok(
+            &Command::new("ip")
+                .args(["netns", "add", ns])
+                .output()
+                .expect("ip"),
+            "ip netns add",
+        );
     }
     down.0.push(
         Command::new("ip")
@@ -287,10 +307,38 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         );
     }
     for trace in [
-        ["--from", "client-1", "--to", "10.244.2.10:8080", "--proto", "tcp"],
-        ["--from", "client-1", "--to", "10.96.0.10:53", "--proto", "tcp"],
-        ["--from", "web-1", "--to", "192.168.77.1:8080", "--proto", "tcp"],
-        ["--from", "192.168.77.1", "--to", "192.168.77.11:30081", "--proto", "tcp"],
+        [
+            "--from",
+            "client-1",
+            "--to",
+            "10.244.2.10:8080",
+            "--proto",
+            "tcp",
+        ],
+        [
+            "--from",
+            "client-1",
+            "--to",
+            "10.96.0.10:53",
+            "--proto",
+            "tcp",
+        ],
+        [
+            "--from",
+            "web-1",
+            "--to",
+            "192.168.77.1:8080",
+            "--proto",
+            "tcp",
+        ],
+        [
+            "--from",
+            "192.168.77.1",
+            "--to",
+            "192.168.77.11:30081",
+            "--proto",
+            "tcp",
+        ],
     ] {
         let mut args = vec!["trace", "--node", "win-1"];
         args.extend_from_slice(&trace);
@@ -325,10 +373,19 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
             "`{change}` not listed before it was made:\n{log}"
         );
     }
-    assert!(log.contains(&format!("refused: delete network namespace {BUSY}")), "{log}");
+    assert!(
+        log.contains(&format!("refused: delete network namespace {BUSY}")),
+        "{log}"
+    );
     assert!(log.contains("processes run in it"), "{log}");
-    assert!(Path::new("/run/netns").join(BUSY).exists(), "the busy namespace was removed");
-    assert!(!Path::new("/run/netns").join(LEAKED).exists(), "the leaked namespace is still there");
+    assert!(
+        Path::new("/run/netns").join(BUSY).exists(),
+        "the busy namespace was removed"
+    );
+    assert!(
+        !Path::new("/run/netns").join(LEAKED).exists(),
+        "the leaked namespace is still there"
+    );
     // What is left is what --fix refused.
     assert_eq!(kinds(&f), ["leaked-namespace"], "{f:#?}\n{log}");
     named(&f, "leaked-namespace", &[("Netns", BUSY)]);
@@ -347,4 +404,24 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     assert!(out.status.success(), "{}", text(&out));
     let second = winnet(&["doctor"]);
     ok(&second, "a second doctor run after --fix");
+    // Last, as nothing but an hnsd restart makes it again: a pod's TAP removed behind hnsd's
+    // back.
+    ok(
+        &Command::new("ip")
+            .args(["-n", "wn-win-1-client-1", "link", "delete", "eth0"])
+            .output()
+            .expect("ip"),
+        "delete client-1's TAP",
+    );
+    let (f, out) = doctor(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(kinds(&f), ["endpoint-without-tap"], "{f:#?}");
+    named(
+        &f,
+        "endpoint-without-tap",
+        &[
+            ("Endpoint", &client),
+            ("Netns", "/run/netns/wn-win-1-client-1"),
+        ],
+    );
 }

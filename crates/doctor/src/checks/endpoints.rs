@@ -11,7 +11,10 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
     let mut reported = HashSet::new();
     for r in &n.remote_endpoints {
         for ip in r.ips() {
-            let local = n.pod_endpoints.iter().find(|(e, _)| e.ips().any(|a| a == ip));
+            let local = n
+                .pod_endpoints
+                .iter()
+                .find(|(e, _)| e.ips().any(|a| a == ip));
             let pod = n.pod_with_ip(ip);
             if local.is_none() && pod.is_none() {
                 continue;
@@ -66,7 +69,10 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
     }
     for p in &n.snap.kube.pods {
         let Some(ip) = p.ip else { continue };
-        if n.pod_endpoints.iter().any(|(e, _)| e.ips().any(|a| a == ip)) {
+        if n.pod_endpoints
+            .iter()
+            .any(|(e, _)| e.ips().any(|a| a == ip))
+        {
             continue;
         }
         out.push(n.finding(

@@ -86,7 +86,9 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         .chain(k.owned_elsewhere.iter().map(|s| s.to_ascii_lowercase()))
         .collect();
     for name in &k.named_netns {
-        let Some(id) = name.strip_prefix(NETNS_PREFIX) else { continue };
+        let Some(id) = name.strip_prefix(NETNS_PREFIX) else {
+            continue;
+        };
         if id.len() != 36 || owned.contains(&name.to_ascii_lowercase()) {
             continue;
         }
@@ -112,7 +114,9 @@ fn dns_lines(text: &str) -> Vec<String> {
 }
 
 fn check_dns(n: &Node, e: &hcn::Endpoint, v: &NetnsView, out: &mut Vec<Finding>) {
-    let Some(expected) = &v.expected_resolv_conf else { return };
+    let Some(expected) = &v.expected_resolv_conf else {
+        return;
+    };
     let actual = v.resolv_conf.as_deref().unwrap_or("");
     let (want, have) = (dns_lines(expected), dns_lines(actual));
     if want == have {

@@ -45,7 +45,9 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             out.push(f);
         }
     }
-    let Some(limit) = n.snap.profile.backend_limit else { return };
+    let Some(limit) = n.snap.profile.backend_limit else {
+        return;
+    };
     for s in &n.snap.kube.services {
         let count = s.serving_ips().len();
         if count <= limit {

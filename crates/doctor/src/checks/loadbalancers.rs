@@ -21,7 +21,10 @@ enum Role {
 }
 
 /// The Service (and port) a load balancer serves, with the frontend's role.
-fn owner<'a>(n: &Node<'a>, lb: &LoadBalancer) -> Option<(&'a Service, Option<&'a ServicePort>, Role)> {
+fn owner<'a>(
+    n: &Node<'a>,
+    lb: &LoadBalancer,
+) -> Option<(&'a Service, Option<&'a ServicePort>, Role)> {
     let pm = lb.port_mappings.first()?;
     let vip = lb.frontend_vips.first().copied();
     let node_vip = vip.is_none_or(|v| node_addresses(n).contains(&v));
@@ -91,7 +94,11 @@ fn wanted_ips(n: &Node, s: &Service, role: Role) -> Vec<IpAddr> {
         Role::ClusterIp => s.internal_policy_local,
         Role::HealthCheck => false,
     };
-    let local = |ip: &IpAddr| n.pod_endpoints.iter().any(|(e, _)| e.ips().any(|a| a == *ip));
+    let local = |ip: &IpAddr| {
+        n.pod_endpoints
+            .iter()
+            .any(|(e, _)| e.ips().any(|a| a == *ip))
+    };
     let mut ips = s.serving_ips();
     if local_only {
         ips.retain(local);
@@ -171,10 +178,9 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             for vip in &s.cluster_ips {
                 let held = lbs.iter().any(|lb| {
                     lb.frontend_vips.first() == Some(vip)
-                        && lb
-                            .port_mappings
-                            .first()
-                            .is_some_and(|pm| pm.external_port == p.port && pm.protocol == p.hns_protocol())
+                        && lb.port_mappings.first().is_some_and(|pm| {
+                            pm.external_port == p.port && pm.protocol == p.hns_protocol()
+                        })
                 });
                 if held {
                     continue;

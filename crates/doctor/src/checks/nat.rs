@@ -69,7 +69,9 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             continue;
         }
         for x in &exceptions {
-            if x.addr().is_ipv4() != e.ips().next().is_none_or(|a| a.is_ipv4()) || covered(x, &inside) {
+            if x.addr().is_ipv4() != e.ips().next().is_none_or(|a| a.is_ipv4())
+                || covered(x, &inside)
+            {
                 continue;
             }
             out.push(n.finding(

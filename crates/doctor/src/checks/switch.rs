@@ -11,13 +11,21 @@ use crate::finding::{Finding, ObjectRef, ProblemKind};
 use crate::node::{Node, endpoint_ref, lb_ref};
 
 /// Owner kinds whose id starts with an HNS object's GUID.
-const HNS_OWNERS: [&str; 5] = ["LoadBalancer", "Endpoint", "Network", "Route", "Endpoint/ACL"];
+const HNS_OWNERS: [&str; 5] = [
+    "LoadBalancer",
+    "Endpoint",
+    "Network",
+    "Route",
+    "Endpoint/ACL",
+];
 
 fn rules(sw: &SwitchDump) -> impl Iterator<Item = (&str, &str, &RuleDump)> {
     sw.ports.iter().flat_map(|p| {
-        p.layers
-            .iter()
-            .flat_map(move |l| l.rules.iter().map(move |r| (p.name.as_str(), l.name.as_str(), r)))
+        p.layers.iter().flat_map(move |l| {
+            l.rules
+                .iter()
+                .map(move |r| (p.name.as_str(), l.name.as_str(), r))
+        })
     })
 }
 
@@ -89,7 +97,9 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             continue;
         }
         for p in &net.policies {
-            let NetworkPolicy::RemoteSubnetRoute(r) = p else { continue };
+            let NetworkPolicy::RemoteSubnetRoute(r) = p else {
+                continue;
+            };
             let id = net.id.to_string().to_ascii_lowercase();
             let encap = rules(sw).any(|(_, _, rule)| {
                 rule.owner_kind == "Network"

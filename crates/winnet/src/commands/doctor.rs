@@ -25,7 +25,12 @@ pub struct Args {
     #[arg(long)]
     all: bool,
     /// The report's form.
-    #[arg(short = 'o', long = "output", default_value = "table", value_name = "table|json")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "table",
+        value_name = "table|json"
+    )]
     output: Output,
     /// Read a bundle made by `winnet collect` instead of the live node (no root needed).
     #[arg(long, value_name = "FILE")]
@@ -87,8 +92,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Prints the report of `snaps`; an error (exit status 1) when it names a problem.
 fn report(args: &Args, snaps: &[NodeSnapshot]) -> anyhow::Result<()> {
-    let nodes: Vec<(String, Vec<Finding>)> =
-        snaps.iter().map(|s| (s.node.clone(), diagnose(s))).collect();
+    let nodes: Vec<(String, Vec<Finding>)> = snaps
+        .iter()
+        .map(|s| (s.node.clone(), diagnose(s)))
+        .collect();
     let text = match args.output {
         Output::Table => render::table(&nodes),
         Output::Json => render::json(&nodes),

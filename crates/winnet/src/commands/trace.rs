@@ -43,8 +43,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let req = TraceRequest::new(&args.from, &args.to, args.proto).map_err(|e| flag_error(&e))?;
     if let Some(path) = &args.bundle {
         let bundle = crate::doctor::bundle::Bundle::read(path)?;
-        let answer = crate::doctor::replay::trace(bundle.node(&args.node)?, &req)
-            .map_err(|e| flag_error(&hcn::error::HnsError::new(hcn::error::HResult::E_INVALIDARG, format!("{e:#}"))))?;
+        let answer = crate::doctor::replay::trace(bundle.node(&args.node)?, &req).map_err(|e| {
+            flag_error(&hcn::error::HnsError::new(
+                hcn::error::HResult::E_INVALIDARG,
+                format!("{e:#}"),
+            ))
+        })?;
         return print(&args, &answer);
     }
     let socket = socket(&args.node, args.hns_socket.as_deref())?;

@@ -57,7 +57,10 @@ impl Bundle {
     pub fn read(path: &Path) -> anyhow::Result<Bundle> {
         let text = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
         let b: Bundle = serde_json::from_slice(&text).with_context(|| {
-            format!("{} is not a winnet bundle (made by `winnet collect`)", path.display())
+            format!(
+                "{} is not a winnet bundle (made by `winnet collect`)",
+                path.display()
+            )
         })?;
         if b.format != FORMAT {
             anyhow::bail!(

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use doctor::snapshot::{
-    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts, Service,
-    ServiceEndpoint, ServicePort,
+    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts,
 };
 use doctor::{NodeSnapshot, node::netns_path};
 use hns::Profile;
@@ -142,7 +141,11 @@ fn snapshot(
         Err(e) => return Err(e).context(format!("node {}: the switch dump", s.name)),
     };
     let profile: Profile = match &switch {
-        Some(d) => d.facts.profile.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        Some(d) => d
+            .facts
+            .profile
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
         None => {
             let v = rt.block_on(client.get_version())?;
             Profile::ALL
@@ -168,78 +171,16 @@ fn snapshot(
     })
 }
 
-/// Services with their endpoints, read as kube-proxy reads them (`proxy::model`).
+/// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]).
 fn kube_view(s: &NodeSource) -> anyhow::Result<KubeView> {
-    let mut view = KubeView {
-        pods: s.pods.clone().unwrap_or_default(),
-        pods_known: s.pods.is_some(),
-        ..KubeView::default()
+    let mut view = match &s.manifests {
+        Some(dir) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(
+            &kubesrc::manifests::load(dir),
+        )),
+        None => KubeView::default(),
     };
-    let Some(dir) = &s.manifests else {
-        return Ok(view);
-    };
-    let objects = kubesrc::manifests::load(dir);
-    let slices: Vec<proxy::model::Slice> = objects
-        .slices
-        .values()
-        .filter_map(|o| proxy::model::Slice::from_k8s(&o.object).ok())
-        .collect();
-    for o in objects.services.values() {
-        let Ok(svc) = proxy::model::Service::from_k8s(&o.object) else {
-            continue;
-        };
-        use proxy::model::ServiceType as T;
-        let service_type = match svc.service_type {
-            T::ClusterIp => "ClusterIP",
-            T::NodePort => "NodePort",
-            T::LoadBalancer => "LoadBalancer",
-            T::ExternalName => continue,
-        };
-        let mut endpoints: Vec<ServiceEndpoint> = slices
-            .iter()
-            .filter(|sl| sl.service == svc.key)
-            .flat_map(|sl| sl.endpoints.iter())
-            .map(|e| ServiceEndpoint {
-                ip: e.ip,
-                node: e.node_name.clone(),
-                ready: e.ready,
-                serving: e.serving,
-            })
-            .collect();
-        endpoints.sort_by_key(|e| e.ip);
-        endpoints.dedup_by_key(|e| e.ip);
-        view.services.push(Service {
-            namespace: svc.key.namespace.clone(),
-            name: svc.key.name.clone(),
-            service_type: service_type.into(),
-            cluster_ips: svc.cluster_ips.clone(),
-            external_ips: svc
-                .external_ips
-                .iter()
-                .chain(svc.ingress_ips.iter())
-                .copied()
-                .collect(),
-            ports: svc
-                .ports
-                .iter()
-                .map(|p| ServicePort {
-                    name: p.name.clone(),
-                    protocol: match p.protocol {
-                        proxy::model::Protocol::Tcp => "TCP",
-                        proxy::model::Protocol::Udp => "UDP",
-                        proxy::model::Protocol::Sctp => "SCTP",
-                    }
-                    .into(),
-                    port: p.port,
-                    node_port: p.node_port,
-                })
-                .collect(),
-            external_policy_local: svc.external_policy_local,
-            internal_policy_local: svc.internal_policy_local,
-            health_check_node_port: svc.health_check_node_port,
-            endpoints,
-        });
-    }
+    view.pods = s.pods.clone().unwrap_or_default();
+    view.pods_known = s.pods.is_some();
     view.services.sort_by_key(|s| s.key());
     Ok(view)
 }
@@ -308,7 +249,12 @@ fn netns_view(path: &str, expected_resolv_conf: Option<String>) -> anyhow::Resul
         return Ok(view);
     }
     let read = |nl: &mut host::netlink::Netlink| -> Result<_, host::HostError> {
-        Ok((nl.links()?, nl.addresses(None)?, nl.routes()?, nl.neighbors()?))
+        Ok((
+            nl.links()?,
+            nl.addresses(None)?,
+            nl.routes()?,
+            nl.neighbors()?,
+        ))
     };
     let (links, addresses, routes, neighbors) = match &ns {
         Some(n) => n
@@ -346,7 +292,9 @@ fn netns_view(path: &str, expected_resolv_conf: Option<String>) -> anyhow::Resul
         .collect();
     if let Some(name) = path.strip_prefix("/run/netns/") {
         view.resolv_conf = std::fs::read_to_string(
-            Path::new(host::resolv::ETC_NETNS).join(name).join("resolv.conf"),
+            Path::new(host::resolv::ETC_NETNS)
+                .join(name)
+                .join("resolv.conf"),
         )
         .ok();
         view.processes = processes_in(path);
@@ -365,7 +313,12 @@ pub fn processes_in(path: &str) -> usize {
     };
     procs
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter_map(|e| std::fs::metadata(e.path().join("ns/net")).ok())
         .filter(|m| m.ino() == target.ino() && m.dev() == target.dev())
         .count()

@@ -95,7 +95,9 @@ fn delete_endpoint(rt: &tokio::runtime::Runtime, s: &NodeSource, id: &str) -> an
         .block_on(client.get_endpoint_by_id(guid))
         .with_context(|| format!("endpoint {id}"))?;
     if !ep.is_remote() {
-        anyhow::bail!("it is now a local endpoint (a pod's vNIC); deleting it would cut its pod off");
+        anyhow::bail!(
+            "it is now a local endpoint (a pod's vNIC); deleting it would cut its pod off"
+        );
     }
     rt.block_on(client.delete_endpoint(guid))?;
     Ok(())

@@ -66,56 +66,10 @@ pub fn trace(snap: &NodeSnapshot, req: &TraceRequest) -> anyhow::Result<TraceAns
             .collect(),
         resolver: Resolver::from_table(neighbors),
     };
-    let mut compiler = Compiler::build(&state, facts);
-    let mut answer =
-        hns_compiler::explain::trace(&state, &mut compiler, &snap.node, req, vfp::Timestamp(0))
-            .map_err(|e| anyhow!("{}", e.detail))?;
-    // Port numbers follow the order ports were made in, which a rebuilt switch does not
-    // share with the live one: the answer is told with the live numbers, matched by name.
-    let live: HashMap<&str, u16> = dump.ports.iter().map(|p| (p.name.as_str(), p.id)).collect();
-    let renumber: HashMap<u16, (u16, String)> = compiler
-        .switch()
-        .ports()
-        .filter_map(|p| {
-            let id = *live.get(p.name())?;
-            Some((p.id(), (id, p.name().to_string())))
-        })
-        .collect();
-    renumber_ports(&mut answer, &renumber);
-    Ok(answer)
-}
-
-/// Rewrites the port numbers of `answer` (`old -> (new, name)`), in its fields and its texts.
-fn renumber_ports(answer: &mut TraceAnswer, map: &HashMap<u16, (u16, String)>) {
-    let new = |p: &mut u16| {
-        if let Some((n, _)) = map.get(p) {
-            *p = *n;
-        }
-    };
-    let t = &mut answer.trace;
-    new(&mut t.ingress.port);
-    for s in &mut t.steps {
-        new(&mut s.port);
-    }
-    if let Some(f) = &mut t.forward {
-        new(&mut f.port);
-    }
-    if let Some(p) = &mut t.disposition.port {
-        new(p);
-    }
-    // Texts name a port as "port N (name": each old number becomes its new one at once.
-    let rename = |text: &mut String| {
-        let mut out = text.clone();
-        for (old, (n, name)) in map {
-            out = out.replace(
-                &format!("port {old} ({name}"),
-                &format!("\u{0}port {n} ({name}"),
-            );
-        }
-        *text = out.replace('\u{0}', "");
-    };
-    rename(&mut t.disposition.text);
-    for n in &mut t.notes {
-        rename(n);
-    }
+    // Port numbers follow the order the live ports were made in; the rebuilt switch is given
+    // the live numbers by name, so that the trace names the same ports.
+    let pins = dump.ports.iter().map(|p| (p.name.clone(), p.id)).collect();
+    let mut compiler = Compiler::build_pinned(&state, facts, pins);
+    hns_compiler::explain::trace(&state, &mut compiler, &snap.node, req, vfp::Timestamp(0))
+        .map_err(|e| anyhow!("{}", e.detail))
 }
