@@ -53,6 +53,9 @@ pub struct ClusterFacts {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct KubeView {
+    /// False when the Services could not be read (hnsd's own gauges): the Service checks are
+    /// skipped, not passed.
+    pub services_known: bool,
     pub services: Vec<Service>,
     /// The pods of this node on the pod network (host-network pods are not here).
     pub pods: Vec<Pod>,

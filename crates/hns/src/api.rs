@@ -30,6 +30,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/trace", post(trace))
         .route("/resolve", post(resolve))
         .route(hns_client::switch::PATH, get(switch))
+        .route(crate::metrics::PATH, get(metrics))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -193,4 +194,19 @@ async fn switch(AxState(svc): Svc) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
     Ok(axum::Json(dump).into_response())
+}
+
+/// `GET /linux/metrics`: the doctor's counts per problem kind, in Prometheus' text format.
+async fn metrics(AxState(svc): Svc) -> ApiResult {
+    let text = tokio::task::spawn_blocking(move || crate::metrics::render(&svc))
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the metrics failed: {e}")))?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
 }

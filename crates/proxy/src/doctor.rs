@@ -69,6 +69,7 @@ pub fn kube_view(snapshot: &Snapshot) -> KubeView {
         })
         .collect();
     KubeView {
+        services_known: true,
         services,
         pods: Vec::new(),
         pods_known: false,

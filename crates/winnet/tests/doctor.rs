@@ -31,7 +31,9 @@ impl Drop for Down {
             let _ = c.wait();
         }
         for ns in [LEAKED, BUSY] {
-            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+            if Path::new("/run/netns").join(ns).exists() {
+                let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+            }
         }
         let _ = winnet(&["cluster", "down"]);
     }
@@ -152,6 +154,30 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         "{t}"
     );
 
+    // kube-proxy exports the doctor's gauges (zero for every kind on a healthy node).
+    let scrape = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            "wn-win-1",
+            "curl",
+            "-sf",
+            "http://127.0.0.1:10249/metrics",
+        ])
+        .output()
+        .expect("curl");
+    let proxy_metrics = ok(&scrape, "scrape kube-proxy's metrics");
+    for kind in [
+        "remote-endpoint-is-local-pod",
+        "service-port-without-load-balancer",
+    ] {
+        let line = format!("winnet_doctor_problems{{kind=\"{kind}\"}} 0");
+        assert!(
+            proxy_metrics.lines().any(|l| l == line),
+            "no {line} in\n{proxy_metrics}"
+        );
+    }
+
     // A stale remote endpoint holding web-1's address (kubernetes#138000).
     let (client, _) = endpoint("client-1_cbr0");
     let (web1, web1_ip) = endpoint("web-1_cbr0");
@@ -177,6 +203,17 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
             ("Endpoint", &web1),
             ("Pod", "default/web-1"),
         ],
+    );
+    // hnsd sees it too, without Kubernetes, and counts it in its gauge.
+    let scrape = Command::new("curl")
+        .args(["-sf", "--unix-socket", SOCK, "http://hnsd/linux/metrics"])
+        .output()
+        .expect("curl");
+    let hnsd_metrics = ok(&scrape, "scrape hnsd's metrics");
+    let line = "winnet_doctor_problems{kind=\"remote-endpoint-is-local-pod\"} 1";
+    assert!(
+        hnsd_metrics.lines().any(|l| l == line),
+        "no {line} in\n{hnsd_metrics}"
     );
 
     // A load balancer deleted behind kube-proxy's back.

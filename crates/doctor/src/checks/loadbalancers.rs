@@ -107,6 +107,9 @@ fn wanted_ips(n: &Node, s: &Service, role: Role) -> Vec<IpAddr> {
 }
 
 pub fn check(n: &Node, out: &mut Vec<Finding>) {
+    if !n.snap.kube.services_known {
+        return;
+    }
     let lbs = &n.snap.hns.load_balancers;
     let mut by_frontend: BTreeMap<String, Vec<&LoadBalancer>> = BTreeMap::new();
     for lb in lbs {
