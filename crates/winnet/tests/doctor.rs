@@ -154,24 +154,37 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         "{t}"
     );
 
-    // kube-proxy exports the doctor's gauges (zero for every kind on a healthy node).
-    let scrape = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            "wn-win-1",
-            "curl",
-            "-sf",
-            "http://127.0.0.1:10249/metrics",
-        ])
-        .output()
-        .expect("curl");
-    let proxy_metrics = ok(&scrape, "scrape kube-proxy's metrics");
-    for kind in [
-        "remote-endpoint-is-local-pod",
-        "service-port-without-load-balancer",
-    ] {
-        let line = format!("winnet_doctor_problems{{kind=\"{kind}\"}} 0");
+    // kube-proxy exports the doctor's gauges (zero for every kind on a healthy node), once
+    // its first check has run.
+    let scrape = || {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                "wn-win-1",
+                "curl",
+                "-sf",
+                "http://127.0.0.1:10249/metrics",
+            ])
+            .output()
+            .expect("curl");
+        ok(&out, "scrape kube-proxy's metrics")
+    };
+    let wanted = [
+        "winnet_doctor_problems{kind=\"remote-endpoint-is-local-pod\"} 0",
+        "winnet_doctor_problems{kind=\"service-port-without-load-balancer\"} 0",
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut proxy_metrics = scrape();
+    while !wanted
+        .iter()
+        .all(|w| proxy_metrics.lines().any(|l| l == *w))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        proxy_metrics = scrape();
+    }
+    for line in wanted {
         assert!(
             proxy_metrics.lines().any(|l| l == line),
             "no {line} in\n{proxy_metrics}"
