@@ -20,6 +20,9 @@ const LEAKED: &str = "hcn-0d0c7e57-0000-4000-8000-000000000018";
 /// The same, with a process in it: a live pod's, which `--fix` must not remove.
 const BUSY: &str = "hcn-0d0c7e57-0000-4000-8000-000000000019";
 
+/// The local cluster has fixed names: one test of this binary at a time.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Takes the cluster down and removes what the test made when dropped (a failing test leaves
 /// nothing).
 struct Down(Vec<std::process::Child>);
@@ -136,6 +139,7 @@ fn winnet_as_nobody(args: &[&str]) -> Output {
 #[test]
 fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_same() {
     require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().expect("tempdir");
     // nobody reads the bundle from here.
     std::fs::set_permissions(
@@ -473,5 +477,65 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
             ("Endpoint", &client),
             ("Netns", "/run/netns/wn-win-1-client-1"),
         ],
+    );
+}
+
+#[test]
+fn on_ws2022_overlay_the_known_nodeport_problem_and_a_remote_subnet_without_encap_are_named() {
+    require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let _down = Down(Vec::new());
+    ok(
+        &winnet(&["cluster", "up", "--mode", "overlay", "--profile", "ws2022"]),
+        "cluster up (overlay, ws2022)",
+    );
+    // Every layer agrees; what is left is the build's own documented problem: the web Service
+    // has NodePorts with externalTrafficPolicy Cluster (the local one, Local, is the workaround).
+    let (f, out) = doctor(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(kinds(&f), ["ws2022-nodeport-on-overlay"], "{f:#?}");
+    let known = named(
+        &f,
+        "ws2022-nodeport-on-overlay",
+        &[("Service", "default/web")],
+    );
+    assert!(
+        known["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("Windows-Containers#204")),
+        "{known:#}"
+    );
+
+    // A remote subnet whose provider address the node cannot reach (an IPv6 address, and the
+    // node's underlay is IPv4 only): HNS has the route, the switch has no encapsulation for it.
+    let network = hns(&["-o", "id", "list", "networks"]);
+    let network = network
+        .lines()
+        .next()
+        .expect("a network")
+        .trim()
+        .to_string();
+    let add = write(
+        tmp.path(),
+        "rsr.json",
+        &serde_json::json!({"ResourceType": "Policy", "RequestType": "Add", "Settings": {
+            "Policies": [{"Type": "RemoteSubnetRoute", "Settings": {
+                "DestinationPrefix": "10.244.99.0/24", "ProviderAddress": "fd00:77::99",
+                "DistributedRouterMacAddress": "0E-2A-C0-A8-4D-63", "IsolationId": 4096}}]}}),
+    );
+    hns(&["modify", "--file", &add, "network", &network]);
+    let (f, _) = doctor(&[]);
+    assert_eq!(
+        kinds(&f),
+        ["remote-subnet-without-encap", "ws2022-nodeport-on-overlay"],
+        "{f:#?}"
+    );
+    let rsr = named(&f, "remote-subnet-without-encap", &[("Network", &network)]);
+    assert!(
+        rsr["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("10.244.99.0/24") && s.contains("fd00:77::99")),
+        "{rsr:#}"
     );
 }
