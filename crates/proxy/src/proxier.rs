@@ -173,7 +173,11 @@ impl Proxy {
             routes: c.list_sdn_routes().await?,
         };
         // Without a data plane there is no switch to compare; the other checks still run.
-        let switch = c.switch_dump().await.ok();
+        let switch = match c.switch_dump().await {
+            Ok(d) => Some(d),
+            Err(e) if e.code() == Some(hns_client::trace::NO_DATAPLANE) => None,
+            Err(e) => return Err(e.into()),
+        };
         let snap = doctor::NodeSnapshot {
             node: self.node_name.clone(),
             profile: doctor::snapshot::ProfileFacts {

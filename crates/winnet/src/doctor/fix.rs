@@ -144,6 +144,8 @@ fn delete_netns(name: &str) -> anyhow::Result<()> {
     if !devices.is_empty() {
         anyhow::bail!("it holds {} (a pod's interfaces)", devices.join(", "));
     }
+    // Its resolv.conf, if hnsd wrote one; none is the usual case, and a failure to remove it
+    // leaves only a file under /etc/netns.
     let _ = host::resolv::remove(name);
     ns.delete()?;
     Ok(())
