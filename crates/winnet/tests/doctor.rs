@@ -233,6 +233,41 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         "no {line} in\n{hnsd_metrics}"
     );
 
+    // A TAP in a pod's namespace that no endpoint owns.
+    ok(
+        &Command::new("ip")
+            .args([
+                "-n",
+                "wn-win-1-web-1",
+                "tuntap",
+                "add",
+                "tap9",
+                "mode",
+                "tap",
+            ])
+            .output()
+            .expect("ip"),
+        "add a stray TAP",
+    );
+    let (f, _) = doctor(&[]);
+    assert_eq!(
+        kinds(&f),
+        ["remote-endpoint-is-local-pod", "tap-without-endpoint"],
+        "{f:#?}"
+    );
+    named(
+        &f,
+        "tap-without-endpoint",
+        &[("Tap", "/run/netns/wn-win-1-web-1:tap9")],
+    );
+    ok(
+        &Command::new("ip")
+            .args(["-n", "wn-win-1-web-1", "link", "delete", "tap9"])
+            .output()
+            .expect("ip"),
+        "remove the stray TAP",
+    );
+
     // A load balancer deleted behind kube-proxy's back.
     let lbs: Value =
         serde_json::from_str(&hns(&["-o", "json", "list", "loadbalancers"])).expect("JSON");
