@@ -340,6 +340,43 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
     );
     hns(&["modify", "--file", &remove, "endpoint", &client]);
 
+    // The cluster CIDR taken out of a pod's exceptions: its OutBoundNAT policy replaced by one
+    // without it, then put back as it was.
+    let ep: Value =
+        serde_json::from_str(&hns(&["-o", "json", "get", "endpoint", &client])).expect("JSON");
+    let original = ep["Policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["Type"] == "OutBoundNAT")
+        .cloned()
+        .expect("client-1's endpoint has an OutBoundNAT policy");
+    let mut narrowed = original.clone();
+    if let Some(list) = narrowed["Settings"]["Exceptions"].as_array_mut() {
+        list.retain(|e| e != "10.244.0.0/16");
+    }
+    let edit = |request: &str, policy: &Value, name: &str| {
+        let doc = write(
+            tmp.path(),
+            name,
+            &serde_json::json!({"ResourceType": "Policy", "RequestType": request,
+                "Settings": {"Policies": [policy]}}),
+        );
+        hns(&["modify", "--file", &doc, "endpoint", &client]);
+    };
+    edit("Remove", &original, "nat-remove.json");
+    edit("Add", &narrowed, "nat-narrowed.json");
+    let (f, _) = doctor(&[]);
+    let miss = named(&f, "exceptions-miss-cluster-cidr", &[("Endpoint", &client)]);
+    assert!(
+        miss["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("10.244.0.0/16")),
+        "{miss:#}"
+    );
+    edit("Remove", &narrowed, "nat-unnarrow.json");
+    edit("Add", &original, "nat-restore.json");
+
     // A pod whose resolv.conf is not its endpoint's.
     let resolv = Path::new("/etc/netns/wn-win-1-client-1/resolv.conf");
     let before = std::fs::read_to_string(resolv).expect("client-1 has a resolv.conf from hnsd");
