@@ -88,8 +88,8 @@ impl Service {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// The addresses that should receive traffic: ready endpoints, else serving terminating
-    /// ones (KEP-1669, as kube-proxy falls back).
+    /// The addresses that should receive traffic: ready endpoints, else — for a Service with
+    /// an external or ingress address, as winkernel falls back — serving terminating ones.
     pub fn serving_ips(&self) -> Vec<IpAddr> {
         let ready: Vec<IpAddr> = self
             .endpoints
@@ -97,7 +97,7 @@ impl Service {
             .filter(|e| e.ready)
             .map(|e| e.ip)
             .collect();
-        if !ready.is_empty() {
+        if !ready.is_empty() || self.external_ips.is_empty() {
             return dedup(ready);
         }
         dedup(

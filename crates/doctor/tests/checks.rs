@@ -288,6 +288,22 @@ fn a_service_port_without_a_load_balancer() {
 }
 
 #[test]
+fn internal_traffic_policy_local_without_a_local_endpoint_needs_no_load_balancer() {
+    let mut s = healthy();
+    s.kube.services[0].internal_policy_local = true;
+    s.kube.services[0]
+        .endpoints
+        .retain(|e| e.ip == ip(REMOTE_IP));
+    s.hns.load_balancers.clear();
+    if let Some(sw) = s.switch.as_mut() {
+        sw.ports[0].layers[0]
+            .rules
+            .retain(|r| r.owner_kind != "LoadBalancer");
+    }
+    assert_eq!(diagnose(&s), vec![]);
+}
+
+#[test]
 fn backends_that_are_not_the_ready_endpoints() {
     let mut s = healthy();
     s.kube.services[0].endpoints[1].ready = false;

@@ -174,7 +174,8 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         ));
     }
     for s in &n.snap.kube.services {
-        if s.serving_ips().is_empty() {
+        // internalTrafficPolicy Local without a local endpoint: no load balancer, by design.
+        if wanted_ips(n, s, Role::ClusterIp).is_empty() {
             continue;
         }
         for p in &s.ports {
