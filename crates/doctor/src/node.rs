@@ -141,10 +141,19 @@ pub fn frontend_text(lb: &LoadBalancer) -> String {
     let vip = lb
         .frontend_vips
         .first()
-        .map_or("*".to_string(), ToString::to_string);
+        .map_or("*".to_string(), |v| host(*v));
     match lb.port_mappings.first() {
         Some(pm) => format!("{vip}:{}/{}", pm.external_port, proto_name(pm.protocol)),
         None => vip,
+    }
+}
+
+/// An address as it stands before `:port`: IPv6 in brackets.
+pub fn host(ip: std::net::IpAddr) -> String {
+    if ip.is_ipv6() {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
     }
 }
 

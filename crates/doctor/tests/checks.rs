@@ -304,6 +304,45 @@ fn internal_traffic_policy_local_without_a_local_endpoint_needs_no_load_balancer
 }
 
 #[test]
+fn a_dual_stack_service_has_one_load_balancer_per_family_over_that_familys_addresses() {
+    let mut s = healthy();
+    let mut ep = endpoint(EP, POD_IP, false, &EXCEPTIONS);
+    ep.ip_configurations.push(hcn::IpConfig {
+        ip_address: Some(ip("fd00:10:244:1::5")),
+        prefix_length: 64,
+    });
+    s.hns.endpoints[0] = ep;
+    let svc = &mut s.kube.services[0];
+    svc.cluster_ips.push(ip("fd00:10:96::10"));
+    svc.endpoints.push(ServiceEndpoint {
+        ip: ip("fd00:10:244:1::5"),
+        node: Some("win1".into()),
+        ready: true,
+        serving: true,
+    });
+    s.kube.pods[0].ip = Some(ip(POD_IP));
+    let v6 = "44444444-0000-0000-0000-000000000006";
+    s.hns
+        .load_balancers
+        .push(lb(v6, "fd00:10:96::10", 80, &[EP], 2));
+    if let Some(sw) = s.switch.as_mut() {
+        sw.ports[0].layers[0].rules.push(rule("LoadBalancer", v6));
+    }
+    assert_eq!(diagnose(&s), vec![]);
+    // The IPv6 load balancer missing is named with its own frontend.
+    s.hns.load_balancers.pop();
+    if let Some(sw) = s.switch.as_mut() {
+        sw.ports[0].layers[0].rules.pop();
+    }
+    let f = only(&s, ProblemKind::ServicePortWithoutLoadBalancer);
+    assert!(
+        names(&f[0], "Frontend", "[fd00:10:96::10]:80/TCP")
+            || names(&f[0], "Frontend", "fd00:10:96::10:80/TCP"),
+        "{f:#?}"
+    );
+}
+
+#[test]
 fn backends_that_are_not_the_ready_endpoints() {
     let mut s = healthy();
     s.kube.services[0].endpoints[1].ready = false;

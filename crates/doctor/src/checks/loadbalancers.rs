@@ -74,21 +74,32 @@ fn service_ref(s: &Service) -> ObjectRef {
     )
 }
 
-/// The addresses an LB's backends have (endpoint IDs resolved through HNS).
+/// True when a load balancer serves IPv6 (its VIP's family, else its IPv6 flag): a dual-stack
+/// Service has one load balancer per family, each over its family's addresses.
+fn is_v6(lb: &LoadBalancer) -> bool {
+    lb.frontend_vips.first().map_or(
+        lb.flags & hcn::loadbalancer::LoadBalancerFlags::IPV6 != 0,
+        IpAddr::is_ipv6,
+    )
+}
+
+/// The addresses of an LB's backends in its family (endpoint IDs resolved through HNS).
 fn backend_ips(n: &Node, lb: &LoadBalancer) -> Vec<IpAddr> {
+    let v6 = is_v6(lb);
     let mut ips: Vec<IpAddr> = lb
         .host_compute_endpoints
         .iter()
         .filter_map(|id| n.endpoints.get(&id.to_string().to_ascii_lowercase()))
         .flat_map(|e| e.ips().collect::<Vec<_>>())
+        .filter(|ip| ip.is_ipv6() == v6)
         .collect();
     ips.sort();
     ips.dedup();
     ips
 }
 
-/// The backends a Service's frontend of `role` should have on this node.
-fn wanted_ips(n: &Node, s: &Service, role: Role) -> Vec<IpAddr> {
+/// The backends a Service's frontend of `role` in the family `v6` should have on this node.
+fn wanted_ips(n: &Node, s: &Service, role: Role, v6: bool) -> Vec<IpAddr> {
     let local_only = match role {
         Role::NodePort | Role::External => s.external_policy_local,
         Role::ClusterIp => s.internal_policy_local,
@@ -100,6 +111,7 @@ fn wanted_ips(n: &Node, s: &Service, role: Role) -> Vec<IpAddr> {
             .any(|(e, _)| e.ips().any(|a| a == *ip))
     };
     let mut ips = s.serving_ips();
+    ips.retain(|ip| ip.is_ipv6() == v6);
     if local_only {
         ips.retain(local);
     }
@@ -131,7 +143,7 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             continue;
         }
         let have = backend_ips(n, lb);
-        let want = wanted_ips(n, s, role);
+        let want = wanted_ips(n, s, role, is_v6(lb));
         if have != want && !want.is_empty() {
             let text = |v: &[IpAddr]| {
                 v.iter()
@@ -174,12 +186,13 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         ));
     }
     for s in &n.snap.kube.services {
-        // internalTrafficPolicy Local without a local endpoint: no load balancer, by design.
-        if wanted_ips(n, s, Role::ClusterIp).is_empty() {
-            continue;
-        }
         for p in &s.ports {
             for vip in &s.cluster_ips {
+                // internalTrafficPolicy Local without a local endpoint (or no endpoint of the
+                // VIP's family): no load balancer, by design.
+                if wanted_ips(n, s, Role::ClusterIp, vip.is_ipv6()).is_empty() {
+                    continue;
+                }
                 let held = lbs.iter().any(|lb| {
                     lb.frontend_vips.first() == Some(vip)
                         && lb.port_mappings.first().is_some_and(|pm| {
@@ -189,7 +202,12 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
                 if held {
                     continue;
                 }
-                let frontend = format!("{vip}:{}/{}", p.port, proto_name(p.hns_protocol()));
+                let frontend = format!(
+                    "{}:{}/{}",
+                    crate::node::host(*vip),
+                    p.port,
+                    proto_name(p.hns_protocol())
+                );
                 let mut f = n.finding(
                     ProblemKind::ServicePortWithoutLoadBalancer,
                     format!("Service {} port {frontend} has ready endpoints but no load balancer", s.key()),
