@@ -369,6 +369,12 @@ impl Client {
             .await
     }
 
+    /// The node's compiled switch (`GET /linux/switch`): ports, layers, rules with their owners
+    /// and counters, SNAT pools, and the facts the compiler used.
+    pub async fn switch_dump(&self) -> Result<crate::switch::SwitchDump> {
+        self.typed(Method::GET, crate::switch::PATH, None).await
+    }
+
     /// What the DNS client of a pod does with a name (`POST /resolve`), step by step.
     pub async fn resolve(&self, req: &crate::resolve::ResolveRequest) -> Result<dnsclient::Walk> {
         self.typed(Method::POST, "/resolve", Self::json(&req.to_json())?)

@@ -15,6 +15,7 @@
 //! first packet through the compiled switch, told back by the objects that made each rule.
 
 pub mod acl;
+pub mod dump;
 pub mod endpoint;
 pub mod explain;
 pub mod limitation;
@@ -61,6 +62,8 @@ pub struct Compiler {
     pools: HashMap<IpAddr, PoolId>,
     owned: HashMap<IpAddr, Vec<(Key, MacAddr)>>,
     providers: BTreeSet<IpAddr>,
+    /// Port numbers to give ports by name ([`Compiler::build_pinned`]).
+    pins: HashMap<String, PortId>,
 }
 
 /// A host vNIC as the host's IP stack sees it: the management vNIC `vEthernet (<NIC>)`, an
@@ -80,6 +83,17 @@ pub struct HostInterface {
 impl Compiler {
     /// Builds the node's switch from every object in `state`.
     pub fn build(state: &State, facts: NodeFacts) -> Compiler {
+        Compiler::build_pinned(state, facts, HashMap::new())
+    }
+
+    /// [`Compiler::build`], giving each port named in `pins` that number: a switch rebuilt
+    /// from a record (`winnet collect`'s bundle) then numbers its ports as the live one did,
+    /// whatever order the live ports were made in.
+    pub fn build_pinned(
+        state: &State,
+        facts: NodeFacts,
+        pins: HashMap<String, PortId>,
+    ) -> Compiler {
         let kind = if facts.uplink.is_some() {
             SwitchKind::External
         } else {
@@ -120,6 +134,7 @@ impl Compiler {
             pools: HashMap::new(),
             owned: HashMap::new(),
             providers: BTreeSet::new(),
+            pins,
             facts,
         };
         c.places.insert(
@@ -486,7 +501,15 @@ impl Compiler {
         iface: Option<HostInterface>,
     ) -> Option<PortId> {
         let name = config.name.clone();
-        let port = match self.switch.add_port(config) {
+        let added = match self.pins.get(&name) {
+            // Taken (two ports of one name in the record): numbered as a live switch would.
+            Some(id) => self
+                .switch
+                .add_port_as(*id, config.clone())
+                .or_else(|_| self.switch.add_port(config)),
+            None => self.switch.add_port(config),
+        };
+        let port = match added {
             Ok(p) => p,
             Err(e) => {
                 let key = match place.role {

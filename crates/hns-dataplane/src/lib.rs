@@ -15,6 +15,7 @@ pub mod claims;
 pub mod devices;
 pub mod dns;
 pub mod hnsd;
+mod inspector;
 pub mod kernel;
 pub mod offload;
 pub mod pump;
@@ -124,6 +125,7 @@ impl Dataplane {
         }));
         service.set_tracer(tracer::tracer(Arc::downgrade(&shared)));
         service.set_resolver(dns::resolver(Arc::downgrade(&shared)));
+        service.set_inspector(inspector::inspector(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
         let pump = Arc::clone(&shared);
         threads.push(

@@ -29,6 +29,8 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/globals/features", get(features))
         .route("/trace", post(trace))
         .route("/resolve", post(resolve))
+        .route(hns_client::switch::PATH, get(switch))
+        .route(crate::metrics::PATH, get(metrics))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -184,4 +186,27 @@ async fn trace(AxState(svc): Svc, body: Bytes) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the trace failed: {e}")))??;
     Ok(axum::Json(answer).into_response())
+}
+
+/// `GET /linux/switch`: the compiled switch of this node, with each rule's owner and counters.
+async fn switch(AxState(svc): Svc) -> ApiResult {
+    let dump = tokio::task::spawn_blocking(move || svc.switch_dump())
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
+    Ok(axum::Json(dump).into_response())
+}
+
+/// `GET /linux/metrics`: the doctor's counts per problem kind, in Prometheus' text format.
+async fn metrics(AxState(svc): Svc) -> ApiResult {
+    let text = tokio::task::spawn_blocking(move || crate::metrics::render(&svc))
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the metrics failed: {e}")))?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
 }

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod in_process;
+pub mod metrics;
 pub mod profile;
 pub mod resolve;
 pub mod server;

@@ -13,7 +13,7 @@ use crate::profile::Profile;
 use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
-use crate::trace::{NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer};
+use crate::trace::{Inspector, NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer};
 
 /// Most writes one transaction takes; bounds the latency of the first caller in a batch.
 const MAX_BATCH: usize = 512;
@@ -39,6 +39,8 @@ pub struct Service {
     observers: Arc<Mutex<Vec<Observer>>>,
     /// Set by the data plane; `None` when hnsd serves the objects only.
     tracer: RwLock<Option<Tracer>>,
+    /// Set by the data plane: its compiled switch as data.
+    inspector: RwLock<Option<Inspector>>,
     /// Set by the data plane, which runs the pods' DNS clients.
     resolver: RwLock<Option<PodResolver>>,
 }
@@ -62,6 +64,7 @@ impl Service {
             profile,
             observers,
             tracer: RwLock::new(None),
+            inspector: RwLock::new(None),
             resolver: RwLock::new(None),
         })
     }
@@ -85,6 +88,24 @@ impl Service {
             ));
         };
         tracer(req)
+    }
+
+    /// Lets the data plane show its compiled switch ([`Service::switch_dump`]).
+    pub fn set_inspector(&self, inspector: Inspector) {
+        *self.inspector.write().unwrap_or_else(|p| p.into_inner()) = Some(inspector);
+    }
+
+    /// The compiled switch: ports, layers, rules with their owners and counters. Without a
+    /// data plane the error is [`NO_DATAPLANE`]. Blocks while the data plane is busy.
+    pub fn switch_dump(&self) -> Result<hns_client::switch::SwitchDump, HnsError> {
+        let inspector = self.inspector.read().unwrap_or_else(|p| p.into_inner());
+        let Some(inspector) = inspector.as_ref() else {
+            return Err(HnsError::new(
+                NO_DATAPLANE,
+                "hnsd runs without a data plane, so there is no switch to show: start it with --node-netns NAME (or --dataplane)",
+            ));
+        };
+        inspector()
     }
 
     /// Lets the data plane answer resolve requests ([`Service::resolve`]).

@@ -17,6 +17,10 @@ pub use hns_client::trace::{NO_DATAPLANE, TraceAnswer, TraceProtocol, TraceReque
 /// Answers a trace request on the data plane: the structured trace, or why there is none.
 pub type Tracer = Box<dyn Fn(&TraceRequest) -> Result<TraceAnswer, HnsError> + Send + Sync>;
 
+/// Answers `GET /linux/switch` on the data plane: the compiled switch as data.
+pub type Inspector =
+    Box<dyn Fn() -> Result<hns_client::switch::SwitchDump, HnsError> + Send + Sync>;
+
 /// Where a traced packet comes from, as `From` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceSource {

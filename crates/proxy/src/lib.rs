@@ -3,6 +3,7 @@
 //! restart changes nothing and 2,000 Services take seconds; and, for the Linux nodes of a mixed
 //! cluster, kube-proxy's `nftables` mode over the same objects ([`nftables`]).
 
+pub mod doctor;
 pub mod health;
 pub mod metrics;
 pub mod model;

@@ -2,6 +2,7 @@
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -18,6 +19,8 @@ pub struct Metrics {
     /// Services not (wholly) programmed after the last sync, waiting for a retry.
     pub services_pending: Gauge,
     pub syncs: Counter,
+    /// `winnet_doctor_problems{kind}`: what the doctor finds, per problem kind.
+    pub problems: Family<Vec<(String, String)>, Gauge>,
 }
 
 impl Default for Metrics {
@@ -61,6 +64,12 @@ impl Default for Metrics {
             services_pending.clone(),
         );
         registry.register("winnet_proxy_syncs", "Syncs run", syncs.clone());
+        let problems = Family::<Vec<(String, String)>, Gauge>::default();
+        registry.register(
+            "winnet_doctor_problems",
+            "Problems winnet doctor finds comparing the Services with HNS and the switch, by kind",
+            problems.clone(),
+        );
         Metrics {
             registry,
             sync_duration,
@@ -70,11 +79,22 @@ impl Default for Metrics {
             hns_failures,
             services_pending,
             syncs,
+            problems,
         }
     }
 }
 
 impl Metrics {
+    /// Sets the doctor's gauges: one per problem kind, zero included (so an alert can tell
+    /// "none" from "not measured").
+    pub fn set_problems(&self, counts: &[(doctor::ProblemKind, usize)]) {
+        for (kind, n) in counts {
+            self.problems
+                .get_or_create(&vec![("kind".to_string(), kind.as_str().to_string())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();

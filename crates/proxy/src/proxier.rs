@@ -94,6 +94,13 @@ pub struct Proxy {
     reconciler: Reconciler,
     proxier: Proxier,
     synced_once: bool,
+    /// What [`Proxy::resync`] observes HNS with again.
+    network_name: String,
+    root_name: String,
+    modify: bool,
+    /// What the doctor's gauges need besides HNS and the objects.
+    node_name: String,
+    cluster_cidr: Option<ipnet::IpNet>,
 }
 
 impl Proxy {
@@ -127,6 +134,11 @@ impl Proxy {
             ensure_source_vip_endpoint(&client, &network, &config).await?;
         }
         let modify = features.modify_loadbalancer;
+        let (network_name, root_name) = (
+            config.network_name.clone(),
+            config.root_hnsendpoint_name.clone(),
+        );
+        let (node_name, cluster_cidr) = (config.hostname.clone(), config.cluster_cidr);
         let reconciler = Reconciler::observe(
             Arc::clone(&client),
             network,
@@ -140,7 +152,67 @@ impl Proxy {
             reconciler,
             proxier,
             synced_once: false,
+            network_name,
+            root_name,
+            modify,
+            node_name,
+            cluster_cidr,
         })
+    }
+
+    /// What `winnet doctor` finds comparing `snapshot`'s Services with HNS (and the switch,
+    /// when hnsd has one): HNS is listed afresh, not taken from the proxy's own view, since
+    /// that is what could be stale.
+    pub async fn diagnose(&self, snapshot: &Snapshot) -> Result<Vec<doctor::Finding>, ProxyError> {
+        let c = &self.client;
+        let hns = doctor::snapshot::HnsView {
+            networks: c.list_networks().await?,
+            endpoints: c.list_endpoints().await?,
+            namespaces: c.list_namespaces().await?,
+            load_balancers: c.list_load_balancers().await?,
+            routes: c.list_sdn_routes().await?,
+        };
+        // Without a data plane there is no switch to compare; the other checks still run.
+        let switch = match c.switch_dump().await {
+            Ok(d) => Some(d),
+            Err(e) if e.code() == Some(hns_client::trace::NO_DATAPLANE) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let snap = doctor::NodeSnapshot {
+            node: self.node_name.clone(),
+            profile: doctor::snapshot::ProfileFacts {
+                name: switch
+                    .as_ref()
+                    .map(|s| s.facts.profile.clone())
+                    .unwrap_or_default(),
+                backend_limit: None,
+            },
+            cluster: doctor::snapshot::ClusterFacts {
+                cluster_cidr: self.cluster_cidr,
+                service_cidr: None,
+            },
+            kube: crate::doctor::kube_view(snapshot),
+            hns,
+            switch,
+            kernel: None,
+        };
+        Ok(doctor::diagnose(&snap))
+    }
+
+    /// Forgets what the proxy believes HNS holds and reads it again, so that the next sync is
+    /// full: load balancers deleted behind its back are made again, ones nothing wants are
+    /// removed. `winnet doctor --fix` asks for this with SIGHUP.
+    pub async fn resync(&mut self) -> Result<(), ProxyError> {
+        let network = wait_for_network(&self.client, &self.network_name).await?;
+        self.reconciler = Reconciler::observe(
+            Arc::clone(&self.client),
+            network,
+            &self.root_name,
+            self.modify,
+        )
+        .await?;
+        self.synced_once = false;
+        Ok(())
     }
 
     /// Programs HNS for `snapshot`. The first sync is full: it adopts the load balancers that
@@ -185,6 +257,9 @@ impl Proxy {
     }
 }
 
+/// How often the proxy runs the doctor's checks for its gauges (`winnet_doctor_problems`).
+const DOCTOR_PERIOD: Duration = Duration::from_secs(30);
+
 /// Runs the proxy until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
     tokio::pin!(shutdown);
@@ -208,9 +283,28 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     proxy.listen_health_check_node_ports();
     let mut snapshot = snapshots.borrow_and_update().clone();
     proxy.sync(&snapshot).await;
+    // SIGHUP: a full resync against HNS (re-read, then program what differs).
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| ProxyError::Startup(format!("cannot handle SIGHUP: {e}")))?;
+    let mut checkups = tokio::time::interval(DOCTOR_PERIOD);
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
+            _ = checkups.tick() => {
+                match proxy.diagnose(&snapshot).await {
+                    Ok(found) => proxy.health().metrics.set_problems(&doctor::counts(&found)),
+                    Err(e) => tracing::warn!("the doctor's check failed: {e}"),
+                }
+            }
+            _ = hangups.recv() => {
+                match proxy.resync().await {
+                    Ok(()) => {
+                        let report = proxy.sync(&snapshot).await;
+                        tracing::info!(created = report.created, deleted = report.deleted, "resync against HNS (SIGHUP)");
+                    }
+                    Err(e) => tracing::error!("resync against HNS failed: {e}"),
+                }
+            }
             changed = snapshots.changed() => {
                 if changed.is_err() {
                     return Err(ProxyError::Startup("the object source stopped".into()));

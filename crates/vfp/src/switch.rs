@@ -160,14 +160,7 @@ impl Switch {
 
     /// Adds a port. An uplink is refused on an internal switch or if one exists.
     pub fn add_port(&mut self, config: PortConfig) -> Result<PortId, ConfigError> {
-        if config.kind == PortKind::Uplink {
-            if self.config.kind == SwitchKind::Internal {
-                return Err(ConfigError::Uplink("an internal switch has no uplink"));
-            }
-            if self.fwd.uplink.is_some() {
-                return Err(ConfigError::Uplink("the switch already has an uplink"));
-            }
-        }
+        self.check_uplink(&config)?;
         let slot = match self.ports.iter().position(Option::is_none) {
             Some(i) => i,
             None if self.ports.len() < usize::from(u16::MAX) => {
@@ -176,6 +169,37 @@ impl Switch {
             }
             None => return Err(ConfigError::TooManyPorts),
         };
+        Ok(self.install_port(slot, config))
+    }
+
+    /// Adds a port with the number `id`, refused if a port has it: a switch rebuilt from a
+    /// record (a support bundle) keeps the numbers the live one gave, so that a trace on it
+    /// names the same ports.
+    pub fn add_port_as(&mut self, id: PortId, config: PortConfig) -> Result<PortId, ConfigError> {
+        self.check_uplink(&config)?;
+        let slot = usize::from(id);
+        if self.ports.get(slot).is_some_and(Option::is_some) {
+            return Err(ConfigError::Duplicate(format!("port {id}")));
+        }
+        if self.ports.len() <= slot {
+            self.ports.resize_with(slot + 1, || None);
+        }
+        Ok(self.install_port(slot, config))
+    }
+
+    fn check_uplink(&self, config: &PortConfig) -> Result<(), ConfigError> {
+        if config.kind == PortKind::Uplink {
+            if self.config.kind == SwitchKind::Internal {
+                return Err(ConfigError::Uplink("an internal switch has no uplink"));
+            }
+            if self.fwd.uplink.is_some() {
+                return Err(ConfigError::Uplink("the switch already has an uplink"));
+            }
+        }
+        Ok(())
+    }
+
+    fn install_port(&mut self, slot: usize, config: PortConfig) -> PortId {
         let id = slot as PortId;
         let port = Port::new(id, config);
         self.fwd.add_port(&port);
@@ -184,7 +208,7 @@ impl Switch {
         }
         self.ports[slot] = Some(port);
         self.touch();
-        Ok(id)
+        id
     }
 
     /// Removes a port; connections through it are dropped when next seen or expired.

@@ -163,3 +163,26 @@ fn preserve_dip_keeps_the_vip_for_local_backends_and_translates_remote_ones() {
     }
     assert_eq!(out, want.build());
 }
+
+#[test]
+fn a_port_added_with_a_number_keeps_it_and_frames_reach_it() {
+    // A switch rebuilt from a record numbers its ports as the recorded one did, gaps included.
+    let mut sw = Switch::new(SwitchConfig::default());
+    let b = sw
+        .add_port_as(7, PortConfig::pod("b", mac(11), vec![ip("10.244.1.11")]))
+        .unwrap();
+    assert_eq!(b, 7);
+    let a = sw
+        .add_port_as(3, PortConfig::pod("a", mac(10), vec![ip("10.244.1.10")]))
+        .unwrap();
+    assert_eq!(a, 3);
+    // A number in use is refused, and plain adds take the free numbers below.
+    let taken = sw.add_port_as(7, PortConfig::pod("c", mac(12), vec![ip("10.244.1.12")]));
+    assert!(matches!(taken, Err(ConfigError::Duplicate(_))), "{taken:?}");
+    let c = sw
+        .add_port(PortConfig::pod("c", mac(12), vec![ip("10.244.1.12")]))
+        .unwrap();
+    assert_eq!(c, 0);
+    let p = pkt::udp("10.244.1.10", 1000, "10.244.1.11", 53, b"x").with_macs(mac(10), mac(11));
+    assert_eq!(run(&mut sw, a, &p.build()).0, Disposition::Deliver(b));
+}

@@ -2,6 +2,7 @@
 
 mod cluster;
 mod commands;
+mod doctor;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,10 @@ enum Command {
     Resolve(commands::resolve::Args),
     /// Build a mixed Windows + Linux cluster here, prove every documented flow, take it down.
     Demo(commands::demo::Args),
+    /// Compare what Kubernetes wants, what HNS holds, what the switch and the kernel do; name each problem.
+    Doctor(commands::doctor::Args),
+    /// Write a support bundle that `doctor --bundle` and `trace --bundle` read offline.
+    Collect(commands::collect::Args),
     /// The local cluster: up, check, status, down.
     Cluster(commands::cluster::Args),
     /// The small HTTP and UDP servers the local cluster's pods run.
@@ -65,11 +70,20 @@ fn main() -> std::process::ExitCode {
         Command::Trace(args) => commands::trace::run(args),
         Command::Resolve(args) => commands::resolve::run(args),
         Command::Demo(args) => commands::demo::run(args),
+        Command::Doctor(args) => commands::doctor::run(args),
+        Command::Collect(args) => commands::collect::run(args),
         Command::Cluster(args) => commands::cluster::run(args),
         Command::Serve(args) => commands::cluster::serve(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The doctor's report said what it found; the status says that it found something.
+        Err(e)
+            if e.downcast_ref::<commands::doctor::ProblemsFound>()
+                .is_some() =>
+        {
+            std::process::ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("winnet: {e:#}");
             std::process::ExitCode::FAILURE

@@ -1,8 +1,10 @@
 //! One module per subcommand; each parses its arguments and calls into the library crates.
 
 pub mod cluster;
+pub mod collect;
 pub mod demo;
 pub mod dns;
+pub mod doctor;
 pub mod flanneld;
 pub mod hns;
 pub mod hnsd;

@@ -30,6 +30,9 @@ pub struct Args {
     /// hnsd's structured answer as JSON.
     #[arg(long, conflicts_with = "summary")]
     json: bool,
+    /// Replay the trace from a bundle made by `winnet collect` (no node, no root needed).
+    #[arg(long, value_name = "FILE", conflicts_with = "hns_socket")]
+    bundle: Option<PathBuf>,
     /// hnsd's socket when the node is not in the local cluster (else HNS_SOCKET, else
     /// /run/winnet/hns.sock).
     #[arg(long)]
@@ -38,6 +41,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let req = TraceRequest::new(&args.from, &args.to, args.proto).map_err(|e| flag_error(&e))?;
+    if let Some(path) = &args.bundle {
+        let bundle = crate::doctor::bundle::Bundle::read(path)?;
+        let answer = crate::doctor::replay::trace(bundle.node(&args.node)?, &req).map_err(|e| {
+            flag_error(&hcn::error::HnsError::new(
+                hcn::error::HResult::E_INVALIDARG,
+                format!("{e:#}"),
+            ))
+        })?;
+        return print(&args, &answer);
+    }
     let socket = socket(&args.node, args.hns_socket.as_deref())?;
     let client = Client::new(&socket);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -47,12 +60,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let answer = rt
         .block_on(client.trace(&req))
         .with_context(|| format!("trace on node {} (hnsd at {})", args.node, socket.display()))?;
+    print(&args, &answer)
+}
+
+fn print(args: &Args, answer: &TraceAnswer) -> anyhow::Result<()> {
     let out = if args.json {
-        serde_json::to_string_pretty(&answer)?
+        serde_json::to_string_pretty(answer)?
     } else if args.summary {
-        summary(&answer)
+        summary(answer)
     } else {
-        detail(&answer)
+        detail(answer)
     };
     println!("{}", out.trim_end());
     Ok(())

@@ -1,0 +1,10 @@
+//! The checks, one file per layer pair: each a pure function over a [`Node`](crate::node::Node)
+//! that appends its findings.
+
+pub mod endpoints;
+pub mod kernel;
+pub mod known;
+pub mod loadbalancers;
+pub mod nat;
+pub mod snat;
+pub mod switch;

@@ -1,0 +1,326 @@
+//! A node's snapshot taken live: hnsd's objects and compiled switch over its socket, the
+//! Kubernetes objects from the same source `winnet proxy` reads (here: a folder of manifests),
+//! the node's pods, and the kernel side read with netlink in each namespace.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use doctor::snapshot::{
+    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts,
+};
+use doctor::{NodeSnapshot, node::netns_path};
+use hns::Profile;
+use hns_client::Client;
+use ipnet::IpNet;
+
+/// Where one node's layers are found.
+#[derive(Clone, Debug)]
+pub struct NodeSource {
+    /// The node's name.
+    pub name: String,
+    /// Its hnsd.
+    pub socket: PathBuf,
+    /// The Kubernetes objects (kube-proxy's `--manifests`).
+    pub manifests: Option<PathBuf>,
+    /// The node's pods, when known (the local cluster knows them; else `None`).
+    pub pods: Option<Vec<Pod>>,
+    /// The node's own network namespace (`None`: this process's).
+    pub netns: Option<String>,
+    /// The hnsd of the other nodes on this machine, whose namespaces are not leaked.
+    pub peers: Vec<PathBuf>,
+    pub cluster: ClusterFacts,
+}
+
+/// The sources of the local cluster's Windows nodes (all of them, or `only`).
+pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
+    let dir = Path::new(crate::cluster::DIR);
+    let state = crate::cluster::State::load(dir)?.with_context(|| {
+        format!(
+            "no local cluster runs here ({} is missing); give --hns-socket and --manifests for another node",
+            crate::cluster::State::path(dir).display()
+        )
+    })?;
+    let windows: Vec<&crate::cluster::NodeState> = state
+        .nodes
+        .iter()
+        .filter(|n| n.os == crate::cluster::Os::Windows)
+        .collect();
+    if let Some(name) = only
+        && !windows.iter().any(|n| n.name == name)
+    {
+        let names: Vec<&str> = windows.iter().map(|n| n.name.as_str()).collect();
+        anyhow::bail!(
+            "--node {name}: the local cluster has no Windows node of that name (it has: {})",
+            names.join(", ")
+        );
+    }
+    let cluster = ClusterFacts {
+        cluster_cidr: crate::cluster::topology::CLUSTER_CIDR.parse().ok(),
+        service_cidr: crate::cluster::topology::SERVICE_CIDR.parse().ok(),
+    };
+    let socket = |n: &str| dir.join(n).join("hns.sock");
+    Ok(windows
+        .iter()
+        .filter(|n| only.is_none_or(|o| o == n.name))
+        .map(|n| NodeSource {
+            peers: windows
+                .iter()
+                .filter(|p| p.name != n.name)
+                .map(|p| socket(&p.name))
+                .collect(),
+            name: n.name.clone(),
+            socket: socket(&n.name),
+            manifests: Some(dir.join("manifests")),
+            pods: Some(
+                n.pods
+                    .iter()
+                    .map(|p| Pod {
+                        namespace: crate::cluster::topology::NAMESPACE.to_string(),
+                        name: p.name.clone(),
+                        ip: Some(IpAddr::V4(p.ip)),
+                        netns: Some(format!("/run/netns/{}", p.netns)),
+                    })
+                    .collect(),
+            ),
+            netns: Some(n.netns.clone()),
+            cluster: cluster.clone(),
+        })
+        .collect())
+}
+
+/// Takes the snapshot of each node.
+pub fn snapshots(
+    rt: &tokio::runtime::Runtime,
+    sources: &[NodeSource],
+) -> anyhow::Result<Vec<NodeSnapshot>> {
+    let mut out = Vec::new();
+    for s in sources {
+        let hns = rt
+            .block_on(hns_view(&Client::new(&s.socket)))
+            .with_context(|| format!("node {}: hnsd at {}", s.name, s.socket.display()))?;
+        // Several nodes share this machine: what their hnsd own is not leaked.
+        let mut owned_elsewhere = Vec::new();
+        for peer in &s.peers {
+            let namespaces = rt
+                .block_on(Client::new(peer).list_namespaces())
+                .with_context(|| format!("the hnsd at {}", peer.display()))?;
+            owned_elsewhere.extend(
+                namespaces
+                    .iter()
+                    .map(|ns| format!("{}{}", doctor::node::NETNS_PREFIX, ns.id)),
+            );
+        }
+        out.push(snapshot(rt, s, hns, owned_elsewhere)?);
+    }
+    Ok(out)
+}
+
+async fn hns_view(c: &Client) -> anyhow::Result<HnsView> {
+    Ok(HnsView {
+        networks: c.list_networks().await?,
+        endpoints: c.list_endpoints().await?,
+        namespaces: c.list_namespaces().await?,
+        load_balancers: c.list_load_balancers().await?,
+        routes: c.list_sdn_routes().await?,
+    })
+}
+
+/// One node's snapshot, with its HNS objects already listed.
+fn snapshot(
+    rt: &tokio::runtime::Runtime,
+    s: &NodeSource,
+    hns: HnsView,
+    owned_elsewhere: Vec<String>,
+) -> anyhow::Result<NodeSnapshot> {
+    let client = Client::new(&s.socket);
+    let switch = match rt.block_on(client.switch_dump()) {
+        Ok(d) => Some(d),
+        // hnsd without a data plane has no switch: the other layers are still compared.
+        Err(e) if e.code() == Some(hns_client::trace::NO_DATAPLANE) => None,
+        Err(e) => return Err(e).context(format!("node {}: the switch dump", s.name)),
+    };
+    let profile: Profile = match &switch {
+        Some(d) => d
+            .facts
+            .profile
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
+        None => {
+            let v = rt.block_on(client.get_version())?;
+            Profile::ALL
+                .into_iter()
+                .find(|p| p.version() == v)
+                .unwrap_or_default()
+        }
+    };
+    let kube = kube_view(s)?;
+    let mut kernel = kernel_view(s, &hns, profile)?;
+    kernel.owned_elsewhere = owned_elsewhere;
+    Ok(NodeSnapshot {
+        node: s.name.clone(),
+        profile: ProfileFacts {
+            name: profile.as_str().to_string(),
+            backend_limit: profile.max_lb_backends(),
+        },
+        cluster: s.cluster.clone(),
+        kube,
+        hns,
+        switch,
+        kernel: Some(kernel),
+    })
+}
+
+/// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]).
+fn kube_view(s: &NodeSource) -> anyhow::Result<KubeView> {
+    let mut view = match &s.manifests {
+        Some(dir) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(
+            &kubesrc::manifests::load(dir),
+        )),
+        None => KubeView::default(),
+    };
+    view.pods = s.pods.clone().unwrap_or_default();
+    view.pods_known = s.pods.is_some();
+    view.services.sort_by_key(|s| s.key());
+    Ok(view)
+}
+
+/// The node's namespace and those of its pod endpoints.
+fn kernel_view(s: &NodeSource, hns: &HnsView, profile: Profile) -> anyhow::Result<KernelView> {
+    let node = match &s.netns {
+        Some(ns) => netns_view(&format!("/run/netns/{ns}"), None)?,
+        None => netns_view("", None)?,
+    };
+    let mut pods = Vec::new();
+    let mut seen = BTreeSet::new();
+    for ns in &hns.namespaces {
+        if matches!(
+            ns.namespace_type,
+            Some(hcn::NamespaceType::Host | hcn::NamespaceType::HostDefault)
+        ) {
+            continue;
+        }
+        let path = netns_path(ns);
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let ep = hns
+            .endpoints
+            .iter()
+            .find(|e| e.host_compute_namespace == ns.id && !e.is_remote());
+        let expected = ep.and_then(|e| {
+            hns_dataplane::dns::pod_dns(profile, e, Path::new(&path)).and_then(|d| {
+                host::resolv::render(&d.file.servers, &d.file.search, &d.file.options).ok()
+            })
+        });
+        pods.push(netns_view(&path, expected)?);
+    }
+    let mut named_netns: Vec<String> = std::fs::read_dir(host::netns::Netns::RUN_DIR)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    named_netns.sort();
+    Ok(KernelView {
+        node,
+        pods,
+        named_netns,
+        owned_elsewhere: Vec::new(),
+    })
+}
+
+/// One namespace, read with netlink inside it (`path` empty: this process's).
+fn netns_view(path: &str, expected_resolv_conf: Option<String>) -> anyhow::Result<NetnsView> {
+    let ns = if path.is_empty() {
+        None
+    } else {
+        Some(host::netns::Netns::from_path(path))
+    };
+    let exists = ns.as_ref().is_none_or(|n| n.exists());
+    let mut view = NetnsView {
+        path: path.to_string(),
+        exists,
+        expected_resolv_conf,
+        ..NetnsView::default()
+    };
+    if !exists {
+        return Ok(view);
+    }
+    let read = |nl: &mut host::netlink::Netlink| -> Result<_, host::HostError> {
+        Ok((
+            nl.links()?,
+            nl.addresses(None)?,
+            nl.routes()?,
+            nl.neighbors()?,
+        ))
+    };
+    let (links, addresses, routes, neighbors) = match &ns {
+        Some(n) => n
+            .run(|| read(&mut host::netlink::Netlink::open()?))
+            .with_context(|| format!("read the devices of {path}"))?,
+        None => read(&mut host::netlink::Netlink::open()?)?,
+    };
+    let name_of = |i: u32| {
+        links
+            .iter()
+            .find(|l| l.index == i)
+            .map_or(i.to_string(), |l| l.name.clone())
+    };
+    view.links = links
+        .iter()
+        .map(|l| LinkView {
+            name: l.name.clone(),
+            mac: l.mac.map(|m| host::netlink::MacText(m).to_string()),
+            up: l.up,
+            kind: l.kind.clone(),
+        })
+        .collect();
+    view.addresses = addresses.iter().map(|a| a.net).collect::<Vec<IpNet>>();
+    view.routes = routes
+        .iter()
+        .map(|r| match (r.gateway, r.oif) {
+            (Some(g), _) => format!("{} via {g}", r.destination),
+            (None, Some(i)) => format!("{} dev {}", r.destination, name_of(i)),
+            (None, None) => r.destination.to_string(),
+        })
+        .collect();
+    view.neighbors = neighbors
+        .iter()
+        .filter_map(|n| n.mac.map(|m| (n.ip, host::netlink::MacText(m).to_string())))
+        .collect();
+    if let Some(name) = path.strip_prefix("/run/netns/") {
+        view.resolv_conf = std::fs::read_to_string(
+            Path::new(host::resolv::ETC_NETNS)
+                .join(name)
+                .join("resolv.conf"),
+        )
+        .ok();
+        view.processes = processes_in(path);
+    }
+    Ok(view)
+}
+
+/// Processes whose network namespace is the one at `path` (same inode).
+pub fn processes_in(path: &str) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(target) = std::fs::metadata(path) else {
+        return 0;
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::metadata(e.path().join("ns/net")).ok())
+        .filter(|m| m.ino() == target.ino() && m.dev() == target.dev())
+        .count()
+}
