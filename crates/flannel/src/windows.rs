@@ -379,11 +379,16 @@ impl WindowsBackend {
         };
         let want: Vec<RemoteSubnetRoutePolicySetting> =
             remote.iter().filter_map(remote_subnet_route).collect();
+        // flannel's Windows vxlan backend leases and routes IPv4 only: an IPv6 route on the
+        // network is its operator's (a dual-stack Overlay, lab::dual_stack), which flannel
+        // neither adds nor removes (upstream touches only each lease's own policy).
         let have: Vec<RemoteSubnetRoutePolicySetting> = net
             .policies
             .iter()
             .filter_map(|p| match p {
-                NetworkPolicy::RemoteSubnetRoute(r) => Some(r.clone()),
+                NetworkPolicy::RemoteSubnetRoute(r) if r.destination_prefix.addr().is_ipv4() => {
+                    Some(r.clone())
+                }
                 _ => None,
             })
             .collect();

@@ -86,6 +86,13 @@ pub struct SupportedFeatures {
     pub modify_loadbalancer: bool,
     #[serde(rename = "Accelnet")]
     pub accelnet: bool,
+    /// IPv6 on Overlay (VXLAN) networks. No Windows HNS has it and hnslib knows no such
+    /// feature: kube-proxy's winkernel and sdnoverlay refuse dual-stack on overlay outright
+    /// ("Overlay (VXLAN) networks on Windows do not support dual-stack networking today").
+    /// hnsd reports it where its profile lifts the limitation (`unrestricted`), as the
+    /// feature those clients would check if Windows lifted it; never from a version.
+    #[serde(rename = "IPv6Overlay", default)]
+    pub ipv6_overlay: bool,
 }
 
 impl SupportedFeatures {
@@ -127,6 +134,7 @@ impl SupportedFeatures {
             // that does not match HNS's (kubernetes#131466, #131506).
             modify_loadbalancer: line(15, 5) || at(16, 0),
             accelnet: at(15, 4),
+            ipv6_overlay: false,
         }
     }
 }

@@ -142,9 +142,13 @@ impl Profile {
 
     /// The features a client derives from the version (hnslib's ranges): what
     /// `GET /globals/features` reports and what hnsd accepts (session affinity, IPv6,
-    /// `HcnModifyLoadBalancer`, ...).
+    /// `HcnModifyLoadBalancer`, ...); and `IPv6Overlay` where the profile lifts
+    /// [`Limitation::Ipv6OnOverlay`] (no version has it: see [`SupportedFeatures::ipv6_overlay`]).
     pub fn features(self) -> SupportedFeatures {
-        SupportedFeatures::for_version(self.version())
+        SupportedFeatures {
+            ipv6_overlay: !self.imposes(Limitation::Ipv6OnOverlay),
+            ..SupportedFeatures::for_version(self.version())
+        }
     }
 
     /// The most backends (destinations) one load balancer may have; `None` for no limit.
@@ -381,6 +385,7 @@ mod tests {
             ("DisableHostPort", f.disable_host_port),
             ("Accelnet", f.accelnet),
             ("ModifyLoadbalancer", f.modify_loadbalancer),
+            ("IPv6Overlay", f.ipv6_overlay),
         ]
     }
 

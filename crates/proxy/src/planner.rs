@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use hcn::MacAddress;
+use hcn::{MacAddress, SupportedFeatures};
 use hcn::loadbalancer::{LoadBalancerDistribution, LoadBalancerFlags, PortMappingFlags};
 use ipnet::IpNet;
 
@@ -37,8 +37,8 @@ pub struct NodeContext {
     /// HNS has DSR at all (else ETP=Local and preserve-destination cannot use it).
     pub dsr_supported: bool,
     pub session_affinity_supported: bool,
-    /// One proxier per family: IPv6 only when HNS has IPv6DualStack and the network is not
-    /// Overlay.
+    /// One proxier per family: IPv6 only when HNS has IPv6DualStack and, on Overlay, carries
+    /// IPv6 there ([`NodeContext::programs_ipv6`]).
     pub ipv6: bool,
     /// `--forward-healthcheck-vip`: a health-check LB per ingress IP onto the root endpoint.
     pub forward_healthcheck_vip: bool,
@@ -46,6 +46,16 @@ pub struct NodeContext {
     pub healthz_port: u16,
     /// The MAC of the NIC that holds the node IP (Overlay: the ClusterIP remote endpoints).
     pub host_mac: Option<MacAddress>,
+}
+
+impl NodeContext {
+    /// Whether kube-proxy runs its IPv6 proxier on this node: winkernel's dual-stack mode needs
+    /// HNS's IPv6DualStack, and refuses Overlay networks ("Overlay (VXLAN) networks on
+    /// Windows do not support dual-stack networking today") unless HNS reports carrying IPv6
+    /// there (`IPv6Overlay`: no Windows build does; hnsd's `unrestricted` profile lifts it).
+    pub fn programs_ipv6(features: &SupportedFeatures, overlay: bool) -> bool {
+        features.ipv6_dual_stack && (!overlay || features.ipv6_overlay)
+    }
 }
 
 /// Which of a service port's load balancers this is.
@@ -619,6 +629,66 @@ mod tests {
                 (lb.role, ips)
             })
             .collect()
+    }
+
+    /// A dual-stack Service (`10.96.1.1`, `fd00:10:96::1`) with a backend of each family here.
+    fn dual_stack_plan(ctx: &NodeContext) -> ServicePlan {
+        let mut svc = service(false, false, false);
+        svc.cluster_ips.push(ip("fd00:10:96::1"));
+        let v4 = slice(&[READY_HERE]);
+        let mut v6 = slice(&[("fd00:10:244:1::a", HERE, true, true, false)]);
+        v6.ipv6 = true;
+        plan_service(&svc, &[&v4, &v6], ctx)
+    }
+
+    /// IPv6 Services on Overlay only where HNS carries IPv6 there: the Windows builds' HNS
+    /// (IPv6DualStack, no IPv6Overlay) gets the IPv4 half and winkernel's words for the rest;
+    /// an HNS reporting IPv6Overlay gets the IPv6 ClusterIP too, as on L2Bridge.
+    #[test]
+    fn ipv6_services_on_overlay_only_where_hns_carries_ipv6_there() {
+        let ws2025 = SupportedFeatures::for_version(hcn::Version::new(15, 4));
+        let lifted = SupportedFeatures {
+            ipv6_overlay: true,
+            ..ws2025
+        };
+        assert!(NodeContext::programs_ipv6(&ws2025, false), "L2Bridge");
+        assert!(!NodeContext::programs_ipv6(&ws2025, true), "Overlay");
+        assert!(NodeContext::programs_ipv6(&lifted, true));
+        let old = SupportedFeatures {
+            ipv6_dual_stack: false,
+            ..lifted
+        };
+        assert!(!NodeContext::programs_ipv6(&old, true), "no IPv6DualStack");
+
+        let overlay = |features: &SupportedFeatures| NodeContext {
+            overlay: true,
+            ipv6: NodeContext::programs_ipv6(features, true),
+            ..ctx()
+        };
+        let refused = dual_stack_plan(&overlay(&ws2025));
+        let vips: Vec<_> = refused.lbs.iter().map(|lb| lb.frontend.vip).collect();
+        assert!(vips.iter().all(|v| v.is_some_and(|v| v.is_ipv4())), "{vips:?}");
+        assert!(
+            refused.problems.iter().any(|p| p.contains(
+                "Overlay (VXLAN) networks on Windows do not support dual-stack networking today"
+            )),
+            "{:?}",
+            refused.problems
+        );
+        let carried = dual_stack_plan(&overlay(&lifted));
+        assert!(carried.problems.is_empty(), "{:?}", carried.problems);
+        let v6 = carried
+            .lbs
+            .iter()
+            .find(|lb| lb.frontend.vip == Some(ip("fd00:10:96::1")))
+            .expect("the IPv6 ClusterIP's load balancer");
+        assert!(v6.frontend.ipv6);
+        assert_eq!(roles(&carried).len(), 2, "one ClusterIP LB per family");
+        assert_eq!(
+            v6.backends,
+            [Backend::Local(ip("fd00:10:244:1::a"))],
+            "the IPv6 backend"
+        );
     }
 
     const READY_HERE: Ep = ("10.244.1.10", HERE, true, true, false);

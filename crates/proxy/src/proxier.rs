@@ -484,7 +484,7 @@ impl Proxier {
             enable_dsr: self.config.enable_dsr && self.features.dsr,
             dsr_supported: self.features.dsr,
             session_affinity_supported: self.features.session_affinity,
-            ipv6: self.features.ipv6_dual_stack && !self.overlay,
+            ipv6: NodeContext::programs_ipv6(&self.features, self.overlay),
             forward_healthcheck_vip: self.config.forward_healthcheck_vip,
             healthz_port: self.config.healthz_bind.map_or(10256, |a| a.port()),
             host_mac: self.config.host_mac,

@@ -3,7 +3,10 @@
 //! real `sdnbridge` plugin with the local cluster's dual-stack CNI config (host-local with a
 //! range per family), then IPv6 TCP between pods on one node and across nodes, the switch
 //! answering neighbour discovery for the pods' IPv6 gateway, and an IPv6 ClusterIP (an HNS
-//! load balancer flagged IPv6, as kube-proxy's dual-stack mode makes it). Run as root.
+//! load balancer flagged IPv6, as kube-proxy's dual-stack mode makes it). On Overlay the same
+//! with the operator's dual-stack `flannel.4096` and the real `sdnoverlay` where HNS carries
+//! IPv6 there (unrestricted), refused in Windows' words where it does not (ws2025). Run as
+//! root.
 
 mod lab;
 
@@ -80,6 +83,23 @@ fn pod(
     node: (usize, &Node),
     name: &str,
 ) -> (String, Vec<IpAddr>) {
+    let (ns, added) = add_pod(lab, plugins, node, name, false);
+    match added {
+        Ok(ips) => (ns, ips),
+        Err(e) => panic!("{e}\n{}", lab.logs()),
+    }
+}
+
+/// A pod on `node` added by the plugin of the cluster's dual-stack config (`sdnbridge`, or
+/// `sdnoverlay` when `overlay`): its namespace, and its addresses from the CNI result or
+/// the plugin's error.
+fn add_pod(
+    lab: &mut Lab,
+    plugins: &std::path::Path,
+    node: (usize, &Node),
+    name: &str,
+    overlay: bool,
+) -> (String, Result<Vec<IpAddr>, String>) {
     let (i, n) = node;
     let ns = lab.add_ns(name);
     ok(&[
@@ -92,10 +112,11 @@ fn pod(
         "net.ipv6.conf.default.accept_dad=0",
     ]);
     let ipam = plugins.join(format!("ipam-n{i}"));
+    let network = if overlay { "flannel.4096" } else { "cbr0" };
     let conf = dual_stack_config(
         &NetworkConf {
-            name: "cbr0",
-            overlay: false,
+            name: network,
+            overlay,
             subnet: IpNet::V4(n.lease),
             node_ip: IpAddr::V4(n.ip),
             ipam_dir: &ipam,
@@ -105,8 +126,9 @@ fn pod(
         &PodOptions::default(),
     )
     .expect("config");
+    let plugin = conf["type"].as_str().expect("type").to_string();
     let socket = lab.hnsds[i].socket().to_path_buf();
-    let mut child = Command::new(plugins.join("sdnbridge"))
+    let mut child = Command::new(plugins.join(&plugin))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("CNI_COMMAND", "ADD")
@@ -120,28 +142,33 @@ fn pod(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run sdnbridge");
+        .unwrap_or_else(|e| panic!("run {plugin}: {e}"));
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(conf.to_string().as_bytes())
-        .expect("config to sdnbridge");
-    let out = child.wait_with_output().expect("sdnbridge");
+        .unwrap_or_else(|e| panic!("config to {plugin}: {e}"));
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{plugin}: {e}"));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    assert!(
-        out.status.success(),
-        "sdnbridge ADD {name}: {result} {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        lab.logs()
-    );
+    if !out.status.success() {
+        return (
+            ns,
+            Err(format!(
+                "{plugin} ADD {name}: {result} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        );
+    }
     let ips = result["ips"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|c| c["address"].as_str()?.split('/').next()?.parse().ok())
         .collect();
-    (ns, ips)
+    (ns, Ok(ips))
 }
 
 fn v6(ips: &[IpAddr]) -> IpAddr {
@@ -337,6 +364,153 @@ fn ipv6_on_overlay_is_refused_on_ws2025_and_carried_inside_vxlan_unrestricted() 
         Some(a6),
         "IPv6 pod to pod over VXLAN, not NATed"
     );
+    let f = vxlan_v6_frame(&capture);
+    assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
+}
+
+/// The lab's two nodes as the operator of a dual-stack Overlay cluster makes them
+/// (`lab::dual_stack`), when the nodes' HNS carries IPv6 there: `flannel.4096` with the lease
+/// and the node's IPv6 prefix under VNI 4096, and a `RemoteSubnetRoute` to the other node's
+/// IPv6 prefix (its provider address, its network's DR MAC). Whether HNS carried IPv6 on
+/// Overlay; when it does not, the nodes are left as they are.
+fn overlay_nodes(lab: &mut Lab, profile: &str) -> (Vec<Node>, bool) {
+    let rt = rt();
+    let mut out = Vec::new();
+    let mut carries = true;
+    for i in 0..2u8 {
+        let ip = Ipv4Addr::new(192, 168, 77, 11 + i);
+        let lease: Ipv4Net = format!("10.244.{}.0/24", i + 1).parse().expect("lease");
+        let idx = lab.node(
+            &format!("n{i}"),
+            &format!("n{i}"),
+            &format!("{ip}/24"),
+            "192.168.77.1",
+            profile,
+        );
+        let ns = lab.hnsds[idx].node().expect("node namespace").to_string();
+        let client = lab.hnsds[idx].client();
+        carries &= rt
+            .block_on(::lab::dual_stack::overlay_carries_ipv6(&client))
+            .unwrap_or_else(|e| panic!("HNS's features on n{i}: {e}\n{}", lab.logs()));
+        out.push(Node { ns, ip, lease });
+    }
+    if !carries {
+        return (out, false);
+    }
+    let mut remotes = Vec::new();
+    for (i, n) in out.iter().enumerate() {
+        let client = lab.hnsds[i].client();
+        rt.block_on(::lab::dual_stack::provision_overlay(
+            &client,
+            "flannel.4096",
+            "eth0",
+            n.lease,
+            pod_prefix_v6(n.lease),
+            4096,
+        ))
+        .unwrap_or_else(|e| panic!("dual-stack flannel.4096 on n{i}: {e}\n{}", lab.logs()));
+        let dr_mac = rt
+            .block_on(::lab::dual_stack::dr_mac(&client, "flannel.4096"))
+            .expect("read the network")
+            .expect("hnsd gives an Overlay network a DR MAC");
+        remotes.push(::lab::dual_stack::RemoteNode {
+            prefix: pod_prefix_v6(n.lease),
+            provider_address: IpAddr::V4(n.ip),
+            dr_mac,
+        });
+    }
+    for i in 0..2 {
+        let client = lab.hnsds[i].client();
+        rt.block_on(::lab::dual_stack::route_remote_v6(
+            &client,
+            "flannel.4096",
+            &[remotes[1 - i]],
+            4096,
+        ))
+        .unwrap_or_else(|e| panic!("IPv6 route on n{i}: {e}\n{}", lab.logs()));
+    }
+    (out, true)
+}
+
+/// Dual-stack on Overlay the way the real pieces do it: under ws2025 HNS reports no
+/// `IPv6Overlay` and sdnoverlay refuses `enableDualStack` in Windows' words, naming the
+/// field; under `unrestricted` the operator's dual-stack `flannel.4096` and sdnoverlay give
+/// pods both families, and IPv6 flows pod -> pod on one node and across nodes inside IPv4
+/// VXLAN (VNI 4096) between the provider addresses, the receiver seeing the client's own
+/// IPv6 address.
+#[test]
+fn sdnoverlay_gives_pods_ipv6_only_where_hns_carries_it_and_it_crosses_inside_vxlan() {
+    let plugins = tempfile::tempdir().expect("plugins dir");
+    ok(&[
+        env!("CARGO_BIN_EXE_winnet"),
+        "install-cni",
+        &plugins.path().to_string_lossy(),
+    ]);
+
+    let mut lab = Lab::new("o5");
+    let (nodes, carries) = overlay_nodes(&mut lab, "ws2025");
+    assert!(!carries, "ws2025's HNS reports no IPv6Overlay");
+    // The operator's dual-stack network, made anyway: the plugin still refuses.
+    let client = lab.hnsds[0].client();
+    rt().block_on(::lab::dual_stack::provision_overlay(
+        &client,
+        "flannel.4096",
+        "eth0",
+        nodes[0].lease,
+        pod_prefix_v6(nodes[0].lease),
+        4096,
+    ))
+    .expect("the network");
+    let (_, refused) = add_pod(&mut lab, plugins.path(), (0, &nodes[0]), "pr", true);
+    let e = refused.expect_err("ws2025: sdnoverlay refuses dual-stack");
+    assert!(e.contains("optionalFlags.enableDualStack"), "{e}");
+    assert!(
+        e.contains("Overlay (VXLAN) networks on Windows do not support dual-stack networking"),
+        "{e}"
+    );
+    drop(lab);
+
+    let mut lab = Lab::new("o6");
+    let (nodes, carries) = overlay_nodes(&mut lab, "unrestricted");
+    assert!(carries, "unrestricted's HNS reports IPv6Overlay");
+    let mut added = Vec::new();
+    for (i, name) in [(0, "pa"), (0, "pb"), (1, "pc")] {
+        let (ns, ips) = add_pod(&mut lab, plugins.path(), (i, &nodes[i]), name, true);
+        let ips = ips.unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+        added.push((ns, ips));
+    }
+    assert_eq!(
+        added[0].1,
+        vec![
+            "10.244.1.10".parse::<IpAddr>().unwrap(),
+            "fd00:10:244:1::a".parse().unwrap()
+        ],
+        "an address of each family from host-local's two ranges"
+    );
+    for (ns, _) in &added {
+        lab.http_server_v6(ns, PORT);
+    }
+    let [(a, a_ips), (_, b_ips), (c, c_ips)] = &added[..] else {
+        unreachable!("three pods")
+    };
+    let (a6, b6, c6) = (v6(a_ips), v6(b_ips), v6(c_ips));
+    let body = lab
+        .curl(a, &url(b6, PORT))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    assert_eq!(seen_from(&body), Some(a6), "one node, not NATed");
+    let capture = lab.capture("n0");
+    let body = lab
+        .curl(a, &url(c6, PORT))
+        .unwrap_or_else(|e| panic!("{e}\n{}", lab.logs()));
+    assert_eq!(seen_from(&body), Some(a6), "across nodes, not NATed");
+    let body = lab.curl(c, &url(a6, PORT)).expect("back the other way");
+    assert_eq!(seen_from(&body), Some(c6));
+    let f = vxlan_v6_frame(&capture);
+    assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
+}
+
+/// A frame of IPv6 inside IPv4 VXLAN between the lab's two provider addresses.
+fn vxlan_v6_frame(capture: &testkit::capture::Capture) -> Vec<u8> {
     // Ethernet + IPv4 (20) + UDP to 4789 + VXLAN (8), then the inner frame's EtherType.
     let vxlan6 = |f: &Vec<u8>| {
         f.len() > 64
@@ -350,11 +524,11 @@ fn ipv6_on_overlay_is_refused_on_ws2025_and_carried_inside_vxlan_unrestricted() 
         |fs| fs.iter().any(vxlan6),
     );
     let f = frames.iter().find(|f| vxlan6(f)).expect("a VXLAN frame");
-    assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
     let ends = [&f[26..30], &f[30..34]];
     let pas: [&[u8]; 2] = [&[192, 168, 77, 11], &[192, 168, 77, 12]];
     assert!(
         ends == pas || ends == [pas[1], pas[0]],
         "between the provider addresses: {ends:?}"
     );
+    f.clone()
 }

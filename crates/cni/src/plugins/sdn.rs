@@ -394,20 +394,17 @@ impl Driver for Sdn {
     }
 
     /// With `enableDualStack` the network must exist and be L2Bridge (common/core/network.go
-    /// `Add`): a dual-stack network has both subnets, which the config cannot describe.
+    /// `Add`): a dual-stack network has both subnets, which the config cannot describe. An
+    /// Overlay network is taken too where HNS reports `IPv6Overlay` (no Windows build does;
+    /// hnsd's `unrestricted` profile lifts the limitation), since then HNS carries the IPv6
+    /// half inside VXLAN as it carries IPv4.
     async fn ensure_network(
         &self,
         req: &Request<'_>,
         client: &Client,
     ) -> Result<Network, CniError> {
-        if self.flags.enable_dual_stack && self.network_type != NetworkType::L2Bridge {
-            return Err(CniError::config(
-                "optionalFlags.enableDualStack",
-                format!(
-                    "dual stack works only on L2Bridge networks, and {} makes {} networks; use type sdnbridge or drop enableDualStack",
-                    self.conf.plugin_type, self.network_type
-                ),
-            ));
+        if self.flags.enable_dual_stack {
+            self.check_dual_stack(client).await?;
         }
         if let Some(net) = self.find_network(client).await? {
             return Ok(net);
@@ -416,8 +413,8 @@ impl Driver for Sdn {
             return Err(CniError::config(
                 "optionalFlags.enableDualStack",
                 format!(
-                    "network \"{}\" does not exist; with enableDualStack it is not created from the config: create the L2Bridge network with its IPv4 and IPv6 subnets first",
-                    self.conf.name
+                    "network \"{}\" does not exist; with enableDualStack it is not created from the config: create the {} network with its IPv4 and IPv6 subnets first",
+                    self.conf.name, self.network_type
                 ),
             ));
         }
@@ -429,6 +426,33 @@ impl Driver for Sdn {
             return Ok(net);
         }
         client.create_network(&doc).await.hns("create the network")
+    }
+
+    /// Whether this plugin may give an endpoint both families on its network type: always on
+    /// L2Bridge; on Overlay only where HNS reports `IPv6Overlay`, else refused in Windows'
+    /// words; never on NAT.
+    async fn check_dual_stack(&self, client: &Client) -> Result<(), CniError> {
+        let refuse = |why: String| Err(CniError::config("optionalFlags.enableDualStack", why));
+        match self.network_type {
+            NetworkType::L2Bridge => Ok(()),
+            NetworkType::Overlay => {
+                let features = client
+                    .get_supported_features()
+                    .await
+                    .hns("read HNS's supported features")?;
+                if features.ipv6_overlay {
+                    return Ok(());
+                }
+                refuse(format!(
+                    "Overlay (VXLAN) networks on Windows do not support dual-stack networking today: this HNS does not report IPv6Overlay, so {} gives no IPv6; use type sdnbridge on L2Bridge or drop enableDualStack",
+                    self.conf.plugin_type
+                ))
+            }
+            other => refuse(format!(
+                "dual stack works only on L2Bridge networks (and Overlay where HNS carries IPv6), and {} makes {other} networks; use type sdnbridge or drop enableDualStack",
+                self.conf.plugin_type
+            )),
+        }
     }
 
     async fn endpoint(

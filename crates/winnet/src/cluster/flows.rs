@@ -424,9 +424,10 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
 /// The dual-stack rows of a `dualStack` cluster (issue 15): IPv6 from a Windows pod to a pod
 /// on its node and on the next Windows node, and to the IPv6 ClusterIP of every dual-stack
 /// Service. The profile decides: kube-proxy programs IPv6 Services only with HNS's
-/// IPv6DualStack (11.10, from ws2022) and not on Overlay networks, where HNS carries no IPv6
-/// either ([`Limitation::Ipv6OnOverlay`]). `unrestricted` lifts HNS's limitation, but the Windows CNI plugins still
-/// give overlay pods no IPv6, so those rows stay refused for that reason.
+/// IPv6DualStack (11.10, from ws2022), and on Overlay only where HNS carries IPv6 there
+/// ([`Limitation::Ipv6OnOverlay`], which every Windows build has). Where a profile lifts it
+/// (`unrestricted`), the operator makes the Overlay network dual-stack and sdnoverlay gives
+/// pods both families (lab::dual_stack), so the rows are expected to work as on L2Bridge.
 fn dual_stack(state: &State, profile: Profile) -> Vec<Flow> {
     let Some(t) = state.topology.as_ref().filter(|t| t.dual_stack) else {
         return Vec::new();
@@ -451,12 +452,7 @@ fn dual_stack(state: &State, profile: Profile) -> Vec<Flow> {
     };
     let expect = |f: Flow| -> Flow {
         if t.mode == Mode::Overlay {
-            if profile.imposes(Limitation::Ipv6OnOverlay) {
-                return f.unless(profile, Limitation::Ipv6OnOverlay);
-            }
-            // HNS carries IPv6 inside VXLAN here, but win-overlay gives a pod IPAM's first
-            // address only and sdnoverlay refuses enableDualStack: no overlay pod has IPv6.
-            return f.refused("NoIpv6PodOnOverlay");
+            return f.unless(profile, Limitation::Ipv6OnOverlay);
         }
         f
     };
@@ -834,16 +830,12 @@ mod tests {
                 .all(|r| !r.1 && r.2 == Some("Ipv6OnOverlay")),
             "{overlay:?}"
         );
-        let open = matrix(
+        let open = ipv6_rows(&matrix(
             &dual_state("overlay", "unrestricted"),
             Profile::Unrestricted,
-        );
-        assert!(
-            ipv6_rows(&open)
-                .iter()
-                .all(|r| !r.1 && r.2 == Some("NoIpv6PodOnOverlay")),
-            "{open:?}"
-        );
+        ));
+        assert_eq!(open.len(), 3, "{open:?}");
+        assert!(open.iter().all(|r| r.1), "{open:?}");
         assert!(ipv6_rows(&matrix(&state("ws2025"), Profile::Ws2025)).is_empty());
     }
 

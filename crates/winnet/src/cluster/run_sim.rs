@@ -68,13 +68,25 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
     }
     .map_err(hns("cluster".into()))?;
     let win_subnets: Vec<_> = wins.iter().map(|i| subnets[*i]).collect();
-    if t.dual_stack && t.mode == Mode::L2bridge {
-        // The operator's dual-stack cbr0, which flanneld then keeps (lab::dual_stack).
-        c.provision_dual_stack(&win_subnets)
-            .map_err(hns("dual-stack provisioning".into()))?;
-    }
+    // The operator's dual-stack network, which flanneld then keeps (lab::dual_stack): cbr0,
+    // or on Overlay flannel.4096 where HNS carries IPv6 there.
+    let dual_overlay = match (t.dual_stack, t.mode) {
+        (true, Mode::L2bridge) => {
+            c.provision_dual_stack(&win_subnets)
+                .map_err(hns("dual-stack provisioning".into()))?;
+            false
+        }
+        (true, Mode::Overlay) => c
+            .provision_dual_stack_overlay(&win_subnets)
+            .map_err(hns("dual-stack provisioning".into()))?,
+        (false, _) => false,
+    };
     c.flannel(backend, &win_subnets)
         .map_err(hns("flannel".into()))?;
+    if dual_overlay {
+        c.route_ipv6_overlay(&win_subnets)
+            .map_err(hns("IPv6 routes on overlay".into()))?;
+    }
     let mut who = BTreeMap::from([("external".to_string(), Who::External)]);
     let mut state = State {
         topology: Some(t.clone()),
@@ -404,6 +416,45 @@ mod tests {
                     assert_eq!(o.skipped, None, "{mode} {profile}: {row}");
                     assert!(o.matches, "{mode} {profile}: {row}: {}", o.detail);
                     assert_eq!(o.passed, carried, "{mode} {profile}: {row}: {}", o.detail);
+                }
+            }
+        }
+    }
+
+    /// The dual-stack rows in memory, as for real: on Overlay under `unrestricted` the
+    /// operator's dual-stack network, sdnoverlay's IPv6 pods and kube-proxy's IPv6 ClusterIP
+    /// carry all three (the pods hold an IPv6 address); under ws2025 the pods stay
+    /// single-stack and the rows fail as Ipv6OnOverlay; every cell as expected.
+    #[test]
+    fn the_ipv6_rows_on_overlay_work_in_memory_only_where_the_profile_lifts_the_limit() {
+        for profile in [hns::Profile::Ws2025, hns::Profile::Unrestricted] {
+            let t = Topology {
+                profile,
+                ..topology("overlay")
+            };
+            assert!(t.dual_stack, "examples/cluster.yaml is dual-stack");
+            let sim = build(&t).expect("cluster");
+            let lifted = profile == hns::Profile::Unrestricted;
+            let win_pods = sim
+                .state
+                .nodes
+                .iter()
+                .filter(|n| n.os == Os::Windows)
+                .flat_map(|n| n.pods.iter());
+            for p in win_pods {
+                assert_eq!(p.ip6.is_some(), lifted, "{profile}: pod {} {:?}", p.name, p.ip6);
+            }
+            let all = outcomes(&t).expect("the simulated matrix");
+            let v6: Vec<_> = all
+                .iter()
+                .filter(|o| o.flow.name.starts_with("IPv6"))
+                .collect();
+            assert_eq!(v6.len(), 3, "{profile}");
+            for o in v6 {
+                assert!(o.matches, "{profile}: {}: {}", o.flow.name, o.detail);
+                assert_eq!(o.passed, lifted, "{profile}: {}: {}", o.flow.name, o.detail);
+                if !lifted {
+                    assert_eq!(o.flow.limitation.as_deref(), Some("Ipv6OnOverlay"));
                 }
             }
         }

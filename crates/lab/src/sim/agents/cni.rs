@@ -55,8 +55,8 @@ pub struct NetworkConf<'a> {
     pub node_ip: IpAddr,
     /// host-local's `dataDir` on the node.
     pub ipam_dir: &'a Path,
-    /// The node's IPv6 pod prefix on a dual-stack cluster (L2Bridge only): pods get an
-    /// address of each family ([`dual_stack_config`]).
+    /// The node's IPv6 pod prefix on a dual-stack node (L2Bridge, or Overlay where HNS
+    /// carries IPv6 there): pods get an address of each family ([`dual_stack_config`]).
     pub subnet6: Option<IpNet>,
 }
 
@@ -87,7 +87,7 @@ pub const POD_UDP: [u16; 2] = [53, 5353];
 /// (OutBoundNAT, the Service CIDR's `SDNRoute`, the node's `ProviderAddress`); host-local on
 /// the node's subnet from [`FIRST_POD`].
 pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value, HnsError> {
-    if let (false, Some(v6)) = (network.overlay, network.subnet6) {
+    if let Some(v6) = network.subnet6 {
         return dual_stack_config(network, v6, opts);
     }
     let (overlay, node_ip, ipam_dir) = (network.overlay, network.node_ip, network.ipam_dir);
@@ -144,7 +144,10 @@ pub fn cni_config(network: &NetworkConf<'_>, opts: &PodOptions) -> Result<Value,
 /// existing L2Bridge network that holds both subnets: host-local with one range per family
 /// (IPv4 from [`FIRST_POD`], gateway forced to the bridge endpoint's .2; IPv6 likewise, its
 /// gateway the bridge endpoint's ::2), the same OutBoundNAT exceptions and SDN routes as
-/// win-bridge's config, in sdnbridge's `AdditionalArgs`.
+/// win-bridge's config, in sdnbridge's `AdditionalArgs`. On a dual-stack Overlay node
+/// (where HNS carries IPv6 there) `sdnoverlay` the same way with win-overlay's policies (the
+/// node's `ProviderAddress`, no exception for the underlay, which is NATed as on win-overlay)
+/// and each family's gateway the subnet's first address, HNS's own.
 pub fn dual_stack_config(
     network: &NetworkConf<'_>,
     subnet6: IpNet,
@@ -152,21 +155,30 @@ pub fn dual_stack_config(
 ) -> Result<Value, HnsError> {
     let policy = |v: Value| json!({"Name": "EndpointPolicy", "Value": v});
     let mut args = Vec::new();
+    let overlay = network.overlay;
     if !opts.no_outbound_nat {
-        let exceptions = [
-            CLUSTER_CIDR,
-            SERVICE_CIDR,
-            addr::UNDERLAY,
-            CLUSTER_CIDR_V6,
-            SERVICE_CIDR_V6,
-            FABRIC_V6,
-        ];
+        let exceptions: &[&str] = if overlay {
+            &[CLUSTER_CIDR, SERVICE_CIDR, CLUSTER_CIDR_V6, SERVICE_CIDR_V6]
+        } else {
+            &[
+                CLUSTER_CIDR,
+                SERVICE_CIDR,
+                addr::UNDERLAY,
+                CLUSTER_CIDR_V6,
+                SERVICE_CIDR_V6,
+                FABRIC_V6,
+            ]
+        };
         args.push(policy(
             json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": exceptions}}),
         ));
     }
     args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR, "NeedEncap": true}})));
-    args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", network.node_ip), "NeedEncap": true}})));
+    if overlay {
+        args.push(policy(json!({"Type": "ProviderAddress", "Settings": {"ProviderAddress": network.node_ip.to_string()}})));
+    } else {
+        args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": format!("{}/32", network.node_ip), "NeedEncap": true}})));
+    }
     args.push(policy(json!({"Type": "SDNRoute", "Settings": {"DestinationPrefix": SERVICE_CIDR_V6, "NeedEncap": true}})));
     for p in &opts.policies {
         let v = serde_json::to_value(p).map_err(|e| bad(format!("policy {p:?}: {e}")))?;
@@ -180,19 +192,20 @@ pub fn dual_stack_config(
         }
         json!([r])
     };
+    let gateway6 = if overlay { 1 } else { 2 };
     let mut conf = json!({
         "cniVersion": "1.0.0",
         "name": network.name,
-        "type": "sdnbridge",
+        "type": if overlay { "sdnoverlay" } else { "sdnbridge" },
         "optionalFlags": {
             "enableDualStack": true,
-            "forceBridgeGateway": true,
+            "forceBridgeGateway": !overlay,
             "loopbackDSR": opts.loopback_dsr,
         },
         "AdditionalArgs": args,
         "ipam": {
             "type": "host-local",
-            "ranges": [range(network.subnet, None), range(subnet6, Some(nth(subnet6, 2)))],
+            "ranges": [range(network.subnet, None), range(subnet6, Some(nth(subnet6, gateway6)))],
             "dataDir": network.ipam_dir.to_string_lossy(),
         },
     });

@@ -179,6 +179,71 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// What the operator of a dual-stack Overlay cluster provisions before flanneld starts
+    /// ([`crate::dual_stack`]), where the nodes' HNS carries IPv6 on Overlay: `flannel.4096`
+    /// with node `i`'s lease `subnets[i]` and its IPv6 prefix under the VNI. Where HNS does
+    /// not (every Windows build), the operator leaves the node single-stack: false.
+    pub fn provision_dual_stack_overlay(&mut self, subnets: &[Ipv4Net]) -> Result<bool, HnsError> {
+        let name = topology::network_name(Mode::Overlay);
+        for node in &self.nodes {
+            let carries = block_on(crate::dual_stack::overlay_carries_ipv6(&node.hns))?
+                .map_err(|e| fail(format!("{}: HNS's features: {e}", node.name)))?;
+            if !carries {
+                return Ok(false);
+            }
+        }
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            let v4 = *subnets
+                .get(i)
+                .ok_or_else(|| fail(format!("no lease for node {i}")))?;
+            let v6 = topology::pod_prefix_v6(v4);
+            block_on(crate::dual_stack::provision_overlay(
+                &node.hns,
+                &name,
+                NIC,
+                v4,
+                v6,
+                topology::VNI,
+            ))?
+            .map_err(|e| fail(format!("{}: dual-stack {name}: {e}", node.name)))?;
+            node.sync_host();
+        }
+        Ok(true)
+    }
+
+    /// Once flanneld runs on a dual-stack Overlay cluster: on every node, a
+    /// `RemoteSubnetRoute` per other node's IPv6 pod prefix to its provider address and the DR
+    /// MAC flanneld leased (flannel routes the IPv4 leases only).
+    pub fn route_ipv6_overlay(&mut self, subnets: &[Ipv4Net]) -> Result<(), HnsError> {
+        let vni = u16::try_from(topology::VNI).map_err(|e| fail(format!("VNI: {e}")))?;
+        let mut remotes = Vec::new();
+        for (j, subnet) in subnets.iter().enumerate().take(self.nodes.len()) {
+            let dr_mac = self
+                .dr_mac(j)
+                .ok_or_else(|| fail(format!("{}: no DR MAC on its network", self.nodes[j].name)))?;
+            remotes.push(crate::dual_stack::RemoteNode {
+                prefix: topology::pod_prefix_v6(*subnet),
+                provider_address: addr::node(j),
+                dr_mac,
+            });
+        }
+        let name = topology::network_name(Mode::Overlay);
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            let others: Vec<_> = remotes
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, r)| *r)
+                .collect();
+            block_on(crate::dual_stack::route_remote_v6(&node.hns, &name, &others, vni))?
+                .map_err(|e| fail(format!("{}: IPv6 routes on {name}: {e}", node.name)))?;
+            node.sync_host();
+        }
+        Ok(())
+    }
+}
+
 /// The IPv6 subnet of `node`'s network `name`, if it has one.
 fn ipv6_subnet(node: &super::super::node::Node, name: &str) -> Option<IpNet> {
     node.read(|s| {

@@ -65,7 +65,7 @@ impl Builder {
         if n.os == Os::Windows {
             args.extend(["--hns-socket", &sock]);
         }
-        let provisioned = if n.os == Os::Windows && self.dual_stack_bridge() {
+        let provisioned = if self.dual_stack_wanted(i)? {
             Some(self.provision_dual_stack(i)?)
         } else {
             None
@@ -79,7 +79,7 @@ impl Builder {
             bail!(
                 "flanneld on {} leased {subnet}, but the dual-stack {} was made for {want}; see {}",
                 n.name,
-                leases::network_name(Mode::L2bridge),
+                leases::network_name(self.t.mode),
                 self.dir.join(format!("{log}.log")).display()
             );
         }
@@ -90,37 +90,83 @@ impl Builder {
         self.state.save(&self.dir)
     }
 
-    /// A dual-stack cluster on L2Bridge: Windows pods get IPv6 (lab::dual_stack).
-    pub(super) fn dual_stack_bridge(&self) -> bool {
-        self.t.dual_stack && self.t.mode == Mode::L2bridge
+    /// Whether the operator makes Windows node `i` dual-stack (lab::dual_stack): on a
+    /// `dualStack` cluster always on L2Bridge, and on Overlay where the node's HNS says it
+    /// carries IPv6 there (`IPv6Overlay`); no Windows build does.
+    fn dual_stack_wanted(&self, i: usize) -> anyhow::Result<bool> {
+        if !self.t.dual_stack || self.state.nodes[i].os != Os::Windows {
+            return Ok(false);
+        }
+        match self.t.mode {
+            Mode::L2bridge => Ok(true),
+            Mode::Overlay => {
+                let client = hns_client::Client::new(self.socket(i));
+                block_on(lab::dual_stack::overlay_carries_ipv6(&client))?
+                    .with_context(|| format!("HNS's features on {}", self.state.nodes[i].name))
+            }
+        }
     }
 
-    /// What the operator of a dual-stack L2Bridge node does before flanneld starts
-    /// ([`lab::dual_stack`]): `cbr0` with the IPv4 subnet flanneld will lease (nodes started
-    /// one by one lease predictably, as the in-memory cluster computes) and the node's IPv6
-    /// prefix, and the bridge endpoint with both gateways. The IPv4 subnet it was made for.
+    /// The IPv6 subnet of Windows node `i`'s pod network, when its operator made it
+    /// dual-stack: what its pods' CNI config gives them an address of.
+    pub(super) fn network_v6(&self, i: usize) -> anyhow::Result<Option<ipnet::Ipv6Net>> {
+        if !self.t.dual_stack || self.state.nodes[i].os != Os::Windows {
+            return Ok(None);
+        }
+        let client = hns_client::Client::new(self.socket(i));
+        let name = leases::network_name(self.t.mode);
+        let net = block_on(client.get_network_by_name(&name))?
+            .with_context(|| format!("{name} on {}", self.state.nodes[i].name))?;
+        Ok(net.iter().flat_map(|n| n.subnets()).find_map(|s| {
+            match s.ip_address_prefix {
+                Some(IpNet::V6(p)) => Some(p),
+                _ => None,
+            }
+        }))
+    }
+
+    /// What the operator of a dual-stack node does before flanneld starts
+    /// ([`lab::dual_stack`]): the network with the IPv4 subnet flanneld will lease (nodes
+    /// started one by one lease predictably, as the in-memory cluster computes) and the
+    /// node's IPv6 prefix; on L2Bridge also the bridge endpoint with both gateways. The IPv4
+    /// subnet it was made for.
     fn provision_dual_stack(&self, i: usize) -> anyhow::Result<Ipv4Net> {
+        let backend = match self.t.mode {
+            Mode::L2bridge => BackendType::HostGw,
+            Mode::Overlay => BackendType::Vxlan,
+        };
         // Every node of the topology leases, in its order.
-        let all = lab::sim::agents::flannel::leases(BackendType::HostGw, self.t.nodes.len())
+        let all = lab::sim::agents::flannel::leases(backend, self.t.nodes.len())
             .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
         let v4 = *all.get(i).context("no lease for the node")?;
         let v6 = super::super::topology::pod_prefix_v6(v4);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let client = hns_client::Client::new(self.socket(i));
-        let name = leases::network_name(Mode::L2bridge);
-        rt.block_on(lab::dual_stack::provision(&client, &name, "eth0", v4, v6))
-            .with_context(|| format!("the dual-stack {name} on {}", self.state.nodes[i].name))?;
+        let name = leases::network_name(self.t.mode);
+        let made = match self.t.mode {
+            Mode::L2bridge => block_on(lab::dual_stack::provision(&client, &name, "eth0", v4, v6))?,
+            Mode::Overlay => block_on(lab::dual_stack::provision_overlay(
+                &client,
+                &name,
+                "eth0",
+                v4,
+                v6,
+                super::super::topology::VNI,
+            ))?,
+        };
+        made.with_context(|| format!("the dual-stack {name} on {}", self.state.nodes[i].name))?;
         Ok(v4)
     }
 
-    /// On a dual-stack L2Bridge cluster, what the operator routes on each Windows node: the
-    /// other Windows nodes' IPv6 pod prefixes via their IPv6 addresses (flannel routes only
-    /// IPv4). The Linux node stays IPv4-only.
+    /// On a dual-stack cluster, what the operator routes on each dual-stack Windows node: the
+    /// other Windows nodes' IPv6 pod prefixes (flannel routes only IPv4); on L2Bridge via
+    /// their IPv6 addresses, on Overlay as `RemoteSubnetRoute`s inside the VNI to their
+    /// provider addresses and DR MACs. The Linux node stays IPv4-only.
     pub(super) fn route_ipv6_pods(&self) -> anyhow::Result<()> {
-        if !self.dual_stack_bridge() {
+        if !self.t.dual_stack {
             return Ok(());
+        }
+        if self.t.mode == Mode::Overlay {
+            return self.route_ipv6_overlay();
         }
         let wins: Vec<_> = self
             .state
@@ -135,6 +181,39 @@ impl Builder {
                 let via = super::super::topology::fabric_ip_v6(o.ip);
                 super::route_via(&n.netns, prefix, via)?;
             }
+        }
+        Ok(())
+    }
+
+    fn route_ipv6_overlay(&self) -> anyhow::Result<()> {
+        let name = leases::network_name(Mode::Overlay);
+        let vni = u16::try_from(super::super::topology::VNI)?;
+        let mut dual = Vec::new();
+        for (i, n) in self.state.nodes.iter().enumerate() {
+            if self.network_v6(i)?.is_none() {
+                continue;
+            }
+            let client = hns_client::Client::new(self.socket(i));
+            let dr_mac = block_on(lab::dual_stack::dr_mac(&client, &name))??
+                .with_context(|| format!("{name} on {} has no DrMacAddress", n.name))?;
+            let subnet = n.subnet.with_context(|| format!("{} has no lease", n.name))?;
+            let remote = lab::dual_stack::RemoteNode {
+                prefix: super::super::topology::pod_prefix_v6(subnet),
+                provider_address: std::net::IpAddr::V4(n.ip),
+                dr_mac,
+            };
+            dual.push((i, client, remote));
+        }
+        for (i, client, _) in &dual {
+            let others: Vec<_> = dual
+                .iter()
+                .filter(|(j, _, _)| j != i)
+                .map(|(_, _, r)| *r)
+                .collect();
+            block_on(lab::dual_stack::route_remote_v6(client, &name, &others, vni))?
+                .with_context(|| {
+                    format!("IPv6 routes on {name} of {}", self.state.nodes[*i].name)
+                })?;
         }
         Ok(())
     }
@@ -270,4 +349,13 @@ fn missing_routes(netns: &str, others: &[Ipv4Net]) -> anyhow::Result<Vec<String>
         .filter(|s| !routes.iter().any(|r| r.destination == IpNet::V4(**s)))
         .map(|s| s.to_string())
         .collect())
+}
+
+/// Runs `f` to completion on a runtime of its own: the builder is synchronous and asks a
+/// node's hnsd only now and then.
+fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(f))
 }

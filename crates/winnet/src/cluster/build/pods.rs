@@ -117,9 +117,7 @@ impl Builder {
                 subnet: IpNet::V4(subnet),
                 node_ip: IpAddr::V4(n.ip),
                 ipam_dir: &ipam_dir,
-                subnet6: self
-                    .dual_stack_bridge()
-                    .then(|| IpNet::V6(super::super::topology::pod_prefix_v6(subnet))),
+                subnet6: self.network_v6(i)?.map(IpNet::V6),
             };
             let opts = PodOptions {
                 cluster_dns: true,
