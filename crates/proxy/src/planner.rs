@@ -631,9 +631,12 @@ mod tests {
             .collect()
     }
 
-    /// A dual-stack Service (`10.96.1.1`, `fd00:10:96::1`) with a backend of each family here.
+    /// A dual-stack ClusterIP Service (`10.96.1.1`, `fd00:10:96::1`) with a backend of each
+    /// family here.
     fn dual_stack_plan(ctx: &NodeContext) -> ServicePlan {
         let mut svc = service(false, false, false);
+        svc.service_type = ServiceType::ClusterIp;
+        svc.ports[0].node_port = None;
         svc.cluster_ips.push(ip("fd00:10:96::1"));
         let v4 = slice(&[READY_HERE]);
         let mut v6 = slice(&[("fd00:10:244:1::a", HERE, true, true, false)]);
@@ -686,7 +689,7 @@ mod tests {
         assert_eq!(roles(&carried).len(), 2, "one ClusterIP LB per family");
         assert_eq!(
             v6.backends,
-            [Backend::Local(ip("fd00:10:244:1::a"))],
+            BTreeSet::from([Backend::Local(ip("fd00:10:244:1::a"))]),
             "the IPv6 backend"
         );
     }

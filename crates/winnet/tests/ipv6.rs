@@ -364,7 +364,7 @@ fn ipv6_on_overlay_is_refused_on_ws2025_and_carried_inside_vxlan_unrestricted() 
         Some(a6),
         "IPv6 pod to pod over VXLAN, not NATed"
     );
-    let f = vxlan_v6_frame(&capture);
+    let f = vxlan_v6_frame(capture);
     assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
 }
 
@@ -505,12 +505,12 @@ fn sdnoverlay_gives_pods_ipv6_only_where_hns_carries_it_and_it_crosses_inside_vx
     assert_eq!(seen_from(&body), Some(a6), "across nodes, not NATed");
     let body = lab.curl(c, &url(a6, PORT)).expect("back the other way");
     assert_eq!(seen_from(&body), Some(c6));
-    let f = vxlan_v6_frame(&capture);
+    let f = vxlan_v6_frame(capture);
     assert_eq!(u32::from_be_bytes([0, f[46], f[47], f[48]]), 4096, "VNI");
 }
 
 /// A frame of IPv6 inside IPv4 VXLAN between the lab's two provider addresses.
-fn vxlan_v6_frame(capture: &testkit::capture::Capture) -> Vec<u8> {
+fn vxlan_v6_frame(capture: testkit::capture::Capture) -> Vec<u8> {
     // Ethernet + IPv4 (20) + UDP to 4789 + VXLAN (8), then the inner frame's EtherType.
     let vxlan6 = |f: &Vec<u8>| {
         f.len() > 64

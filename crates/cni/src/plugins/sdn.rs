@@ -218,6 +218,35 @@ impl Sdn {
     }
 }
 
+impl Sdn {
+    /// Whether this plugin may give an endpoint both families on its network type: always on
+    /// L2Bridge; on Overlay only where HNS reports `IPv6Overlay`, else refused in Windows'
+    /// words; never on NAT.
+    async fn check_dual_stack(&self, client: &Client) -> Result<(), CniError> {
+        let refuse = |why: String| Err(CniError::config("optionalFlags.enableDualStack", why));
+        match self.network_type {
+            NetworkType::L2Bridge => Ok(()),
+            NetworkType::Overlay => {
+                let features = client
+                    .get_supported_features()
+                    .await
+                    .hns("read HNS's supported features")?;
+                if features.ipv6_overlay {
+                    return Ok(());
+                }
+                refuse(format!(
+                    "Overlay (VXLAN) networks on Windows do not support dual-stack networking today: this HNS does not report IPv6Overlay, so {} gives no IPv6; use type sdnbridge on L2Bridge or drop enableDualStack",
+                    self.conf.plugin_type
+                ))
+            }
+            other => refuse(format!(
+                "dual stack works only on L2Bridge networks (and Overlay where HNS carries IPv6), and {} makes {other} networks; use type sdnbridge or drop enableDualStack",
+                self.conf.plugin_type
+            )),
+        }
+    }
+}
+
 /// The first host address of a subnet (`subnet + 1`).
 fn first_host(s: IpNet) -> IpAddr {
     match s.network() {
@@ -426,33 +455,6 @@ impl Driver for Sdn {
             return Ok(net);
         }
         client.create_network(&doc).await.hns("create the network")
-    }
-
-    /// Whether this plugin may give an endpoint both families on its network type: always on
-    /// L2Bridge; on Overlay only where HNS reports `IPv6Overlay`, else refused in Windows'
-    /// words; never on NAT.
-    async fn check_dual_stack(&self, client: &Client) -> Result<(), CniError> {
-        let refuse = |why: String| Err(CniError::config("optionalFlags.enableDualStack", why));
-        match self.network_type {
-            NetworkType::L2Bridge => Ok(()),
-            NetworkType::Overlay => {
-                let features = client
-                    .get_supported_features()
-                    .await
-                    .hns("read HNS's supported features")?;
-                if features.ipv6_overlay {
-                    return Ok(());
-                }
-                refuse(format!(
-                    "Overlay (VXLAN) networks on Windows do not support dual-stack networking today: this HNS does not report IPv6Overlay, so {} gives no IPv6; use type sdnbridge on L2Bridge or drop enableDualStack",
-                    self.conf.plugin_type
-                ))
-            }
-            other => refuse(format!(
-                "dual stack works only on L2Bridge networks (and Overlay where HNS carries IPv6), and {} makes {other} networks; use type sdnbridge or drop enableDualStack",
-                self.conf.plugin_type
-            )),
-        }
     }
 
     async fn endpoint(

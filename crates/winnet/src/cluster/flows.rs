@@ -830,10 +830,11 @@ mod tests {
                 .all(|r| !r.1 && r.2 == Some("Ipv6OnOverlay")),
             "{overlay:?}"
         );
-        let open = ipv6_rows(&matrix(
+        let open = matrix(
             &dual_state("overlay", "unrestricted"),
             Profile::Unrestricted,
-        ));
+        );
+        let open = ipv6_rows(&open);
         assert_eq!(open.len(), 3, "{open:?}");
         assert!(open.iter().all(|r| r.1), "{open:?}");
         assert!(ipv6_rows(&matrix(&state("ws2025"), Profile::Ws2025)).is_empty());
