@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use hcn::{MacAddress, SupportedFeatures};
 use hcn::loadbalancer::{LoadBalancerDistribution, LoadBalancerFlags, PortMappingFlags};
+use hcn::{MacAddress, SupportedFeatures};
 use ipnet::IpNet;
 
 use crate::model::{
@@ -670,7 +670,10 @@ mod tests {
         };
         let refused = dual_stack_plan(&overlay(&ws2025));
         let vips: Vec<_> = refused.lbs.iter().map(|lb| lb.frontend.vip).collect();
-        assert!(vips.iter().all(|v| v.is_some_and(|v| v.is_ipv4())), "{vips:?}");
+        assert!(
+            vips.iter().all(|v| v.is_some_and(|v| v.is_ipv4())),
+            "{vips:?}"
+        );
         assert!(
             refused.problems.iter().any(|p| p.contains(
                 "Overlay (VXLAN) networks on Windows do not support dual-stack networking today"

@@ -126,7 +126,7 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 // Only refusals that are not HNS's stay: Kubernetes' and winkernel's (no local
                 // backend for a Local traffic policy, no ready or serving endpoint).
                 let own = ["NoLocalEndpoint", "NoReadyEndpoint", "NoServingEndpoint"]
-                .map(|r| t.matches(&format!("fails ({r})")).count());
+                    .map(|r| t.matches(&format!("fails ({r})")).count());
                 assert_eq!(
                     t.matches("fails (").count(),
                     own.iter().sum::<usize>(),

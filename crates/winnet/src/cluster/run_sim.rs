@@ -442,7 +442,13 @@ mod tests {
                 .filter(|n| n.os == Os::Windows)
                 .flat_map(|n| n.pods.iter());
             for p in win_pods {
-                assert_eq!(p.ip6.is_some(), lifted, "{profile}: pod {} {:?}", p.name, p.ip6);
+                assert_eq!(
+                    p.ip6.is_some(),
+                    lifted,
+                    "{profile}: pod {} {:?}",
+                    p.name,
+                    p.ip6
+                );
             }
             let all = outcomes(&t).expect("the simulated matrix");
             let v6: Vec<_> = all

@@ -236,8 +236,10 @@ impl Cluster {
                 .filter(|(j, _)| *j != i)
                 .map(|(_, r)| *r)
                 .collect();
-            block_on(crate::dual_stack::route_remote_v6(&node.hns, &name, &others, vni))?
-                .map_err(|e| fail(format!("{}: IPv6 routes on {name}: {e}", node.name)))?;
+            block_on(crate::dual_stack::route_remote_v6(
+                &node.hns, &name, &others, vni,
+            ))?
+            .map_err(|e| fail(format!("{}: IPv6 routes on {name}: {e}", node.name)))?;
             node.sync_host();
         }
         Ok(())

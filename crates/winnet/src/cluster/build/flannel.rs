@@ -117,12 +117,13 @@ impl Builder {
         let name = leases::network_name(self.t.mode);
         let net = block_on(client.get_network_by_name(&name))?
             .with_context(|| format!("{name} on {}", self.state.nodes[i].name))?;
-        Ok(net.iter().flat_map(|n| n.subnets()).find_map(|s| {
-            match s.ip_address_prefix {
+        Ok(net
+            .iter()
+            .flat_map(|n| n.subnets())
+            .find_map(|s| match s.ip_address_prefix {
                 Some(IpNet::V6(p)) => Some(p),
                 _ => None,
-            }
-        }))
+            }))
     }
 
     /// What the operator of a dual-stack node does before flanneld starts
@@ -196,7 +197,9 @@ impl Builder {
             let client = hns_client::Client::new(self.socket(i));
             let dr_mac = block_on(lab::dual_stack::dr_mac(&client, &name))??
                 .with_context(|| format!("{name} on {} has no DrMacAddress", n.name))?;
-            let subnet = n.subnet.with_context(|| format!("{} has no lease", n.name))?;
+            let subnet = n
+                .subnet
+                .with_context(|| format!("{} has no lease", n.name))?;
             let remote = lab::dual_stack::RemoteNode {
                 prefix: super::super::topology::pod_prefix_v6(subnet),
                 provider_address: std::net::IpAddr::V4(n.ip),
@@ -210,10 +213,10 @@ impl Builder {
                 .filter(|(j, _, _)| j != i)
                 .map(|(_, _, r)| *r)
                 .collect();
-            block_on(lab::dual_stack::route_remote_v6(client, &name, &others, vni))?
-                .with_context(|| {
-                    format!("IPv6 routes on {name} of {}", self.state.nodes[*i].name)
-                })?;
+            block_on(lab::dual_stack::route_remote_v6(
+                client, &name, &others, vni,
+            ))?
+            .with_context(|| format!("IPv6 routes on {name} of {}", self.state.nodes[*i].name))?;
         }
         Ok(())
     }
