@@ -123,3 +123,94 @@ fn without_host_route_the_host_and_its_pods_do_not_reach_each_other() {
     let ex = t.c.tcp_syn(Who::Node(0), t.ip(b), 8080);
     assert!(ex.request.is_none(), "{ex}");
 }
+
+/// A dual-stack Overlay cluster where HNS carries IPv6 there (unrestricted), as its operator
+/// makes it (`lab::dual_stack`): pods from sdnoverlay with an address of each family talk IPv6
+/// across nodes inside VXLAN, also after flanneld starts again on every node (it adopts the
+/// operator's network and removes only stale IPv4 routes, its own, not the IPv6 ones).
+#[test]
+fn dual_stack_overlay_pods_talk_ipv6_across_nodes_and_a_flanneld_restart_keeps_the_routes() {
+    use flannel::config::BackendType;
+    use lab::PodOptions;
+    use lab::sim::agents::flannel::leases;
+    use lab::sim::cluster::Cluster;
+
+    let names = ["node1".to_string(), "node2".to_string()];
+    let mut c = Cluster::dual_stack(&names, Profile::Unrestricted).unwrap();
+    let subnets = leases(BackendType::Vxlan, 2).unwrap();
+    assert!(c.provision_dual_stack_overlay(&subnets).unwrap());
+    c.flannel(BackendType::Vxlan, &subnets).unwrap();
+    c.route_ipv6_overlay(&subnets).unwrap();
+    let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
+    let d = c.add_pod(1, "d", PodOptions::default()).unwrap();
+    let v6 = |c: &Cluster, w: Who| {
+        c.stack(w)
+            .and_then(|s| s.addresses().find(|a| a.is_ipv6()))
+            .expect("an IPv6 address from sdnoverlay")
+    };
+    let (a6, d6) = (v6(&c, a), v6(&c, d));
+    assert_eq!(a6, ip("fd00:10:244:1::a"));
+    let ex = c.tcp_syn(a, d6, 8080);
+    delivered(&ex, d, a6, d6, 8080);
+
+    // flanneld starting again on node1: the real backend adopts the network and reconciles
+    // its routes with node2's lease, as its watch delivers it.
+    let conf = lab::sim::agents::flannel::net_conf(BackendType::Vxlan).unwrap();
+    let lease = |i: usize, c: &Cluster| flannel::lease::Lease {
+        subnet: subnets[i],
+        attrs: flannel::lease::LeaseAttrs {
+            public_ip: match addr::node(i) {
+                std::net::IpAddr::V4(v4) => v4,
+                other => panic!("an IPv4 node address, not {other}"),
+            },
+            backend_type: BackendType::Vxlan,
+            vxlan: Some(flannel::lease::VxlanData {
+                vni: 4096,
+                vtep_mac: c.dr_mac(i).map(|m| flannel::lease::Mac(m.0)),
+            }),
+        },
+    };
+    let (mine, theirs) = (lease(0, &c), lease(1, &c));
+    let node = &mut c.nodes[0];
+    let mut b = flannel::windows::WindowsBackend::on_stack(
+        node.hns.clone(),
+        node.node_stack(),
+        conf,
+        flannel::Node {
+            iface: lab::sim::agents::flannel::NIC.into(),
+            public_ip: mine.attrs.public_ip,
+            mtu: 1500,
+        },
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(b.setup(&mine)).unwrap();
+    rt.block_on(b.reconcile(&[theirs])).unwrap();
+    node.sync_host();
+    let ex = c.tcp_syn(a, d6, 8080);
+    delivered(&ex, d, a6, d6, 8080);
+    let v4 = c.ip_of(d).unwrap();
+    let ex = c.tcp_syn(a, v4, 8080);
+    delivered(&ex, d, c.ip_of(a).unwrap(), v4, 8080);
+}
+
+/// Where HNS does not carry IPv6 on Overlay (every Windows build), the operator leaves the
+/// nodes IPv4-only: nothing is made, and pods get IPv4 from win-overlay as before.
+#[test]
+fn without_ipv6_overlay_the_operator_leaves_overlay_nodes_single_stack() {
+    use flannel::config::BackendType;
+    use lab::PodOptions;
+    use lab::sim::agents::flannel::leases;
+    use lab::sim::cluster::Cluster;
+
+    let names = ["node1".to_string(), "node2".to_string()];
+    let mut c = Cluster::dual_stack(&names, Profile::Ws2025).unwrap();
+    let subnets = leases(BackendType::Vxlan, 2).unwrap();
+    assert!(!c.provision_dual_stack_overlay(&subnets).unwrap());
+    c.flannel(BackendType::Vxlan, &subnets).unwrap();
+    let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
+    let addrs: Vec<_> = c.stack(a).unwrap().addresses().collect();
+    assert!(addrs.iter().all(|a| a.is_ipv4()), "{addrs:?}");
+}
