@@ -90,8 +90,9 @@ pub struct SupportedFeatures {
     /// feature: kube-proxy's winkernel and sdnoverlay refuse dual-stack on overlay outright
     /// ("Overlay (VXLAN) networks on Windows do not support dual-stack networking today").
     /// hnsd reports it where its profile lifts the limitation (`unrestricted`), as the
-    /// feature those clients would check if Windows lifted it; never from a version.
-    #[serde(rename = "IPv6Overlay", default)]
+    /// feature those clients would check if Windows lifted it; never from a version. Ours,
+    /// so `Linux`-prefixed (DESIGN §3.1): nothing of ours hides among HNS's names.
+    #[serde(rename = "LinuxIPv6Overlay", default)]
     pub ipv6_overlay: bool,
 }
 

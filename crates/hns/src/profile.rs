@@ -142,7 +142,7 @@ impl Profile {
 
     /// The features a client derives from the version (hnslib's ranges): what
     /// `GET /globals/features` reports and what hnsd accepts (session affinity, IPv6,
-    /// `HcnModifyLoadBalancer`, ...); and `IPv6Overlay` where the profile lifts
+    /// `HcnModifyLoadBalancer`, ...); and `LinuxIPv6Overlay` where the profile lifts
     /// [`Limitation::Ipv6OnOverlay`] (no version has it: see [`SupportedFeatures::ipv6_overlay`]).
     pub fn features(self) -> SupportedFeatures {
         SupportedFeatures {
@@ -385,7 +385,7 @@ mod tests {
             ("DisableHostPort", f.disable_host_port),
             ("Accelnet", f.accelnet),
             ("ModifyLoadbalancer", f.modify_loadbalancer),
-            ("IPv6Overlay", f.ipv6_overlay),
+            ("LinuxIPv6Overlay", f.ipv6_overlay),
         ]
     }
 

@@ -612,7 +612,7 @@ fn version_ranges__hcnglobals() {
 /// hcnsupport_test.go TestSupportedFeatures / TestV2ApiSupport ... TestL4WfpProxyPolicySupport:
 /// what hnsd reports under /globals/features is what its /globals/version implies, for every
 /// profile (each upstream test checks one feature's flag against its version gate); beside
-/// them only `IPv6Overlay`, which no version implies and hnsd reports where the profile lifts
+/// them only `LinuxIPv6Overlay`, which no version implies and hnsd reports where the profile lifts
 /// the "IPv6 on overlay" limitation.
 #[tokio::test]
 async fn supported_features__hcnsupport() {

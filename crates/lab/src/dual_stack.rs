@@ -10,7 +10,7 @@
 //! `sdnbridge` with host-local and a range per family. Both local clusters call this.
 //!
 //! On Overlay no Windows build carries IPv6 (kube-proxy's winkernel and sdnoverlay refuse
-//! dual-stack there), so the operator does this only where HNS reports `IPv6Overlay` (hnsd's
+//! dual-stack there), so the operator does this only where HNS reports `LinuxIPv6Overlay` (hnsd's
 //! `unrestricted` profile, [`overlay_carries_ipv6`]): the Overlay network with both subnets
 //! under flannel's VSID before flanneld starts (flanneld keeps it as it keeps cbr0), no bridge
 //! endpoint (overlay pods route through the subnet's .1 / ::1, HNS's own gateway), the other
@@ -111,7 +111,7 @@ pub async fn provision(
     Ok(net.id)
 }
 
-/// Whether the node's HNS carries IPv6 on Overlay networks (`IPv6Overlay` in its supported
+/// Whether the node's HNS carries IPv6 on Overlay networks (`LinuxIPv6Overlay` in its supported
 /// features): only then does an operator make a dual-stack Overlay node.
 pub async fn overlay_carries_ipv6(hns: &Client) -> Result<bool, ClientError> {
     Ok(hns.get_supported_features().await?.ipv6_overlay)

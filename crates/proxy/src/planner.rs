@@ -52,7 +52,7 @@ impl NodeContext {
     /// Whether kube-proxy runs its IPv6 proxier on this node: winkernel's dual-stack mode needs
     /// HNS's IPv6DualStack, and refuses Overlay networks ("Overlay (VXLAN) networks on
     /// Windows do not support dual-stack networking today") unless HNS reports carrying IPv6
-    /// there (`IPv6Overlay`: no Windows build does; hnsd's `unrestricted` profile lifts it).
+    /// there (`LinuxIPv6Overlay`: no Windows build does; hnsd's `unrestricted` profile lifts it).
     pub fn programs_ipv6(features: &SupportedFeatures, overlay: bool) -> bool {
         features.ipv6_dual_stack && (!overlay || features.ipv6_overlay)
     }
@@ -645,8 +645,8 @@ mod tests {
     }
 
     /// IPv6 Services on Overlay only where HNS carries IPv6 there: the Windows builds' HNS
-    /// (IPv6DualStack, no IPv6Overlay) gets the IPv4 half and winkernel's words for the rest;
-    /// an HNS reporting IPv6Overlay gets the IPv6 ClusterIP too, as on L2Bridge.
+    /// (IPv6DualStack, no LinuxIPv6Overlay) gets the IPv4 half and winkernel's words for the rest;
+    /// an HNS reporting LinuxIPv6Overlay gets the IPv6 ClusterIP too, as on L2Bridge.
     #[test]
     fn ipv6_services_on_overlay_only_where_hns_carries_ipv6_there() {
         let ws2025 = SupportedFeatures::for_version(hcn::Version::new(15, 4));

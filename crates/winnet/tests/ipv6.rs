@@ -433,7 +433,7 @@ fn overlay_nodes(lab: &mut Lab, profile: &str) -> (Vec<Node>, bool) {
 }
 
 /// Dual-stack on Overlay the way the real pieces do it: under ws2025 HNS reports no
-/// `IPv6Overlay` and sdnoverlay refuses `enableDualStack` in Windows' words, naming the
+/// `LinuxIPv6Overlay` and sdnoverlay refuses `enableDualStack` in Windows' words, naming the
 /// field; under `unrestricted` the operator's dual-stack `flannel.4096` and sdnoverlay give
 /// pods both families, and IPv6 flows pod -> pod on one node and across nodes inside IPv4
 /// VXLAN (VNI 4096) between the provider addresses, the receiver seeing the client's own
@@ -449,7 +449,7 @@ fn sdnoverlay_gives_pods_ipv6_only_where_hns_carries_it_and_it_crosses_inside_vx
 
     let mut lab = Lab::new("o5");
     let (nodes, carries) = overlay_nodes(&mut lab, "ws2025");
-    assert!(!carries, "ws2025's HNS reports no IPv6Overlay");
+    assert!(!carries, "ws2025's HNS reports no LinuxIPv6Overlay");
     // The operator's dual-stack network, made anyway: the plugin still refuses.
     let client = lab.hnsds[0].client();
     rt().block_on(::lab::dual_stack::provision_overlay(
@@ -472,7 +472,7 @@ fn sdnoverlay_gives_pods_ipv6_only_where_hns_carries_it_and_it_crosses_inside_vx
 
     let mut lab = Lab::new("o6");
     let (nodes, carries) = overlay_nodes(&mut lab, "unrestricted");
-    assert!(carries, "unrestricted's HNS reports IPv6Overlay");
+    assert!(carries, "unrestricted's HNS reports LinuxIPv6Overlay");
     let mut added = Vec::new();
     for (i, name) in [(0, "pa"), (0, "pb"), (1, "pc")] {
         let (ns, ips) = add_pod(&mut lab, plugins.path(), (i, &nodes[i]), name, true);

@@ -220,7 +220,7 @@ impl Sdn {
 
 impl Sdn {
     /// Whether this plugin may give an endpoint both families on its network type: always on
-    /// L2Bridge; on Overlay only where HNS reports `IPv6Overlay`, else refused in Windows'
+    /// L2Bridge; on Overlay only where HNS reports `LinuxIPv6Overlay`, else refused in Windows'
     /// words; never on NAT.
     async fn check_dual_stack(&self, client: &Client) -> Result<(), CniError> {
         let refuse = |why: String| Err(CniError::config("optionalFlags.enableDualStack", why));
@@ -235,7 +235,7 @@ impl Sdn {
                     return Ok(());
                 }
                 refuse(format!(
-                    "Overlay (VXLAN) networks on Windows do not support dual-stack networking today: this HNS does not report IPv6Overlay, so {} gives no IPv6; use type sdnbridge on L2Bridge or drop enableDualStack",
+                    "Overlay (VXLAN) networks on Windows do not support dual-stack networking today: this HNS does not report LinuxIPv6Overlay, so {} gives no IPv6; use type sdnbridge on L2Bridge or drop enableDualStack",
                     self.conf.plugin_type
                 ))
             }
@@ -424,7 +424,7 @@ impl Driver for Sdn {
 
     /// With `enableDualStack` the network must exist and be L2Bridge (common/core/network.go
     /// `Add`): a dual-stack network has both subnets, which the config cannot describe. An
-    /// Overlay network is taken too where HNS reports `IPv6Overlay` (no Windows build does;
+    /// Overlay network is taken too where HNS reports `LinuxIPv6Overlay` (no Windows build does;
     /// hnsd's `unrestricted` profile lifts the limitation), since then HNS carries the IPv6
     /// half inside VXLAN as it carries IPv4.
     async fn ensure_network(

@@ -92,7 +92,7 @@ impl Builder {
 
     /// Whether the operator makes Windows node `i` dual-stack (lab::dual_stack): on a
     /// `dualStack` cluster always on L2Bridge, and on Overlay where the node's HNS says it
-    /// carries IPv6 there (`IPv6Overlay`); no Windows build does.
+    /// carries IPv6 there (`LinuxIPv6Overlay`); no Windows build does.
     fn dual_stack_wanted(&self, i: usize) -> anyhow::Result<bool> {
         if !self.t.dual_stack || self.state.nodes[i].os != Os::Windows {
             return Ok(false);
