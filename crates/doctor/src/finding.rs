@@ -54,11 +54,16 @@ pub enum ProblemKind {
     Ws2022L2BridgeDsr,
     /// More backends behind a Service than the profile's load balancers take.
     BackendLimit,
+    /// Another node's flannel lease without its route on this node (host-gw: a kernel route
+    /// via its public IP; vxlan: a RemoteSubnetRoute on the network).
+    FlannelRouteMissing,
+    /// This node's network or subnet.env not on the subnet of its own flannel lease.
+    FlannelSubnetDiffers,
 }
 
 impl ProblemKind {
     /// Every kind, in report order.
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 23] = [
         ProblemKind::RemoteEndpointIsLocalPod,
         ProblemKind::DuplicateEndpointIp,
         ProblemKind::EndpointWithoutPod,
@@ -80,6 +85,8 @@ impl ProblemKind {
         ProblemKind::Ws2022NodePortOnOverlay,
         ProblemKind::Ws2022L2BridgeDsr,
         ProblemKind::BackendLimit,
+        ProblemKind::FlannelRouteMissing,
+        ProblemKind::FlannelSubnetDiffers,
     ];
 
     /// The kebab-case name (JSON, metrics' `kind` label).
@@ -106,6 +113,8 @@ impl ProblemKind {
             ProblemKind::Ws2022NodePortOnOverlay => "ws2022-nodeport-on-overlay",
             ProblemKind::Ws2022L2BridgeDsr => "ws2022-l2bridge-dsr",
             ProblemKind::BackendLimit => "backend-limit",
+            ProblemKind::FlannelRouteMissing => "flannel-route-missing",
+            ProblemKind::FlannelSubnetDiffers => "flannel-subnet-differs",
         }
     }
 
@@ -126,6 +135,12 @@ impl ProblemKind {
             ProblemKind::SnatPortPressure => "wcnscripts checkPortExhaustion.ps1",
             ProblemKind::LeakedNamespace => "none (hnsdiag list namespaces by hand)",
             ProblemKind::PodDnsDiffers => "none (Get-DnsClientServerAddress in the pod)",
+            ProblemKind::FlannelRouteMissing => {
+                "none (Get-NetRoute / Get-HnsPolicyList against the flannel leases by hand)"
+            }
+            ProblemKind::FlannelSubnetDiffers => {
+                "none (C:\\run\\flannel\\subnet.env and Get-HnsNetwork by hand)"
+            }
             _ => "none (collectlogs.ps1 output read by hand)",
         }
     }

@@ -27,6 +27,33 @@ pub struct NodeSnapshot {
     pub switch: Option<SwitchDump>,
     /// Devices, addresses, routes, neighbours and resolv.conf; `None` when not collected.
     pub kernel: Option<KernelView>,
+    /// flannel's leases and this node's subnet.env; `None` when flannel is not known (the
+    /// flannel checks are skipped, not passed).
+    pub flannel: Option<FlannelView>,
+}
+
+/// What flanneld agreed with the other nodes (its leases, from its store) and wrote for the
+/// CNI plugin on this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlannelView {
+    /// This node's public IP, which its own lease carries.
+    pub public_ip: Option<IpAddr>,
+    /// Every node's lease.
+    pub leases: Vec<FlannelLease>,
+    /// Where flanneld writes subnet.env on this node.
+    pub subnet_file: String,
+    /// Its text; `None` when it is missing.
+    pub subnet_env: Option<String>,
+}
+
+/// One node's flannel lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlannelLease {
+    pub subnet: ipnet::Ipv4Net,
+    pub public_ip: IpAddr,
+    /// `host-gw` or `vxlan`.
+    pub backend: String,
 }
 
 /// The profile's documented limits that the checks need.

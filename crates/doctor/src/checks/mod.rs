@@ -2,6 +2,7 @@
 //! that appends its findings.
 
 pub mod endpoints;
+pub mod flannel;
 pub mod kernel;
 pub mod known;
 pub mod loadbalancers;
