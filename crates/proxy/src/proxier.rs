@@ -195,6 +195,7 @@ impl Proxy {
             hns,
             switch,
             kernel: None,
+            flannel: None,
         };
         Ok(doctor::diagnose(&snap))
     }

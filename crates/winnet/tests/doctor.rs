@@ -930,6 +930,82 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     std::fs::remove_file(&big_file).expect("remove the manifest");
     doctor_until(&baseline);
 
+    // flannel: the route flanneld made on win-1 for win-2's lease deleted behind its back.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
+    )
+    .expect("state JSON");
+    let node = |name: &str| {
+        state["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no node {name} in the state"))
+    };
+    let (win1, win2) = (node("win-1"), node("win-2"));
+    let subnet = win2["subnet"].as_str().expect("win-2's lease").to_string();
+    let route = format!("{subnet} via {}", win2["ip"].as_str().expect("win-2's IP"));
+    let ip_route = |verb: &str| {
+        let mut args = vec!["-n", "wn-win-1", "route", verb];
+        args.extend(route.split(' '));
+        ok(
+            &Command::new("ip").args(&args).output().expect("ip"),
+            &format!("ip route {verb} {route}"),
+        );
+    };
+    ip_route("del");
+    let (f, _) = doctor(&[]);
+    assert_eq!(
+        kinds(&f),
+        ["flannel-route-missing", "ws2022-l2bridge-dsr"],
+        "{f:#?}"
+    );
+    named(
+        &f,
+        "flannel-route-missing",
+        &[("Lease", &subnet), ("Route", &route)],
+    );
+    ip_route("add");
+    doctor_until(&baseline);
+
+    // win-1's subnet.env changed behind flanneld's back: not on its lease any more.
+    let own = win1["subnet"].as_str().expect("win-1's lease").to_string();
+    let env_file = "/run/winnet/cluster/win-1/subnet.env";
+    let env = std::fs::read_to_string(env_file).expect("win-1's subnet.env");
+    let changed: String = env
+        .lines()
+        .map(|l| {
+            if l.starts_with("FLANNEL_SUBNET=") {
+                "FLANNEL_SUBNET=10.244.99.1/24\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(changed, env, "no FLANNEL_SUBNET in {env}");
+    std::fs::write(env_file, changed).expect("write subnet.env");
+    let (f, _) = doctor(&[]);
+    assert_eq!(
+        kinds(&f),
+        ["flannel-subnet-differs", "ws2022-l2bridge-dsr"],
+        "{f:#?}"
+    );
+    let differs = named(
+        &f,
+        "flannel-subnet-differs",
+        &[("Lease", &own), ("SubnetEnv", env_file)],
+    );
+    assert!(
+        differs["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("10.244.99.1/24")),
+        "{differs:#}"
+    );
+    std::fs::write(env_file, env).expect("restore subnet.env");
+    doctor_until(&baseline);
+
     // client-1's endpoint detached and deleted behind the CNI plugin's back (hnsd refuses
     // deleting it while attached): the pod has none. Last: nothing but a new sandbox makes
     // it again.

@@ -32,7 +32,12 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         .hns
         .networks
         .iter()
-        .filter(|net| matches!(net.network_type, NetworkType::L2Bridge | NetworkType::Overlay))
+        .filter(|net| {
+            matches!(
+                net.network_type,
+                NetworkType::L2Bridge | NetworkType::Overlay
+            )
+        })
         .collect();
     let routes = n
         .snap
@@ -82,13 +87,16 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
     }
     let Some(own) = own else {
         if let Some(ip) = fl.public_ip {
-            out.push(n.finding(
-                ProblemKind::FlannelSubnetDiffers,
-                format!("no flannel lease carries this node's public IP {ip}"),
-                vec![ObjectRef::new("Node", n.snap.node.clone(), ip.to_string())],
-                "the other nodes have no route to this node's pods: every flow from them fails".into(),
-                "restart flanneld on this node: it takes (or renews) its lease at start".into(),
-            ));
+            out.push(
+                n.finding(
+                    ProblemKind::FlannelSubnetDiffers,
+                    format!("no flannel lease carries this node's public IP {ip}"),
+                    vec![ObjectRef::new("Node", n.snap.node.clone(), ip.to_string())],
+                    "the other nodes have no route to this node's pods: every flow from them fails"
+                        .into(),
+                    "restart flanneld on this node: it takes (or renews) its lease at start".into(),
+                ),
+            );
         }
         return;
     };

@@ -189,6 +189,7 @@ pub fn node_sources(
             pods: None,
             netns: None,
             peers: Vec::new(),
+            flannel: None,
             cluster,
         }]);
     }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use doctor::snapshot::{
-    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts,
+    ClusterFacts, FlannelLease, FlannelView, HnsView, KernelView, KubeView, LinkView, NetnsView,
+    Pod, ProfileFacts,
 };
 use doctor::{NodeSnapshot, node::netns_path};
 use hns::Profile;
@@ -31,6 +32,20 @@ pub struct NodeSource {
     /// The hnsd of the other nodes on this machine, whose namespaces are not leaked.
     pub peers: Vec<PathBuf>,
     pub cluster: ClusterFacts,
+    /// Where flanneld keeps this node's lease and subnet.env (the local cluster knows; else
+    /// `None` and the flannel checks are skipped).
+    pub flannel: Option<FlannelSource>,
+}
+
+/// flanneld's store and this node's files.
+#[derive(Clone, Debug)]
+pub struct FlannelSource {
+    /// flannel's etcd (client URL).
+    pub etcd: String,
+    /// This node's subnet.env.
+    pub subnet_file: PathBuf,
+    /// This node's public IP (its lease's).
+    pub public_ip: IpAddr,
 }
 
 /// The sources of the local cluster's Windows nodes (all of them, or `only`).
@@ -86,6 +101,11 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
             ),
             netns: Some(n.netns.clone()),
             cluster: cluster.clone(),
+            flannel: state.etcd.as_ref().map(|etcd| FlannelSource {
+                etcd: etcd.clone(),
+                subnet_file: dir.join(&n.name).join("subnet.env"),
+                public_ip: IpAddr::V4(n.ip),
+            }),
         })
         .collect())
 }
@@ -169,6 +189,27 @@ fn snapshot(
         hns,
         switch,
         kernel: Some(kernel),
+        flannel: s.flannel.as_ref().map(flannel_view).transpose()?,
+    })
+}
+
+/// The leases from flannel's etcd (parsed with flanneld's own lease code) and this node's
+/// subnet.env as the flannel CNI plugin would read it.
+fn flannel_view(f: &FlannelSource) -> anyhow::Result<FlannelView> {
+    let leases = crate::cluster::leases::read(&f.etcd)
+        .with_context(|| format!("flannel's leases in etcd at {}", f.etcd))?
+        .iter()
+        .map(|l| FlannelLease {
+            subnet: l.subnet,
+            public_ip: IpAddr::V4(l.attrs.public_ip),
+            backend: l.attrs.backend_type.as_str().to_string(),
+        })
+        .collect();
+    Ok(FlannelView {
+        public_ip: Some(f.public_ip),
+        leases,
+        subnet_file: f.subnet_file.to_string_lossy().into_owned(),
+        subnet_env: std::fs::read_to_string(&f.subnet_file).ok(),
     })
 }
 
