@@ -59,11 +59,16 @@ pub enum ProblemKind {
     FlannelRouteMissing,
     /// This node's network or subnet.env not on the subnet of its own flannel lease.
     FlannelSubnetDiffers,
+    /// The cluster DNS answers a Service's name with other addresses than its ClusterIPs, or
+    /// not at all.
+    ClusterDnsAnswerDiffers,
+    /// A pod's resolv.conf that does not point at the cluster DNS Service.
+    PodResolverNotClusterDns,
 }
 
 impl ProblemKind {
     /// Every kind, in report order.
-    pub const ALL: [ProblemKind; 23] = [
+    pub const ALL: [ProblemKind; 25] = [
         ProblemKind::RemoteEndpointIsLocalPod,
         ProblemKind::DuplicateEndpointIp,
         ProblemKind::EndpointWithoutPod,
@@ -87,6 +92,8 @@ impl ProblemKind {
         ProblemKind::BackendLimit,
         ProblemKind::FlannelRouteMissing,
         ProblemKind::FlannelSubnetDiffers,
+        ProblemKind::ClusterDnsAnswerDiffers,
+        ProblemKind::PodResolverNotClusterDns,
     ];
 
     /// The kebab-case name (JSON, metrics' `kind` label).
@@ -115,6 +122,8 @@ impl ProblemKind {
             ProblemKind::BackendLimit => "backend-limit",
             ProblemKind::FlannelRouteMissing => "flannel-route-missing",
             ProblemKind::FlannelSubnetDiffers => "flannel-subnet-differs",
+            ProblemKind::ClusterDnsAnswerDiffers => "cluster-dns-answer-differs",
+            ProblemKind::PodResolverNotClusterDns => "pod-resolver-not-cluster-dns",
         }
     }
 
@@ -134,7 +143,12 @@ impl ProblemKind {
             }
             ProblemKind::SnatPortPressure => "wcnscripts checkPortExhaustion.ps1",
             ProblemKind::LeakedNamespace => "none (hnsdiag list namespaces by hand)",
-            ProblemKind::PodDnsDiffers => "none (Get-DnsClientServerAddress in the pod)",
+            ProblemKind::PodDnsDiffers | ProblemKind::PodResolverNotClusterDns => {
+                "none (Get-DnsClientServerAddress in the pod)"
+            }
+            ProblemKind::ClusterDnsAnswerDiffers => {
+                "none (Resolve-DnsName in a pod against kubectl get svc, by hand)"
+            }
             ProblemKind::FlannelRouteMissing => {
                 "none (Get-NetRoute / Get-HnsPolicyList against the flannel leases by hand)"
             }

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use doctor::snapshot::{
-    ClusterFacts, FlannelLease, FlannelView, HnsView, KernelView, KubeView, LinkView, NetnsView,
+    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView, LinkView, NetnsView,
     Pod, ProfileFacts, Service, ServiceEndpoint, ServicePort,
 };
 use doctor::{Finding, NodeSnapshot, ProblemKind, Repair, diagnose};
@@ -190,8 +190,21 @@ fn healthy() -> NodeSnapshot {
                     .into(),
             ),
         }),
+        dns: Some(DnsView {
+            server: Some(ip("10.96.0.53")),
+            asked_from: NETNS.into(),
+            answers: vec![DnsAnswer {
+                service: "default/web".into(),
+                name: WEB_NAME.into(),
+                qtype: "A".into(),
+                addresses: vec![ip(VIP)],
+                error: None,
+            }],
+        }),
     }
 }
+
+const WEB_NAME: &str = "web.default.svc.cluster.local.";
 
 const WIN2_SUBNET: &str = "10.244.2.0/24";
 const WIN2_IP: &str = "192.168.77.12";
@@ -669,4 +682,43 @@ fn flannel_unknown_skips_the_flannel_checks() {
         k.node.routes.clear();
     }
     assert_eq!(diagnose(&snap), vec![]);
+}
+
+#[test]
+fn the_cluster_dns_answers_a_service_name_wrong_or_not_at_all() {
+    let mut snap = healthy();
+    if let Some(d) = snap.dns.as_mut() {
+        d.answers[0].addresses = vec![ip("10.96.7.7")];
+    }
+    let f = only(&snap, ProblemKind::ClusterDnsAnswerDiffers);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Service", "default/web"), "{f:#?}");
+    assert!(names(&f[0], "DnsName", WEB_NAME), "{f:#?}");
+    assert!(
+        f[0].summary.contains("10.96.7.7") && f[0].summary.contains(VIP),
+        "{f:#?}"
+    );
+
+    let mut snap = healthy();
+    if let Some(d) = snap.dns.as_mut() {
+        d.answers[0].addresses.clear();
+        d.answers[0].error = Some("timeout".into());
+    }
+    let f = only(&snap, ProblemKind::ClusterDnsAnswerDiffers);
+    assert!(f[0].summary.contains("timeout"), "{f:#?}");
+}
+
+#[test]
+fn a_pod_whose_resolver_is_not_the_cluster_dns() {
+    let mut snap = healthy();
+    let other = "nameserver 8.8.8.8\n".to_string();
+    if let Some(k) = snap.kernel.as_mut() {
+        k.pods[0].resolv_conf = Some(other.clone());
+        // Its endpoint says so too: the CNI config's DNS is wrong, not the file.
+        k.pods[0].expected_resolv_conf = Some(other);
+    }
+    let f = only(&snap, ProblemKind::PodResolverNotClusterDns);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Netns", NETNS), "{f:#?}");
+    assert!(names(&f[0], "Service", "kube-system/kube-dns"), "{f:#?}");
 }

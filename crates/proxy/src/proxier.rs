@@ -196,6 +196,7 @@ impl Proxy {
             switch,
             kernel: None,
             flannel: None,
+            dns: None,
         };
         Ok(doctor::diagnose(&snap))
     }
