@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 
 use doctor::snapshot::{
-    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView, LinkView, NetnsView,
-    Pod, ProfileFacts, Service, ServiceEndpoint, ServicePort,
+    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView,
+    LinkView, NetnsView, Pod, ProfileFacts, Service, ServiceEndpoint, ServicePort,
 };
 use doctor::{Finding, NodeSnapshot, ProblemKind, Repair, diagnose};
 use hns_client::switch::{LayerDump, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts, SwitchPort};
@@ -709,16 +709,15 @@ fn the_cluster_dns_answers_a_service_name_wrong_or_not_at_all() {
 }
 
 #[test]
-fn a_pod_whose_resolver_is_not_the_cluster_dns() {
+fn a_pod_whose_endpoint_does_not_give_it_the_cluster_dns() {
     let mut snap = healthy();
-    let other = "nameserver 8.8.8.8\n".to_string();
-    if let Some(k) = snap.kernel.as_mut() {
-        k.pods[0].resolv_conf = Some(other.clone());
-        // Its endpoint says so too: the CNI config's DNS is wrong, not the file.
-        k.pods[0].expected_resolv_conf = Some(other);
+    if let Some(d) = snap.dns.as_mut() {
+        d.server = Some(ip("10.96.0.99"));
     }
     let f = only(&snap, ProblemKind::PodResolverNotClusterDns);
     assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Endpoint", EP), "{f:#?}");
     assert!(names(&f[0], "Netns", NETNS), "{f:#?}");
     assert!(names(&f[0], "Service", "kube-system/kube-dns"), "{f:#?}");
+    assert!(f[0].summary.contains("10.96.0.53"), "{f:#?}");
 }

@@ -83,19 +83,21 @@ fn kinds(findings: &[Value]) -> Vec<String> {
     k
 }
 
-/// The finding of `kind`, which must name every `(kind, id)` of `objects`.
+/// The finding of `kind` that names every `(kind, id)` of `objects` (there may be several of
+/// the kind, e.g. one per Service).
 fn named<'a>(findings: &'a [Value], kind: &str, objects: &[(&str, &str)]) -> &'a Value {
-    let f = findings
-        .iter()
-        .find(|f| f["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} in {findings:#?}"));
-    for (k, id) in objects {
-        let found = f["objects"].as_array().into_iter().flatten().any(|o| {
+    let of_kind: Vec<&Value> = findings.iter().filter(|f| f["kind"] == kind).collect();
+    assert!(!of_kind.is_empty(), "no {kind} in {findings:#?}");
+    let names = |f: &Value, k: &str, id: &str| {
+        f["objects"].as_array().into_iter().flatten().any(|o| {
             o["kind"] == *k && o["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(id))
-        });
-        assert!(found, "{kind} does not name {k} {id}: {f:#}");
-    }
-    f
+        })
+    };
+    of_kind
+        .iter()
+        .find(|f| objects.iter().all(|(k, id)| names(f, k, id)))
+        .copied()
+        .unwrap_or_else(|| panic!("no {kind} names all of {objects:?}: {of_kind:#?}"))
 }
 
 /// Endpoints of win-1 by name: (ID, IP).
@@ -618,6 +620,17 @@ fn on_ws2022_overlay_the_known_nodeport_problem_and_a_remote_subnet_without_enca
     );
 }
 
+/// Resumes stopped processes when dropped (a failing test leaves none stopped).
+struct Resume(Vec<String>);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill").args(["-CONT", pid]).status();
+        }
+    }
+}
+
 /// `doctor` until its kinds are `want` (kube-proxy reacts to a manifest on its own time), or
 /// the last findings when they never are.
 fn doctor_until(want: &[&str]) -> Vec<Value> {
@@ -873,18 +886,31 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
         hns(&["modify", "--file", &doc, "namespace", ns]);
     };
     attach("Add", &ghost, &ghost_ns, "attach.json");
+    // Made without DNS servers (a CNI config without DNS Nameservers): its pod would not
+    // resolve Service names either.
     let (f, _) = doctor(&[]);
     assert_eq!(
         kinds(&f),
-        ["endpoint-without-pod", "ws2022-l2bridge-dsr"],
+        [
+            "endpoint-without-pod",
+            "pod-resolver-not-cluster-dns",
+            "ws2022-l2bridge-dsr"
+        ],
         "{f:#?}"
     );
+    let ghost_netns = format!("/run/netns/hcn-{ghost_ns}");
     named(
         &f,
         "endpoint-without-pod",
+        &[("Endpoint", &ghost), ("Netns", &ghost_netns)],
+    );
+    named(
+        &f,
+        "pod-resolver-not-cluster-dns",
         &[
             ("Endpoint", &ghost),
-            ("Netns", &format!("/run/netns/hcn-{ghost_ns}")),
+            ("Netns", &ghost_netns),
+            ("Service", "kube-system/kube-dns"),
         ],
     );
     attach("Remove", &ghost, &ghost_ns, "detach.json");
@@ -930,11 +956,63 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     std::fs::remove_file(&big_file).expect("remove the manifest");
     doctor_until(&baseline);
 
-    // flannel: the route flanneld made on win-1 for win-2's lease deleted behind its back.
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
     )
     .expect("state JSON");
+
+    // The cluster DNS hung (its servers stopped): every Service's name goes unanswered.
+    let dns_pids: Vec<String> = state["procs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("coredns") && n.ends_with(" dns"))
+        })
+        .filter_map(|p| p["pid"].as_u64().map(|x| x.to_string()))
+        .collect();
+    assert!(!dns_pids.is_empty(), "no DNS server in {state:#}");
+    let signal = |sig: &str| {
+        for pid in &dns_pids {
+            ok(
+                &Command::new("kill")
+                    .args([sig, pid])
+                    .output()
+                    .expect("kill"),
+                &format!("kill {sig} {pid}"),
+            );
+        }
+    };
+    let resume = Resume(dns_pids.clone());
+    signal("-STOP");
+    let (f, _) = doctor(&[]);
+    let unanswered = named(
+        &f,
+        "cluster-dns-answer-differs",
+        &[
+            ("Service", "default/web"),
+            ("DnsName", "web.default.svc.cluster.local."),
+        ],
+    );
+    assert!(
+        unanswered["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("timeout") && s.contains("10.96.1.1")),
+        "{unanswered:#}"
+    );
+    let k = kinds(&f);
+    assert!(
+        k.iter()
+            .all(|k| k == "cluster-dns-answer-differs" || k == "ws2022-l2bridge-dsr"),
+        "{f:#?}"
+    );
+    signal("-CONT");
+    drop(resume);
+    doctor_until(&baseline);
+
+    // flannel: the route flanneld made on win-1 for win-2's lease deleted behind its back.
     let node = |name: &str| {
         state["nodes"]
             .as_array()

@@ -1,31 +1,17 @@
 //! The cluster DNS vs the Services: each Service's name answers with its ClusterIPs (per
-//! family), and every pod's DNS configuration (its endpoint's, as hnsd writes it into the
-//! pod's resolv.conf) points at the cluster DNS Service. A resolv.conf that differs from its
-//! endpoint's is `pod-dns-differs`, not this.
+//! family), and every pod endpoint's DNS servers (which the node's stub asks for the pod) hold
+//! the cluster DNS Service. A resolv.conf that differs from its endpoint's is
+//! `pod-dns-differs`, not this.
 
 use std::net::IpAddr;
 
 use crate::finding::{Finding, ObjectRef, ProblemKind};
-use crate::node::Node;
-
-/// The `nameserver` addresses of a resolv.conf.
-fn nameservers(text: &str) -> Vec<IpAddr> {
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("nameserver"))
-        .filter_map(|v| v.trim().parse().ok())
-        .collect()
-}
+use crate::node::{Node, endpoint_ref};
 
 pub fn check(n: &Node, out: &mut Vec<Finding>) {
     let Some(dns) = &n.snap.dns else { return };
     for a in &dns.answers {
-        let Some(s) = n
-            .snap
-            .kube
-            .services
-            .iter()
-            .find(|s| s.key() == a.service)
-        else {
+        let Some(s) = n.snap.kube.services.iter().find(|s| s.key() == a.service) else {
             continue;
         };
         let v6 = a.qtype == "AAAA";
@@ -69,12 +55,16 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         ));
     }
     let Some(server) = dns.server else { return };
-    let Some(kernel) = &n.snap.kernel else { return };
-    for p in &kernel.pods {
-        let Some(text) = p.expected_resolv_conf.as_ref().or(p.resolv_conf.as_ref()) else {
-            continue;
-        };
-        let servers = nameservers(text);
+    // A pod's resolv.conf points at its node's stub (hnsd's DNS client on 127.0.0.53), which
+    // asks the endpoint's Dns.ServerList, as the Windows DNS Client asks the vNIC's servers:
+    // the servers that must hold the cluster DNS are the endpoint's.
+    for (e, netns) in &n.pod_endpoints {
+        let servers: Vec<IpAddr> = e
+            .dns
+            .server_list
+            .iter()
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
         if servers.contains(&server) {
             continue;
         }
@@ -85,9 +75,13 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             .join(", ");
         out.push(n.finding(
             ProblemKind::PodResolverNotClusterDns,
-            format!("the pod in {} asks [{list}], not the cluster DNS {server}", p.path),
+            format!(
+                "endpoint {} ({}) gives its pod the DNS servers [{list}], not the cluster DNS {server}",
+                e.id, e.name
+            ),
             vec![
-                ObjectRef::new("Netns", p.path.clone(), list.clone()),
+                endpoint_ref(e),
+                ObjectRef::new("Netns", netns.clone(), ""),
                 ObjectRef::new("Service", "kube-system/kube-dns", server.to_string()),
             ],
             "the pod cannot resolve Service names (*.svc.cluster.local): every connection by name to a Service fails".into(),

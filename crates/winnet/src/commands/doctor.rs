@@ -190,6 +190,7 @@ pub fn node_sources(
             netns: None,
             peers: Vec::new(),
             flannel: None,
+            dns: None,
             cluster,
         }]);
     }

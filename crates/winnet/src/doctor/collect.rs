@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use doctor::snapshot::{
-    ClusterFacts, FlannelLease, FlannelView, HnsView, KernelView, KubeView, LinkView, NetnsView,
-    Pod, ProfileFacts,
+    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView,
+    LinkView, NetnsView, Pod, ProfileFacts,
 };
 use doctor::{NodeSnapshot, node::netns_path};
 use hns::Profile;
@@ -35,6 +35,17 @@ pub struct NodeSource {
     /// Where flanneld keeps this node's lease and subnet.env (the local cluster knows; else
     /// `None` and the flannel checks are skipped).
     pub flannel: Option<FlannelSource>,
+    /// Where to ask the cluster DNS from (`None`: its checks are skipped).
+    pub dns: Option<DnsSource>,
+}
+
+/// Where the cluster DNS is asked from, and the cluster's domain.
+#[derive(Clone, Debug)]
+pub struct DnsSource {
+    /// A pod's network namespace (path) on this node: the DNS is asked as pods ask it.
+    pub asked_from: String,
+    /// `cluster.local`.
+    pub domain: String,
 }
 
 /// flanneld's store and this node's files.
@@ -106,6 +117,14 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                 subnet_file: dir.join(&n.name).join("subnet.env"),
                 public_ip: IpAddr::V4(n.ip),
             }),
+            dns: n
+                .pods
+                .iter()
+                .find(|p| !p.name.starts_with(crate::cluster::topology::DNS_POD_PREFIX))
+                .map(|p| DnsSource {
+                    asked_from: format!("/run/netns/{}", p.netns),
+                    domain: crate::cluster::topology::CLUSTER_DOMAIN.to_string(),
+                }),
         })
         .collect())
 }
@@ -176,6 +195,10 @@ fn snapshot(
         }
     };
     let kube = kube_view(s)?;
+    let dns = match &s.dns {
+        Some(d) => dns_view(rt, d, &kube)?,
+        None => None,
+    };
     let mut kernel = kernel_view(s, &hns, profile)?;
     kernel.owned_elsewhere = owned_elsewhere;
     Ok(NodeSnapshot {
@@ -190,7 +213,112 @@ fn snapshot(
         switch,
         kernel: Some(kernel),
         flannel: s.flannel.as_ref().map(flannel_view).transpose()?,
+        dns,
     })
+}
+
+/// How long the doctor waits for the cluster DNS's answer to one question.
+const DNS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The cluster DNS's answers, asked from a pod's namespace at the `kube-system/kube-dns`
+/// ClusterIP, for each Service with a ClusterIP (A and/or AAAA, as its ClusterIPs' families);
+/// `None` when there is no such Service.
+fn dns_view(
+    rt: &tokio::runtime::Runtime,
+    d: &DnsSource,
+    kube: &KubeView,
+) -> anyhow::Result<Option<DnsView>> {
+    use dnsclient::upstream::{Schedule, Targets, Upstream};
+    use hickory_proto::rr::{Name, RData, RecordType};
+    let Some(server) = kube
+        .services
+        .iter()
+        .find(|s| s.namespace == "kube-system" && s.name == "kube-dns")
+        .and_then(|s| s.cluster_ips.iter().find(|ip| ip.is_ipv4()).copied())
+    else {
+        return Ok(None);
+    };
+    let netns = host::netns::Netns::from_path(&d.asked_from);
+    let sockets = dnsclient::sockets::PodSockets::open(&netns)
+        .with_context(|| format!("sockets in {} to ask the cluster DNS", d.asked_from))?;
+    let upstream = Upstream::new(
+        vec![std::net::SocketAddr::new(server, 53)],
+        Schedule(vec![(Targets::One(0), DNS_WAIT)]),
+        std::sync::Arc::new(sockets),
+    );
+    let mut questions = Vec::new();
+    for s in &kube.services {
+        for (v6, qtype) in [(false, RecordType::A), (true, RecordType::AAAA)] {
+            if !s.cluster_ips.iter().any(|ip| ip.is_ipv6() == v6) {
+                continue;
+            }
+            let name = format!("{}.{}.svc.{}.", s.name, s.namespace, d.domain);
+            let wire = Name::from_ascii(&name)
+                .with_context(|| format!("Service {}: {name} is not a DNS name", s.key()))?;
+            questions.push((s.key(), name, qtype, wire));
+        }
+    }
+    // Asked at once: a DNS that does not answer costs one wait, not one per Service.
+    let answers = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (_, _, qtype, wire)) in questions.iter().enumerate() {
+            let (u, qtype, wire) = (upstream.clone(), *qtype, wire.clone());
+            set.spawn(async move { (i, u.query(&wire, qtype).await) });
+        }
+        let mut out = vec![None; questions.len()];
+        while let Some(r) = set.join_next().await {
+            if let Ok((i, ex)) = r {
+                out[i] = Some(ex);
+            }
+        }
+        out
+    });
+    let answers = questions
+        .into_iter()
+        .zip(answers)
+        .map(|((service, name, qtype, _), ex)| {
+            let addresses: Vec<IpAddr> = ex
+                .as_ref()
+                .and_then(|e| e.response.as_ref())
+                .map(|m| {
+                    m.answers
+                        .iter()
+                        .filter_map(|r| match &r.data {
+                            RData::A(a) if qtype == RecordType::A => Some(IpAddr::V4(a.0)),
+                            RData::AAAA(a) if qtype == RecordType::AAAA => Some(IpAddr::V6(a.0)),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let error = if addresses.is_empty() {
+                Some(match ex.map(|e| e.outcome) {
+                    None => "the question was not asked".to_string(),
+                    Some(dnsclient::Outcome::Timeout) => "no answer (timeout)".to_string(),
+                    Some(dnsclient::Outcome::NxDomain) => "NXDOMAIN".to_string(),
+                    Some(dnsclient::Outcome::NoData) => "no record".to_string(),
+                    Some(dnsclient::Outcome::ServFail) => "SERVFAIL".to_string(),
+                    Some(dnsclient::Outcome::Rcode { rcode }) => rcode,
+                    Some(dnsclient::Outcome::Unreachable { why }) => why,
+                    Some(dnsclient::Outcome::Answer { .. }) => "no address".to_string(),
+                })
+            } else {
+                None
+            };
+            DnsAnswer {
+                service,
+                name,
+                qtype: qtype.to_string(),
+                addresses,
+                error,
+            }
+        })
+        .collect();
+    Ok(Some(DnsView {
+        server: Some(server),
+        asked_from: d.asked_from.clone(),
+        answers,
+    }))
 }
 
 /// The leases from flannel's etcd (parsed with flanneld's own lease code) and this node's
