@@ -680,7 +680,12 @@ fn load_balancers() -> Vec<Value> {
 /// - `backend-limit`: a Service of 65 ready endpoints (WS2022 takes 64): hnsd refuses
 ///   kube-proxy's load balancer, so the port has none either;
 /// - `pod-without-endpoint`: a pod's endpoint detached and deleted (hnsd refuses deleting it
-///   while attached).
+///   while attached);
+/// - `pod-resolver-not-cluster-dns`: the endpoint without a pod was made without DNS servers;
+/// - `cluster-dns-answer-differs`: the cluster DNS's servers stopped (SIGSTOP), so every
+///   Service's name goes unanswered;
+/// - `flannel-route-missing`: the route flanneld made on win-1 for win-2's lease deleted;
+/// - `flannel-subnet-differs`: win-1's subnet.env changed to another subnet.
 ///
 /// Not made live: `rules-missing` and `rules-without-owner` — hnsd compiles the switch from
 /// its HNS objects on every change and `/linux/switch` reads that compiled switch, so no API
