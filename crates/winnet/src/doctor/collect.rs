@@ -42,8 +42,9 @@ pub struct NodeSource {
 /// Where the cluster DNS is asked from, and the cluster's domain.
 #[derive(Clone, Debug)]
 pub struct DnsSource {
-    /// A pod's network namespace (path) on this node: the DNS is asked as pods ask it.
-    pub asked_from: String,
+    /// The pods' network namespaces (paths) on this node: the DNS is asked from the first
+    /// that exists, as pods ask it (a pod whose namespace is gone is another finding).
+    pub asked_from: Vec<String>,
     /// `cluster.local`.
     pub domain: String,
 }
@@ -117,14 +118,15 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                 subnet_file: dir.join(&n.name).join("subnet.env"),
                 public_ip: IpAddr::V4(n.ip),
             }),
-            dns: n
-                .pods
-                .iter()
-                .find(|p| !p.name.starts_with(crate::cluster::topology::DNS_POD_PREFIX))
-                .map(|p| DnsSource {
-                    asked_from: format!("/run/netns/{}", p.netns),
-                    domain: crate::cluster::topology::CLUSTER_DOMAIN.to_string(),
-                }),
+            dns: Some(DnsSource {
+                asked_from: n
+                    .pods
+                    .iter()
+                    .filter(|p| !p.name.starts_with(crate::cluster::topology::DNS_POD_PREFIX))
+                    .map(|p| format!("/run/netns/{}", p.netns))
+                    .collect(),
+                domain: crate::cluster::topology::CLUSTER_DOMAIN.to_string(),
+            }),
         })
         .collect())
 }
@@ -238,9 +240,16 @@ fn dns_view(
     else {
         return Ok(None);
     };
-    let netns = host::netns::Netns::from_path(&d.asked_from);
+    let Some((asked_from, netns)) = d
+        .asked_from
+        .iter()
+        .map(|p| (p, host::netns::Netns::from_path(p)))
+        .find(|(_, n)| n.exists())
+    else {
+        return Ok(None);
+    };
     let sockets = dnsclient::sockets::PodSockets::open(&netns)
-        .with_context(|| format!("sockets in {} to ask the cluster DNS", d.asked_from))?;
+        .with_context(|| format!("sockets in {asked_from} to ask the cluster DNS"))?;
     let upstream = Upstream::new(
         vec![std::net::SocketAddr::new(server, 53)],
         Schedule(vec![(Targets::One(0), DNS_WAIT)]),
@@ -316,7 +325,7 @@ fn dns_view(
         .collect();
     Ok(Some(DnsView {
         server: Some(server),
-        asked_from: d.asked_from.clone(),
+        asked_from: asked_from.clone(),
         answers,
     }))
 }
