@@ -1,6 +1,7 @@
 //! A node's snapshot taken live: hnsd's objects and compiled switch over its socket, the
 //! Kubernetes objects from the same source `winnet proxy` reads (here: a folder of manifests),
-//! the node's pods, and the kernel side read with netlink in each namespace.
+//! the node's pods, the kernel side read with netlink in each namespace, and — in the local
+//! cluster — flannel's leases and subnet.env and the cluster DNS's answers asked from a pod.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
