@@ -54,11 +54,21 @@ pub enum ProblemKind {
     Ws2022L2BridgeDsr,
     /// More backends behind a Service than the profile's load balancers take.
     BackendLimit,
+    /// Another node's flannel lease without its route on this node (host-gw: a kernel route
+    /// via its public IP; vxlan: a RemoteSubnetRoute on the network).
+    FlannelRouteMissing,
+    /// This node's network or subnet.env not on the subnet of its own flannel lease.
+    FlannelSubnetDiffers,
+    /// The cluster DNS answers a Service's name with other addresses than its ClusterIPs, or
+    /// not at all.
+    ClusterDnsAnswerDiffers,
+    /// A pod's resolv.conf that does not point at the cluster DNS Service.
+    PodResolverNotClusterDns,
 }
 
 impl ProblemKind {
     /// Every kind, in report order.
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 25] = [
         ProblemKind::RemoteEndpointIsLocalPod,
         ProblemKind::DuplicateEndpointIp,
         ProblemKind::EndpointWithoutPod,
@@ -80,6 +90,10 @@ impl ProblemKind {
         ProblemKind::Ws2022NodePortOnOverlay,
         ProblemKind::Ws2022L2BridgeDsr,
         ProblemKind::BackendLimit,
+        ProblemKind::FlannelRouteMissing,
+        ProblemKind::FlannelSubnetDiffers,
+        ProblemKind::ClusterDnsAnswerDiffers,
+        ProblemKind::PodResolverNotClusterDns,
     ];
 
     /// The kebab-case name (JSON, metrics' `kind` label).
@@ -106,6 +120,10 @@ impl ProblemKind {
             ProblemKind::Ws2022NodePortOnOverlay => "ws2022-nodeport-on-overlay",
             ProblemKind::Ws2022L2BridgeDsr => "ws2022-l2bridge-dsr",
             ProblemKind::BackendLimit => "backend-limit",
+            ProblemKind::FlannelRouteMissing => "flannel-route-missing",
+            ProblemKind::FlannelSubnetDiffers => "flannel-subnet-differs",
+            ProblemKind::ClusterDnsAnswerDiffers => "cluster-dns-answer-differs",
+            ProblemKind::PodResolverNotClusterDns => "pod-resolver-not-cluster-dns",
         }
     }
 
@@ -125,7 +143,18 @@ impl ProblemKind {
             }
             ProblemKind::SnatPortPressure => "wcnscripts checkPortExhaustion.ps1",
             ProblemKind::LeakedNamespace => "none (hnsdiag list namespaces by hand)",
-            ProblemKind::PodDnsDiffers => "none (Get-DnsClientServerAddress in the pod)",
+            ProblemKind::PodDnsDiffers | ProblemKind::PodResolverNotClusterDns => {
+                "none (Get-DnsClientServerAddress in the pod)"
+            }
+            ProblemKind::ClusterDnsAnswerDiffers => {
+                "none (Resolve-DnsName in a pod against kubectl get svc, by hand)"
+            }
+            ProblemKind::FlannelRouteMissing => {
+                "none (Get-NetRoute / Get-HnsPolicyList against the flannel leases by hand)"
+            }
+            ProblemKind::FlannelSubnetDiffers => {
+                "none (C:\\run\\flannel\\subnet.env and Get-HnsNetwork by hand)"
+            }
             _ => "none (collectlogs.ps1 output read by hand)",
         }
     }

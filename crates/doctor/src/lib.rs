@@ -30,6 +30,8 @@ pub fn diagnose(snap: &NodeSnapshot) -> Vec<Finding> {
     checks::nat::check(&node, &mut out);
     checks::snat::check(&node, &mut out);
     checks::known::check(&node, &mut out);
+    checks::flannel::check(&node, &mut out);
+    checks::dns::check(&node, &mut out);
     out.sort_by(|a, b| (a.kind, &a.objects).cmp(&(b.kind, &b.objects)));
     out
 }

@@ -27,6 +27,64 @@ pub struct NodeSnapshot {
     pub switch: Option<SwitchDump>,
     /// Devices, addresses, routes, neighbours and resolv.conf; `None` when not collected.
     pub kernel: Option<KernelView>,
+    /// flannel's leases and this node's subnet.env; `None` when flannel is not known (the
+    /// flannel checks are skipped, not passed).
+    pub flannel: Option<FlannelView>,
+    /// The cluster DNS's answers for the Services' names; `None` when not asked (the DNS
+    /// checks are skipped, not passed).
+    pub dns: Option<DnsView>,
+}
+
+/// The cluster DNS as a pod of this node sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DnsView {
+    /// The cluster DNS Service's ClusterIP (`kube-system/kube-dns`), asked on port 53.
+    pub server: Option<IpAddr>,
+    /// The network namespace the questions were asked from (a pod's).
+    pub asked_from: String,
+    /// One per Service with a ClusterIP and per family of its ClusterIPs.
+    pub answers: Vec<DnsAnswer>,
+}
+
+/// The answer to `name` (A or AAAA).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DnsAnswer {
+    /// The Service's `namespace/name`.
+    pub service: String,
+    /// `name.namespace.svc.DOMAIN.`
+    pub name: String,
+    /// `A` or `AAAA`.
+    pub qtype: String,
+    /// The addresses answered.
+    pub addresses: Vec<IpAddr>,
+    /// What came instead of addresses (`NXDOMAIN`, `timeout`, ...).
+    pub error: Option<String>,
+}
+
+/// What flanneld agreed with the other nodes (its leases, from its store) and wrote for the
+/// CNI plugin on this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlannelView {
+    /// This node's public IP, which its own lease carries.
+    pub public_ip: Option<IpAddr>,
+    /// Every node's lease.
+    pub leases: Vec<FlannelLease>,
+    /// Where flanneld writes subnet.env on this node.
+    pub subnet_file: String,
+    /// Its text; `None` when it is missing.
+    pub subnet_env: Option<String>,
+}
+
+/// One node's flannel lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlannelLease {
+    pub subnet: ipnet::Ipv4Net,
+    pub public_ip: IpAddr,
+    /// `host-gw` or `vxlan`.
+    pub backend: String,
 }
 
 /// The profile's documented limits that the checks need.

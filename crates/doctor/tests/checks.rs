@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 
 use doctor::snapshot::{
-    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts, Service,
-    ServiceEndpoint, ServicePort,
+    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView,
+    LinkView, NetnsView, Pod, ProfileFacts, Service, ServiceEndpoint, ServicePort,
 };
 use doctor::{Finding, NodeSnapshot, ProblemKind, Repair, diagnose};
 use hns_client::switch::{LayerDump, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts, SwitchPort};
@@ -171,8 +171,50 @@ fn healthy() -> NodeSnapshot {
                 ..NetnsView::default()
             }],
             named_netns: vec!["wn-win1-web1".into()],
+            node: NetnsView {
+                exists: true,
+                routes: vec![format!("{WIN2_SUBNET} via {WIN2_IP}")],
+                ..NetnsView::default()
+            },
             ..KernelView::default()
         }),
+        flannel: Some(FlannelView {
+            public_ip: Some(ip("192.168.77.10")),
+            leases: vec![
+                lease("10.244.1.0/24", "192.168.77.10", "host-gw"),
+                lease(WIN2_SUBNET, WIN2_IP, "host-gw"),
+            ],
+            subnet_file: SUBNET_FILE.into(),
+            subnet_env: Some(
+                "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1500\nFLANNEL_IPMASQ=true\n"
+                    .into(),
+            ),
+        }),
+        dns: Some(DnsView {
+            server: Some(ip("10.96.0.53")),
+            asked_from: NETNS.into(),
+            answers: vec![DnsAnswer {
+                service: "default/web".into(),
+                name: WEB_NAME.into(),
+                qtype: "A".into(),
+                addresses: vec![ip(VIP)],
+                error: None,
+            }],
+        }),
+    }
+}
+
+const WEB_NAME: &str = "web.default.svc.cluster.local.";
+
+const WIN2_SUBNET: &str = "10.244.2.0/24";
+const WIN2_IP: &str = "192.168.77.12";
+const SUBNET_FILE: &str = "/run/flannel/subnet.env";
+
+fn lease(subnet: &str, public_ip: &str, backend: &str) -> FlannelLease {
+    FlannelLease {
+        subnet: subnet.parse().expect("subnet"),
+        public_ip: ip(public_ip),
+        backend: backend.into(),
     }
 }
 
@@ -544,4 +586,138 @@ fn every_kind_has_a_name_and_a_windows_tool_and_counts_cover_them() {
         let json = serde_json::to_string(&k).expect("kind");
         assert_eq!(json, format!("\"{}\"", k.as_str()));
     }
+}
+
+#[test]
+fn another_nodes_lease_without_its_host_gw_route() {
+    let mut snap = healthy();
+    if let Some(k) = snap.kernel.as_mut() {
+        k.node.routes.clear();
+    }
+    let f = only(&snap, ProblemKind::FlannelRouteMissing);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Lease", WIN2_SUBNET), "{f:#?}");
+    assert!(
+        names(&f[0], "Route", &format!("{WIN2_SUBNET} via {WIN2_IP}")),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn another_nodes_vxlan_lease_without_its_remote_subnet_route() {
+    let mut snap = healthy();
+    let rsr = |provider: &str| {
+        json!([{"Type": "RemoteSubnetRoute", "Settings": {"DestinationPrefix": WIN2_SUBNET,
+            "ProviderAddress": provider, "DistributedRouterMacAddress": "0E-2A-C0-A8-4D-0C",
+            "IsolationId": 4096}}])
+    };
+    if let Some(fl) = snap.flannel.as_mut() {
+        for l in &mut fl.leases {
+            l.backend = "vxlan".into();
+        }
+    }
+    // The route is there: no flannel finding (the switch's encap rules are another check's).
+    let missing = |snap: &NodeSnapshot| -> Vec<Finding> {
+        diagnose(snap)
+            .into_iter()
+            .filter(|f| f.kind == ProblemKind::FlannelRouteMissing)
+            .collect()
+    };
+    snap.hns.networks = vec![network("Overlay", rsr(WIN2_IP))];
+    assert_eq!(missing(&snap), vec![]);
+    // Towards another provider address: the lease's is missing.
+    snap.hns.networks = vec![network("Overlay", rsr("192.168.77.99"))];
+    let f = missing(&snap);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(names(&f[0], "Lease", WIN2_SUBNET), "{f:#?}");
+    assert!(names(&f[0], "Network", NET), "{f:#?}");
+    assert!(f[0].summary.contains("RemoteSubnetRoute"), "{f:#?}");
+}
+
+#[test]
+fn a_network_or_subnet_env_off_the_nodes_own_lease() {
+    let mut snap = healthy();
+    if let Some(fl) = snap.flannel.as_mut() {
+        fl.subnet_env = Some("FLANNEL_SUBNET=10.244.9.1/24\n".into());
+    }
+    let f = only(&snap, ProblemKind::FlannelSubnetDiffers);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "SubnetEnv", SUBNET_FILE), "{f:#?}");
+    assert!(names(&f[0], "Lease", "10.244.1.0/24"), "{f:#?}");
+    assert!(f[0].summary.contains("10.244.9.1/24"), "{f:#?}");
+
+    let mut snap = healthy();
+    if let Some(fl) = snap.flannel.as_mut() {
+        fl.subnet_env = None;
+    }
+    let f = only(&snap, ProblemKind::FlannelSubnetDiffers);
+    assert!(f[0].summary.contains("missing"), "{f:#?}");
+
+    // The node leased another subnet than its network's (flanneld re-leased after its lease
+    // expired, the network stayed).
+    let mut snap = healthy();
+    if let Some(fl) = snap.flannel.as_mut() {
+        fl.leases[0].subnet = "10.244.5.0/24".parse().expect("subnet");
+        fl.subnet_env = Some("FLANNEL_SUBNET=10.244.5.1/24\n".into());
+    }
+    let f = only(&snap, ProblemKind::FlannelSubnetDiffers);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(names(&f[0], "Network", NET), "{f:#?}");
+    assert!(names(&f[0], "Lease", "10.244.5.0/24"), "{f:#?}");
+
+    // No lease carries the node's IP.
+    let mut snap = healthy();
+    if let Some(fl) = snap.flannel.as_mut() {
+        fl.leases.remove(0);
+    }
+    let f = only(&snap, ProblemKind::FlannelSubnetDiffers);
+    assert!(names(&f[0], "Node", "win1"), "{f:#?}");
+}
+
+#[test]
+fn flannel_unknown_skips_the_flannel_checks() {
+    let mut snap = healthy();
+    snap.flannel = None;
+    if let Some(k) = snap.kernel.as_mut() {
+        k.node.routes.clear();
+    }
+    assert_eq!(diagnose(&snap), vec![]);
+}
+
+#[test]
+fn the_cluster_dns_answers_a_service_name_wrong_or_not_at_all() {
+    let mut snap = healthy();
+    if let Some(d) = snap.dns.as_mut() {
+        d.answers[0].addresses = vec![ip("10.96.7.7")];
+    }
+    let f = only(&snap, ProblemKind::ClusterDnsAnswerDiffers);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Service", "default/web"), "{f:#?}");
+    assert!(names(&f[0], "DnsName", WEB_NAME), "{f:#?}");
+    assert!(
+        f[0].summary.contains("10.96.7.7") && f[0].summary.contains(VIP),
+        "{f:#?}"
+    );
+
+    let mut snap = healthy();
+    if let Some(d) = snap.dns.as_mut() {
+        d.answers[0].addresses.clear();
+        d.answers[0].error = Some("timeout".into());
+    }
+    let f = only(&snap, ProblemKind::ClusterDnsAnswerDiffers);
+    assert!(f[0].summary.contains("timeout"), "{f:#?}");
+}
+
+#[test]
+fn a_pod_whose_endpoint_does_not_give_it_the_cluster_dns() {
+    let mut snap = healthy();
+    if let Some(d) = snap.dns.as_mut() {
+        d.server = Some(ip("10.96.0.99"));
+    }
+    let f = only(&snap, ProblemKind::PodResolverNotClusterDns);
+    assert_eq!(f.len(), 1);
+    assert!(names(&f[0], "Endpoint", EP), "{f:#?}");
+    assert!(names(&f[0], "Netns", NETNS), "{f:#?}");
+    assert!(names(&f[0], "Service", "kube-system/kube-dns"), "{f:#?}");
+    assert!(f[0].summary.contains("10.96.0.53"), "{f:#?}");
 }

@@ -195,6 +195,8 @@ impl Proxy {
             hns,
             switch,
             kernel: None,
+            flannel: None,
+            dns: None,
         };
         Ok(doctor::diagnose(&snap))
     }

@@ -189,6 +189,8 @@ pub fn node_sources(
             pods: None,
             netns: None,
             peers: Vec::new(),
+            flannel: None,
+            dns: None,
             cluster,
         }]);
     }

@@ -1,6 +1,7 @@
 //! A node's snapshot taken live: hnsd's objects and compiled switch over its socket, the
 //! Kubernetes objects from the same source `winnet proxy` reads (here: a folder of manifests),
-//! the node's pods, and the kernel side read with netlink in each namespace.
+//! the node's pods, the kernel side read with netlink in each namespace, and — in the local
+//! cluster — flannel's leases and subnet.env and the cluster DNS's answers asked from a pod.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -8,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use doctor::snapshot::{
-    ClusterFacts, HnsView, KernelView, KubeView, LinkView, NetnsView, Pod, ProfileFacts,
+    ClusterFacts, DnsAnswer, DnsView, FlannelLease, FlannelView, HnsView, KernelView, KubeView,
+    LinkView, NetnsView, Pod, ProfileFacts,
 };
 use doctor::{NodeSnapshot, node::netns_path};
 use hns::Profile;
@@ -31,6 +33,32 @@ pub struct NodeSource {
     /// The hnsd of the other nodes on this machine, whose namespaces are not leaked.
     pub peers: Vec<PathBuf>,
     pub cluster: ClusterFacts,
+    /// Where flanneld keeps this node's lease and subnet.env (the local cluster knows; else
+    /// `None` and the flannel checks are skipped).
+    pub flannel: Option<FlannelSource>,
+    /// Where to ask the cluster DNS from (`None`: its checks are skipped).
+    pub dns: Option<DnsSource>,
+}
+
+/// Where the cluster DNS is asked from, and the cluster's domain.
+#[derive(Clone, Debug)]
+pub struct DnsSource {
+    /// The pods' network namespaces (paths) on this node: the DNS is asked from the first
+    /// that exists, as pods ask it (a pod whose namespace is gone is another finding).
+    pub asked_from: Vec<String>,
+    /// `cluster.local`.
+    pub domain: String,
+}
+
+/// flanneld's store and this node's files.
+#[derive(Clone, Debug)]
+pub struct FlannelSource {
+    /// flannel's etcd (client URL).
+    pub etcd: String,
+    /// This node's subnet.env.
+    pub subnet_file: PathBuf,
+    /// This node's public IP (its lease's).
+    pub public_ip: IpAddr,
 }
 
 /// The sources of the local cluster's Windows nodes (all of them, or `only`).
@@ -86,6 +114,20 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
             ),
             netns: Some(n.netns.clone()),
             cluster: cluster.clone(),
+            flannel: state.etcd.as_ref().map(|etcd| FlannelSource {
+                etcd: etcd.clone(),
+                subnet_file: dir.join(&n.name).join("subnet.env"),
+                public_ip: IpAddr::V4(n.ip),
+            }),
+            dns: Some(DnsSource {
+                asked_from: n
+                    .pods
+                    .iter()
+                    .filter(|p| !p.name.starts_with(crate::cluster::topology::DNS_POD_PREFIX))
+                    .map(|p| format!("/run/netns/{}", p.netns))
+                    .collect(),
+                domain: crate::cluster::topology::CLUSTER_DOMAIN.to_string(),
+            }),
         })
         .collect())
 }
@@ -156,6 +198,10 @@ fn snapshot(
         }
     };
     let kube = kube_view(s)?;
+    let dns = match &s.dns {
+        Some(d) => dns_view(rt, d, &kube)?,
+        None => None,
+    };
     let mut kernel = kernel_view(s, &hns, profile)?;
     kernel.owned_elsewhere = owned_elsewhere;
     Ok(NodeSnapshot {
@@ -169,6 +215,139 @@ fn snapshot(
         hns,
         switch,
         kernel: Some(kernel),
+        flannel: s.flannel.as_ref().map(flannel_view).transpose()?,
+        dns,
+    })
+}
+
+/// How long the doctor waits for the cluster DNS's answer to one question.
+const DNS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The cluster DNS's answers, asked from a pod's namespace at the `kube-system/kube-dns`
+/// ClusterIP, for each Service with a ClusterIP (A and/or AAAA, as its ClusterIPs' families);
+/// `None` when there is no such Service.
+fn dns_view(
+    rt: &tokio::runtime::Runtime,
+    d: &DnsSource,
+    kube: &KubeView,
+) -> anyhow::Result<Option<DnsView>> {
+    use dnsclient::upstream::{Schedule, Targets, Upstream};
+    use hickory_proto::rr::{Name, RData, RecordType};
+    let Some(server) = kube
+        .services
+        .iter()
+        .find(|s| s.namespace == "kube-system" && s.name == "kube-dns")
+        .and_then(|s| s.cluster_ips.iter().find(|ip| ip.is_ipv4()).copied())
+    else {
+        return Ok(None);
+    };
+    let Some((asked_from, netns)) = d
+        .asked_from
+        .iter()
+        .map(|p| (p, host::netns::Netns::from_path(p)))
+        .find(|(_, n)| n.exists())
+    else {
+        return Ok(None);
+    };
+    let sockets = dnsclient::sockets::PodSockets::open(&netns)
+        .with_context(|| format!("sockets in {asked_from} to ask the cluster DNS"))?;
+    let upstream = Upstream::new(
+        vec![std::net::SocketAddr::new(server, 53)],
+        Schedule(vec![(Targets::One(0), DNS_WAIT)]),
+        std::sync::Arc::new(sockets),
+    );
+    let mut questions = Vec::new();
+    for s in &kube.services {
+        for (v6, qtype) in [(false, RecordType::A), (true, RecordType::AAAA)] {
+            if !s.cluster_ips.iter().any(|ip| ip.is_ipv6() == v6) {
+                continue;
+            }
+            let name = format!("{}.{}.svc.{}.", s.name, s.namespace, d.domain);
+            let wire = Name::from_ascii(&name)
+                .with_context(|| format!("Service {}: {name} is not a DNS name", s.key()))?;
+            questions.push((s.key(), name, qtype, wire));
+        }
+    }
+    // Asked at once: a DNS that does not answer costs one wait, not one per Service.
+    let answers = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (_, _, qtype, wire)) in questions.iter().enumerate() {
+            let (u, qtype, wire) = (upstream.clone(), *qtype, wire.clone());
+            set.spawn(async move { (i, u.query(&wire, qtype).await) });
+        }
+        let mut out = vec![None; questions.len()];
+        while let Some(r) = set.join_next().await {
+            if let Ok((i, ex)) = r {
+                out[i] = Some(ex);
+            }
+        }
+        out
+    });
+    let answers = questions
+        .into_iter()
+        .zip(answers)
+        .map(|((service, name, qtype, _), ex)| {
+            let addresses: Vec<IpAddr> = ex
+                .as_ref()
+                .and_then(|e| e.response.as_ref())
+                .map(|m| {
+                    m.answers
+                        .iter()
+                        .filter_map(|r| match &r.data {
+                            RData::A(a) if qtype == RecordType::A => Some(IpAddr::V4(a.0)),
+                            RData::AAAA(a) if qtype == RecordType::AAAA => Some(IpAddr::V6(a.0)),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let error = if addresses.is_empty() {
+                Some(match ex.map(|e| e.outcome) {
+                    None => "the question was not asked".to_string(),
+                    Some(dnsclient::Outcome::Timeout) => "no answer (timeout)".to_string(),
+                    Some(dnsclient::Outcome::NxDomain) => "NXDOMAIN".to_string(),
+                    Some(dnsclient::Outcome::NoData) => "no record".to_string(),
+                    Some(dnsclient::Outcome::ServFail) => "SERVFAIL".to_string(),
+                    Some(dnsclient::Outcome::Rcode { rcode }) => rcode,
+                    Some(dnsclient::Outcome::Unreachable { why }) => why,
+                    Some(dnsclient::Outcome::Answer { .. }) => "no address".to_string(),
+                })
+            } else {
+                None
+            };
+            DnsAnswer {
+                service,
+                name,
+                qtype: qtype.to_string(),
+                addresses,
+                error,
+            }
+        })
+        .collect();
+    Ok(Some(DnsView {
+        server: Some(server),
+        asked_from: asked_from.clone(),
+        answers,
+    }))
+}
+
+/// The leases from flannel's etcd (parsed with flanneld's own lease code) and this node's
+/// subnet.env as the flannel CNI plugin would read it.
+fn flannel_view(f: &FlannelSource) -> anyhow::Result<FlannelView> {
+    let leases = crate::cluster::leases::read(&f.etcd)
+        .with_context(|| format!("flannel's leases in etcd at {}", f.etcd))?
+        .iter()
+        .map(|l| FlannelLease {
+            subnet: l.subnet,
+            public_ip: IpAddr::V4(l.attrs.public_ip),
+            backend: l.attrs.backend_type.as_str().to_string(),
+        })
+        .collect();
+    Ok(FlannelView {
+        public_ip: Some(f.public_ip),
+        leases,
+        subnet_file: f.subnet_file.to_string_lossy().into_owned(),
+        subnet_env: std::fs::read_to_string(&f.subnet_file).ok(),
     })
 }
 
