@@ -141,7 +141,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         Some(addr) => Some(metrics::bind(addr).await.map_err(DnsError::Startup)?),
         None => None,
     };
-    let kinds = Kinds { namespaces: true };
+    let kinds = Kinds {
+        namespaces: true,
+        ..Kinds::default()
+    };
     let objects = kubesrc::watch(&config.source, kinds)
         .await
         .map_err(DnsError::Startup)?;

@@ -54,6 +54,9 @@ pub enum ProblemKind {
     Ws2022L2BridgeDsr,
     /// More backends behind a Service than the profile's load balancers take.
     BackendLimit,
+    /// A pod whose exec probe pings an address outside the cluster, on a build that does not
+    /// carry ICMP through OutBoundNAT.
+    IcmpProbeThroughOutboundNat,
     /// Another node's flannel lease without its route on this node (host-gw: a kernel route
     /// via its public IP; vxlan: a RemoteSubnetRoute on the network).
     FlannelRouteMissing,
@@ -68,7 +71,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, in report order.
-    pub const ALL: [ProblemKind; 25] = [
+    pub const ALL: [ProblemKind; 26] = [
         ProblemKind::RemoteEndpointIsLocalPod,
         ProblemKind::DuplicateEndpointIp,
         ProblemKind::EndpointWithoutPod,
@@ -90,6 +93,7 @@ impl ProblemKind {
         ProblemKind::Ws2022NodePortOnOverlay,
         ProblemKind::Ws2022L2BridgeDsr,
         ProblemKind::BackendLimit,
+        ProblemKind::IcmpProbeThroughOutboundNat,
         ProblemKind::FlannelRouteMissing,
         ProblemKind::FlannelSubnetDiffers,
         ProblemKind::ClusterDnsAnswerDiffers,
@@ -120,6 +124,7 @@ impl ProblemKind {
             ProblemKind::Ws2022NodePortOnOverlay => "ws2022-nodeport-on-overlay",
             ProblemKind::Ws2022L2BridgeDsr => "ws2022-l2bridge-dsr",
             ProblemKind::BackendLimit => "backend-limit",
+            ProblemKind::IcmpProbeThroughOutboundNat => "icmp-probe-through-outbound-nat",
             ProblemKind::FlannelRouteMissing => "flannel-route-missing",
             ProblemKind::FlannelSubnetDiffers => "flannel-subnet-differs",
             ProblemKind::ClusterDnsAnswerDiffers => "cluster-dns-answer-differs",
@@ -151,6 +156,9 @@ impl ProblemKind {
             }
             ProblemKind::FlannelRouteMissing => {
                 "none (Get-NetRoute / Get-HnsPolicyList against the flannel leases by hand)"
+            }
+            ProblemKind::IcmpProbeThroughOutboundNat => {
+                "none (kubectl describe pod: the probe's failures, by hand)"
             }
             ProblemKind::FlannelSubnetDiffers => {
                 "none (C:\\run\\flannel\\subnet.env and Get-HnsNetwork by hand)"

@@ -95,6 +95,8 @@ pub struct ProfileFacts {
     pub name: String,
     /// Most backends one load balancer takes, when the profile has a limit.
     pub backend_limit: Option<usize>,
+    /// The build does not carry ICMP through OutBoundNAT to remote networks.
+    pub no_icmp_through_nat: bool,
 }
 
 /// The cluster's address plan.
@@ -214,6 +216,19 @@ pub struct Pod {
     pub ip: Option<IpAddr>,
     /// Its network namespace, as the runtime gave it to CNI (a path or a name).
     pub netns: Option<String>,
+    /// Its containers' exec probes (liveness, readiness, startup).
+    pub exec_probes: Vec<ExecProbe>,
+}
+
+/// A probe that runs a command in a container.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExecProbe {
+    pub container: String,
+    /// `liveness`, `readiness` or `startup`.
+    pub probe: String,
+    /// The command and its arguments, as `exec.command` lists them.
+    pub command: Vec<String>,
 }
 
 impl Pod {

@@ -8,7 +8,9 @@ use doctor::snapshot::{
     LinkView, NetnsView, Pod, ProfileFacts, Service, ServiceEndpoint, ServicePort,
 };
 use doctor::{Finding, NodeSnapshot, ProblemKind, Repair, diagnose};
-use hns_client::switch::{LayerDump, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts, SwitchPort};
+use hns_client::switch::{
+    LayerDump, PlacedDump, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts, SwitchPort,
+};
 use serde_json::json;
 
 const NET: &str = "11111111-0000-0000-0000-000000000001";
@@ -81,6 +83,7 @@ fn healthy() -> NodeSnapshot {
         profile: ProfileFacts {
             name: "ws2025".into(),
             backend_limit: Some(1024),
+            no_icmp_through_nat: true,
         },
         cluster: ClusterFacts {
             cluster_cidr: Some("10.244.0.0/16".parse().expect("cidr")),
@@ -115,6 +118,7 @@ fn healthy() -> NodeSnapshot {
                 name: "web1".into(),
                 ip: Some(ip(POD_IP)),
                 netns: Some(NETNS.into()),
+                ..Pod::default()
             }],
             pods_known: true,
         },
@@ -154,6 +158,9 @@ fn healthy() -> NodeSnapshot {
                 busiest: vec![("tcp".into(), 3)],
             }],
             notices: vec![],
+            // What a dump from before the placements were recorded holds: the rule checks
+            // fall back to owners HNS no longer has ([`placed`] has them).
+            placed: vec![],
         }),
         kernel: Some(KernelView {
             pods: vec![NetnsView {
@@ -429,6 +436,85 @@ fn an_object_whose_rules_are_missing_and_rules_whose_owner_is_gone() {
     }
     let f = only(&s, ProblemKind::RulesMissing);
     assert!(names(&f[0], "Endpoint", EP));
+}
+
+/// The healthy snapshot with the compiler's placements recorded, as hnsd's dumps have them.
+fn placed() -> NodeSnapshot {
+    let mut s = healthy();
+    if let Some(sw) = s.switch.as_mut() {
+        let port = sw.ports[0].id;
+        sw.placed = [("LoadBalancer", LB), ("Endpoint", EP)]
+            .iter()
+            .map(|(kind, id)| PlacedDump {
+                port,
+                layer: "SLB".into(),
+                owner_kind: kind.to_string(),
+                owner_id: id.to_string(),
+                rules: 1,
+            })
+            .collect();
+    }
+    s
+}
+
+#[test]
+fn rules_removed_or_added_by_hand_against_the_compilers_placements() {
+    assert_eq!(diagnose(&placed()), Vec::new());
+    // The load balancer's rule removed from the port (vfpctrl /remove-rule).
+    let mut s = placed();
+    if let Some(sw) = s.switch.as_mut() {
+        sw.ports[0].layers[0]
+            .rules
+            .retain(|r| r.owner_kind != "LoadBalancer");
+    }
+    let f = only(&s, ProblemKind::RulesMissing);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(names(&f[0], "LoadBalancer", LB), "{f:#?}");
+    assert!(f[0].summary.contains("1 of its 1 rules"), "{f:#?}");
+    // A rule added by hand, and a second rule under the endpoint's name: neither was placed.
+    let mut s = placed();
+    if let Some(sw) = s.switch.as_mut() {
+        sw.ports[0].layers[0]
+            .rules
+            .push(rule("Operator", "block-dns"));
+        sw.ports[0].layers[0].rules.push(rule("Endpoint", EP));
+    }
+    let f = only(&s, ProblemKind::RulesWithoutOwner);
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(names(&f[0], "Rule", &format!("Endpoint {EP}")), "{f:#?}");
+    assert!(names(&f[1], "Rule", "Operator block-dns"), "{f:#?}");
+    assert!(f[1].summary.contains("added by hand"), "{f:#?}");
+}
+
+#[test]
+fn a_probe_that_pings_outside_the_cluster_through_outbound_nat() {
+    let probe = |cmd: &[&str]| doctor::snapshot::ExecProbe {
+        container: "web".into(),
+        probe: "liveness".into(),
+        command: cmd.iter().map(|s| s.to_string()).collect(),
+    };
+    let mut s = healthy();
+    s.kube.pods[0].exec_probes = vec![
+        probe(&["ping", "-n", "1", "8.8.8.8"]),
+        // Inside the cluster: pods and the underlay are reached untranslated.
+        probe(&["ping", "-n", "1", REMOTE_IP]),
+        probe(&["ping", "-n", "1", "192.168.77.1"]),
+        // Over TCP: carried.
+        probe(&["powershell", "Test-NetConnection 8.8.8.8 -Port 53"]),
+    ];
+    let f = only(&s, ProblemKind::IcmpProbeThroughOutboundNat);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(names(&f[0], "Pod", "default/web1"), "{f:#?}");
+    assert!(f[0].summary.contains("8.8.8.8"), "{f:#?}");
+    assert!(
+        f[0].source
+            .as_deref()
+            .is_some_and(|s| s.contains("windows-networking.md")),
+        "{f:#?}"
+    );
+    // A build that carries ICMP through NAT (unrestricted) has no such problem.
+    s.profile.no_icmp_through_nat = false;
+    assert_eq!(diagnose(&s), vec![]);
 }
 
 #[test]

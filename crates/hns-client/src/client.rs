@@ -375,6 +375,16 @@ impl Client {
         self.typed(Method::GET, crate::switch::PATH, None).await
     }
 
+    /// Lists, removes or adds rules on one port of the live switch (`POST /linux/switch/rules`,
+    /// `winnet vfpctrl`), without touching HNS objects.
+    pub async fn edit_rules(
+        &self,
+        edit: &crate::switch::RuleEdit,
+    ) -> Result<crate::switch::PortRules> {
+        self.typed(Method::POST, crate::switch::RULES_PATH, Self::json(edit)?)
+            .await
+    }
+
     /// What the DNS client of a pod does with a name (`POST /resolve`), step by step.
     pub async fn resolve(&self, req: &crate::resolve::ResolveRequest) -> Result<dnsclient::Walk> {
         self.typed(Method::POST, "/resolve", Self::json(&req.to_json())?)

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod request;
 pub mod resolve;
+pub mod rule_spec;
 pub mod switch;
 pub mod trace;
 pub mod transport;

@@ -198,6 +198,7 @@ fn cluster(profile: Profile, lbs: usize, remote: usize, pods: usize) -> Cluster 
             "192.168.1.1".parse().unwrap(),
         )],
         resolver: Resolver::from_table(table),
+        dynamic_ports: Default::default(),
     };
     Cluster {
         state,

@@ -5,7 +5,8 @@
 use std::net::IpAddr;
 
 use hns_client::switch::{
-    LayerDump, NoticeDump, RouteFact, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts, SwitchPort,
+    LayerDump, NoticeDump, PlacedDump, RouteFact, RuleDump, SnatPoolDump, SwitchDump, SwitchFacts,
+    SwitchPort, rule_id,
 };
 use vfp::PortKind;
 
@@ -35,38 +36,7 @@ pub fn switch_dump(c: &Compiler, neighbors: &[IpAddr]) -> SwitchDump {
             endpoint: endpoint_of.get(&p.id()).map(ToString::to_string),
             mac: p.config().mac.map(|m| m.to_string()).unwrap_or_default(),
             ips: p.config().ips.clone(),
-            layers: p
-                .layers()
-                .iter()
-                .map(|l| LayerDump {
-                    name: l.name().to_string(),
-                    rules: l
-                        .groups()
-                        .iter()
-                        .flat_map(|g| g.rules())
-                        .map(|r| RuleDump {
-                            owner_kind: r.origin.owner.kind.clone(),
-                            owner_id: r.origin.owner.id.clone(),
-                            source: r.origin.source.clone(),
-                            priority: u32::from(r.rule.priority),
-                            destinations: r.rule.conditions.dst.clone().unwrap_or_default(),
-                            destination_ports: r
-                                .rule
-                                .conditions
-                                .dst_ports
-                                .iter()
-                                .flatten()
-                                .map(|p| match p.single() {
-                                    Some(one) => one.to_string(),
-                                    None => format!("{}-{}", p.first, p.last),
-                                })
-                                .collect(),
-                            action: r.rule.action.to_string(),
-                            hits: r.hits,
-                        })
-                        .collect(),
-                })
-                .collect(),
+            layers: p.layers().iter().map(layer_dump).collect(),
             rx_packets: p.counters.rx_packets,
             tx_packets: p.counters.tx_packets,
             drops: p.counters.total_drops(),
@@ -109,6 +79,7 @@ pub fn switch_dump(c: &Compiler, neighbors: &[IpAddr]) -> SwitchDump {
                 })
                 .collect(),
             neighbors,
+            dynamic_ports: facts.dynamic_ports,
         },
         ports,
         snat_pools,
@@ -120,5 +91,81 @@ pub fn switch_dump(c: &Compiler, neighbors: &[IpAddr]) -> SwitchDump {
                 message: n.message,
             })
             .collect(),
+        placed: placed(c),
     }
+}
+
+/// A layer with its rules, each with its ID and group.
+pub(crate) fn layer_dump(l: &vfp::Layer) -> LayerDump {
+    LayerDump {
+        name: l.name().to_string(),
+        rules: l
+            .groups()
+            .iter()
+            .flat_map(|g| g.rules().map(move |r| (g.name(), r)))
+            .map(|(group, r)| rule_dump(group, r))
+            .collect(),
+    }
+}
+
+fn rule_dump(group: &str, r: &vfp::rule::StoredRule) -> RuleDump {
+    RuleDump {
+        id: rule_id(&r.origin.owner.kind, &r.origin.owner.id, r.index),
+        group: group.to_string(),
+        owner_kind: r.origin.owner.kind.clone(),
+        owner_id: r.origin.owner.id.clone(),
+        source: r.origin.source.clone(),
+        priority: u32::from(r.rule.priority),
+        destinations: r.rule.conditions.dst.clone().unwrap_or_default(),
+        destination_ports: r
+            .rule
+            .conditions
+            .dst_ports
+            .iter()
+            .flatten()
+            .map(|p| match p.single() {
+                Some(one) => one.to_string(),
+                None => format!("{}-{}", p.first, p.last),
+            })
+            .collect(),
+        action: r.rule.action.to_string(),
+        hits: r.hits,
+    }
+}
+
+/// How many rules each owner was given on each port and layer: every object's placements, on
+/// the ports they were installed on.
+fn placed(c: &Compiler) -> Vec<PlacedDump> {
+    let mut out: Vec<PlacedDump> = Vec::new();
+    for compiled in c.objects.values() {
+        for (port, layer, owner) in &compiled.installed {
+            let Some(place) = c.places.get(port) else {
+                continue;
+            };
+            let rules: usize = compiled
+                .placements
+                .iter()
+                .filter(|p| p.layer == *layer && p.origin.owner == *owner)
+                .filter(|p| p.target.reaches(place))
+                .map(|p| p.rules.len())
+                .sum();
+            out.push(PlacedDump {
+                port: *port,
+                layer: layer.to_string(),
+                owner_kind: owner.kind.clone(),
+                owner_id: owner.id.clone(),
+                rules: rules as u64,
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.port, &a.layer, &a.owner_kind, &a.owner_id).cmp(&(
+            b.port,
+            &b.layer,
+            &b.owner_kind,
+            &b.owner_id,
+        ))
+    });
+    out.dedup();
+    out
 }

@@ -24,6 +24,7 @@ pub mod modes;
 pub mod nat;
 pub mod network;
 pub mod node;
+pub mod operator;
 pub mod placement;
 pub mod pod;
 pub mod route;
@@ -38,13 +39,10 @@ use vfp::{PoolId, PortConfig, PortId, Switch, SwitchConfig, SwitchKind};
 
 use hns::state::{Change, Kind, Object, State};
 
-pub use node::{HostRoute, NodeFacts, Resolver};
+pub use node::{DynamicPortRange, HostRoute, NodeFacts, Resolver};
 pub use placement::{Compiled, HostClaim, Key, Notice, Placement, Target};
 
 use placement::{PortPlace, Role};
-
-/// First and last port of the SNAT pools (the Windows dynamic port range).
-const SNAT_PORTS: (u16, u16) = (49152, 65535);
 
 /// The compiler of one node: its switch and what each HNS object put into it.
 #[derive(Debug)]
@@ -304,12 +302,13 @@ impl Compiler {
             .sum()
     }
 
-    /// The SNAT pool of `ip`, made on first use.
+    /// The SNAT pool of `ip`, made on first use over the node's dynamic port range.
     pub(crate) fn pool(&mut self, ip: IpAddr) -> PoolId {
+        let range = self.facts.dynamic_ports;
         *self
             .pools
             .entry(ip)
-            .or_insert_with(|| self.switch.add_snat_pool(ip, SNAT_PORTS.0, SNAT_PORTS.1))
+            .or_insert_with(|| self.switch.add_snat_pool(ip, range.start, range.last()))
     }
 
     fn place_of(&self, endpoint: Guid) -> Option<PortPlace> {

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use vfp::wire::MacAddr;
 
 use hns::profile::Profile;
+pub use hns_client::switch::DynamicPortRange;
 
 /// The facts of one node that shape its switch.
 #[derive(Clone, Debug)]
@@ -32,6 +33,8 @@ pub struct NodeFacts {
     pub routes: Vec<HostRoute>,
     /// Resolves the underlay MAC of an address (the host's ARP cache).
     pub resolver: Resolver,
+    /// The ports the SNAT pools draw from (Windows' dynamic port range).
+    pub dynamic_ports: DynamicPortRange,
 }
 
 impl NodeFacts {

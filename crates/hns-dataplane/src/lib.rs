@@ -18,6 +18,7 @@ pub mod hnsd;
 mod inspector;
 pub mod kernel;
 pub mod offload;
+mod operator;
 pub mod pump;
 mod tracer;
 pub mod uplink;
@@ -53,6 +54,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The NIC external networks bind to; the one with the default route when `None`.
     pub nic: Option<String>,
+    /// The ports the SNAT pools draw from (Windows' dynamic port range).
+    pub dynamic_ports: hns_compiler::DynamicPortRange,
 }
 
 /// Why the data plane could not start.
@@ -89,6 +92,7 @@ pub(crate) struct Inner {
     pub(crate) stubs: dns::Stubs,
     claims: claims::Claims,
     node_name: String,
+    dynamic_ports: hns_compiler::DynamicPortRange,
 }
 
 impl Dataplane {
@@ -114,6 +118,7 @@ impl Dataplane {
                 stubs: dns::Stubs::new(tokio::runtime::Handle::try_current().ok()),
                 claims: claims::Claims::default(),
                 node_name: config.node_name.clone(),
+                dynamic_ports: config.dynamic_ports,
             }),
             epoll,
             wake,
@@ -127,6 +132,7 @@ impl Dataplane {
         service.set_tracer(tracer::tracer(Arc::downgrade(&shared)));
         service.set_resolver(dns::resolver(Arc::downgrade(&shared)));
         service.set_inspector(inspector::inspector(Arc::downgrade(&shared)));
+        service.set_operator(operator::operator(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
         let pump = Arc::clone(&shared);
         threads.push(
@@ -237,6 +243,7 @@ impl Inner {
                     &self.node_name,
                     state.profile(),
                     self.kernel.resolver(),
+                    self.dynamic_ports,
                 );
                 tracing::debug!(addresses = ?facts.addresses, routes = ?facts.routes, "node facts");
                 self.compiler = Some(Compiler::build(state, facts));

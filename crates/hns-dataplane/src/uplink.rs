@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use vfp::wire::MacAddr;
 
 use hns::profile::Profile;
-use hns_compiler::{HostRoute, NodeFacts, Resolver};
+use hns_compiler::{DynamicPortRange, HostRoute, NodeFacts, Resolver};
 
 /// True for the network types whose switch is bound to the NIC.
 pub fn is_external(t: NetworkType) -> bool {
@@ -114,7 +114,13 @@ impl Uplink {
     }
 
     /// The node's facts as the compiler needs them.
-    pub fn node_facts(&self, name: &str, profile: Profile, resolver: Resolver) -> NodeFacts {
+    pub fn node_facts(
+        &self,
+        name: &str,
+        profile: Profile,
+        resolver: Resolver,
+        dynamic_ports: DynamicPortRange,
+    ) -> NodeFacts {
         let (mac, addresses, routes) = match &self.seen {
             Some(r) => (
                 MacAddr(r.mac),
@@ -134,6 +140,7 @@ impl Uplink {
             uplink: self.nic.clone(),
             routes,
             resolver,
+            dynamic_ports,
         }
     }
 

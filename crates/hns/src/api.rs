@@ -30,6 +30,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/trace", post(trace))
         .route("/resolve", post(resolve))
         .route(hns_client::switch::PATH, get(switch))
+        .route(hns_client::switch::RULES_PATH, post(rules))
         .route(crate::metrics::PATH, get(metrics))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
@@ -194,6 +195,21 @@ async fn switch(AxState(svc): Svc) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
     Ok(axum::Json(dump).into_response())
+}
+
+/// `POST /linux/switch/rules`: an operator's hand edit of the live switch (`winnet vfpctrl`):
+/// list, remove or add rules on one port, HNS objects untouched.
+async fn rules(AxState(svc): Svc, body: Bytes) -> ApiResult {
+    let edit: hns_client::switch::RuleEdit = serde_json::from_slice(&body).map_err(|e| {
+        HnsError::new(
+            HResult::HCN_E_INVALID_JSON,
+            format!("the rule edit is not valid JSON ({e}); send {{\"Port\", \"Layer\", \"Group\", \"Op\"}}"),
+        )
+    })?;
+    let answer = tokio::task::spawn_blocking(move || svc.edit_rules(&edit))
+        .await
+        .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the rule edit failed: {e}")))??;
+    Ok(axum::Json(answer).into_response())
 }
 
 /// `GET /linux/metrics`: the doctor's counts per problem kind, in Prometheus' text format.

@@ -33,6 +33,8 @@ pub fn render(svc: &Service) -> String {
         profile: ProfileFacts {
             name: profile.as_str().to_string(),
             backend_limit: profile.max_lb_backends(),
+            no_icmp_through_nat: profile
+                .imposes(crate::profile::Limitation::IcmpThroughOutboundNat),
         },
         hns,
         switch,

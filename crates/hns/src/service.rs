@@ -13,7 +13,9 @@ use crate::profile::Profile;
 use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
 use crate::store::{Store, StoreError};
-use crate::trace::{Inspector, NO_DATAPLANE, TraceAnswer, TraceRequest, TraceSource, Tracer};
+use crate::trace::{
+    Inspector, NO_DATAPLANE, Operator, TraceAnswer, TraceRequest, TraceSource, Tracer,
+};
 
 /// Most writes one transaction takes; bounds the latency of the first caller in a batch.
 const MAX_BATCH: usize = 512;
@@ -41,6 +43,8 @@ pub struct Service {
     tracer: RwLock<Option<Tracer>>,
     /// Set by the data plane: its compiled switch as data.
     inspector: RwLock<Option<Inspector>>,
+    /// Set by the data plane: an operator's hand edits of its switch.
+    operator: RwLock<Option<Operator>>,
     /// Set by the data plane, which runs the pods' DNS clients.
     resolver: RwLock<Option<PodResolver>>,
 }
@@ -65,6 +69,7 @@ impl Service {
             observers,
             tracer: RwLock::new(None),
             inspector: RwLock::new(None),
+            operator: RwLock::new(None),
             resolver: RwLock::new(None),
         })
     }
@@ -106,6 +111,28 @@ impl Service {
             ));
         };
         inspector()
+    }
+
+    /// Lets the data plane take an operator's hand edits ([`Service::edit_rules`]).
+    pub fn set_operator(&self, operator: Operator) {
+        *self.operator.write().unwrap_or_else(|p| p.into_inner()) = Some(operator);
+    }
+
+    /// Lists, removes or adds rules on one port of the live switch, leaving HNS objects as
+    /// they are. Without a data plane the error is [`NO_DATAPLANE`]. Blocks while the data
+    /// plane is busy.
+    pub fn edit_rules(
+        &self,
+        edit: &hns_client::switch::RuleEdit,
+    ) -> Result<hns_client::switch::PortRules, HnsError> {
+        let operator = self.operator.read().unwrap_or_else(|p| p.into_inner());
+        let Some(operator) = operator.as_ref() else {
+            return Err(HnsError::new(
+                NO_DATAPLANE,
+                "hnsd runs without a data plane, so there is no switch to edit: start it with --node-netns NAME (or --dataplane)",
+            ));
+        };
+        operator(edit)
     }
 
     /// Lets the data plane answer resolve requests ([`Service::resolve`]).

@@ -21,6 +21,14 @@ pub type Tracer = Box<dyn Fn(&TraceRequest) -> Result<TraceAnswer, HnsError> + S
 pub type Inspector =
     Box<dyn Fn() -> Result<hns_client::switch::SwitchDump, HnsError> + Send + Sync>;
 
+/// Answers `POST /linux/switch/rules` on the data plane: an operator's hand edit of the live
+/// switch (`winnet vfpctrl`), and the port's rules after it.
+pub type Operator = Box<
+    dyn Fn(&hns_client::switch::RuleEdit) -> Result<hns_client::switch::PortRules, HnsError>
+        + Send
+        + Sync,
+>;
+
 /// Where a traced packet comes from, as `From` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceSource {

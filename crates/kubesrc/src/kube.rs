@@ -1,4 +1,4 @@
-//! Services, EndpointSlices, Nodes (and Namespaces when asked) from a kube API server, through
+//! Services, EndpointSlices, Nodes (and Namespaces and Pods when asked) from a kube API server, through
 //! kube-rs watchers.
 
 use std::collections::BTreeMap;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Config};
@@ -20,6 +20,7 @@ enum Update {
     Slice(Box<Event<EndpointSlice>>),
     Node(Box<Event<Node>>),
     Namespace(Box<Event<Namespace>>),
+    Pod(Box<Event<Pod>>),
 }
 
 /// Connects with the kubeconfig at `path` and watches; objects flow on the returned channel,
@@ -46,9 +47,12 @@ pub async fn watch(
         Update::Node(Box::new(e))
     });
     if kinds.namespaces {
-        spawn_watch(Api::<Namespace>::all(client), tx, |e| {
+        spawn_watch(Api::<Namespace>::all(client.clone()), tx.clone(), |e| {
             Update::Namespace(Box::new(e))
         });
+    }
+    if kinds.pods {
+        spawn_watch(Api::<Pod>::all(client), tx, |e| Update::Pod(Box::new(e)));
     }
     let (out, objects) = channel::channel(Arc::new(Objects::default()));
     tokio::spawn(async move {
@@ -101,9 +105,9 @@ where
 /// The objects as the watchers last reported them, and which kinds have been listed.
 struct State {
     objects: Objects,
-    /// Per kind (services, slices, nodes, namespaces): listed completely at least once, and not
-    /// relisting. A kind not watched counts as listed.
-    listed: [bool; 4],
+    /// Per kind (services, slices, nodes, namespaces, pods): listed completely at least once,
+    /// and not relisting. A kind not watched counts as listed.
+    listed: [bool; 5],
 }
 
 fn apply_event<K: kube::Resource + Clone>(
@@ -136,7 +140,7 @@ impl State {
                 synced: true,
                 ..Objects::default()
             },
-            listed: [false, false, false, !kinds.namespaces],
+            listed: [false, false, false, !kinds.namespaces, !kinds.pods],
         }
     }
 
@@ -151,6 +155,7 @@ impl State {
             Update::Namespace(e) => {
                 apply_event("Namespace", &mut o.namespaces, &mut self.listed[3], *e)
             }
+            Update::Pod(e) => apply_event("Pod", &mut o.pods, &mut self.listed[4], *e),
         }
     }
 

@@ -2,6 +2,7 @@
 //! `--kubeconfig`) or a folder of manifests (`--manifests DIR`, re-read on change). The source
 //! yields the raw k8s-openapi objects; each consumer (kube-proxy, the cluster DNS) turns them into
 //! its own model, so there is one reader of the API and of manifests, and no shared model.
+//! Pods are read too, for `winnet doctor`, when asked ([`Kinds::pods`]).
 
 pub mod kube;
 pub mod manifests;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::sync::watch;
 
@@ -34,6 +35,8 @@ pub struct Objects {
     pub nodes: ByKey<Node>,
     /// Only filled when [`Kinds::namespaces`] asked for them (manifests always carry theirs).
     pub namespaces: ByKey<Namespace>,
+    /// Only filled when [`Kinds::pods`] asked for them (manifests always carry theirs).
+    pub pods: ByKey<Pod>,
     /// Documents that could not be read, each with the reason; the rest is here.
     pub problems: Vec<String>,
     /// False until every watched kind has been listed once (a manifest folder is synced at once).
@@ -55,6 +58,8 @@ pub enum Source {
 pub struct Kinds {
     /// Namespaces: the DNS needs them, kube-proxy does not (and its RBAC may not allow them).
     pub namespaces: bool,
+    /// Pods: `winnet doctor` compares them with HNS endpoints; kube-proxy does not need them.
+    pub pods: bool,
 }
 
 /// Starts the source; the receiver holds the newest objects, updated after every change.

@@ -1,5 +1,5 @@
 //! A folder of manifests as `kubectl get -o yaml` (or `-o json`) prints them: Services,
-//! EndpointSlices, Nodes, Namespaces, and `List`s of them, several documents per file. Bad
+//! EndpointSlices, Nodes, Namespaces, Pods, and `List`s of them, several documents per file. Bad
 //! documents and unknown kinds are reported and skipped; the rest is used. Only files that
 //! changed are read again, so one rewritten file among many is picked up quickly.
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -50,7 +50,7 @@ fn load_object(value: serde_json::Value, origin: &str, objects: &mut Objects) {
         .unwrap_or("?");
     let at = format!("{origin} ({kind} {name})");
     match kind {
-        "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "NamespaceList" => {
+        "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "NamespaceList" | "PodList" => {
             let items = value.get("items").and_then(|i| i.as_array());
             for (j, item) in items.into_iter().flatten().enumerate() {
                 load_object(item.clone(), &format!("{origin} item {j}"), objects);
@@ -74,9 +74,10 @@ fn load_object(value: serde_json::Value, origin: &str, objects: &mut Objects) {
             &mut objects.namespaces,
             &mut objects.problems,
         ),
+        "Pod" => insert::<Pod>(value, at, true, &mut objects.pods, &mut objects.problems),
         "" => objects.problems.push(format!("{at}: no kind; skipped")),
         other => objects.problems.push(format!(
-            "{at}: kind {other} is not read (Service, EndpointSlice, Node, Namespace); skipped"
+            "{at}: kind {other} is not read (Service, EndpointSlice, Node, Namespace, Pod); skipped"
         )),
     }
 }
@@ -229,6 +230,8 @@ impl Folder {
                 .extend(o.nodes.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
             all.namespaces
                 .extend(o.namespaces.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+            all.pods
+                .extend(o.pods.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
             all.problems.extend(o.problems.iter().cloned());
         }
         all

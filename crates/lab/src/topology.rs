@@ -204,6 +204,16 @@ pub struct Topology {
     /// get both families where Windows gives them (L2Bridge); see the README's dual-stack part.
     #[serde(default, rename = "dualStack")]
     pub dual_stack: bool,
+    /// The dynamic port range every Windows node's hnsd draws SNAT ports from
+    /// (`dynamicPortRange: start=60000,num=255`, netsh's words); Windows' default (49152,
+    /// 16384 ports) when absent.
+    #[serde(
+        default,
+        rename = "dynamicPortRange",
+        with = "port_range",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dynamic_port_range: Option<hns_client::switch::DynamicPortRange>,
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub services: Vec<ServiceSpec>,
@@ -211,6 +221,29 @@ pub struct Topology {
 
 fn dsr_on() -> bool {
     true
+}
+
+mod port_range {
+    use hns_client::switch::DynamicPortRange;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &Option<DynamicPortRange>, s: S) -> Result<S::Ok, S::Error> {
+        match r {
+            Some(r) => s.serialize_str(&r.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<DynamicPortRange>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        s.parse()
+            .map(Some)
+            .map_err(|e| serde::de::Error::custom(format!("dynamicPortRange {s:?}: {e}")))
+    }
 }
 
 mod profile_name {

@@ -186,6 +186,7 @@ impl Proxy {
                     .map(|s| s.facts.profile.clone())
                     .unwrap_or_default(),
                 backend_limit: None,
+                ..Default::default()
             },
             cluster: doctor::snapshot::ClusterFacts {
                 cluster_cidr: self.cluster_cidr,

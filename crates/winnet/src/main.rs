@@ -31,6 +31,8 @@ enum Command {
     InstallCni(commands::install_cni::Args),
     /// Explain what a node's switch does with a connection's first packet, layer by layer.
     Trace(commands::trace::Args),
+    /// vfpctrl: list a switch's ports, and list, remove or add a port's rules by hand.
+    Vfpctrl(commands::vfpctrl::Args),
     /// Explain what a pod's resolver does with a name, step by step.
     Resolve(commands::resolve::Args),
     /// Build a mixed Windows + Linux cluster here, prove every documented flow, take it down.
@@ -69,6 +71,7 @@ fn main() -> std::process::ExitCode {
         Command::InstallCni(args) => commands::install_cni::run(args),
         Command::Trace(args) => commands::trace::run(args),
         Command::Resolve(args) => commands::resolve::run(args),
+        Command::Vfpctrl(args) => commands::vfpctrl::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Collect(args) => commands::collect::run(args),

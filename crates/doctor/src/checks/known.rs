@@ -1,5 +1,6 @@
 //! Known problems of a Windows build, named with their source: WS2022 NodePort on Overlay,
-//! WS2022 L2Bridge pod -> pod with DSR, more backends than the profile's load balancers take.
+//! WS2022 L2Bridge pod -> pod with DSR, more backends than the profile's load balancers take,
+//! and probes that ping through OutBoundNAT ([`icmp_probes`](crate::checks::icmp_probes)).
 
 use hcn::NetworkType;
 
@@ -7,6 +8,7 @@ use crate::finding::{Finding, ObjectRef, ProblemKind};
 use crate::node::{Node, lb_ref};
 
 pub fn check(n: &Node, out: &mut Vec<Finding>) {
+    crate::checks::icmp_probes::check(n, out);
     let profile = n.snap.profile.name.as_str();
     let has = |t: NetworkType| n.snap.hns.networks.iter().any(|net| net.network_type == t);
     if profile == "ws2022" && has(NetworkType::Overlay) {

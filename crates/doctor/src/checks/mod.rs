@@ -4,6 +4,7 @@
 pub mod dns;
 pub mod endpoints;
 pub mod flannel;
+pub mod icmp_probes;
 pub mod kernel;
 pub mod known;
 pub mod loadbalancers;

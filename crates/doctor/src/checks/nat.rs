@@ -21,7 +21,7 @@ fn parse_net(s: &str) -> Option<IpNet> {
 
 /// Prefixes that are inside the cluster: its CIDRs, the networks' subnets, the node's own
 /// address prefixes (the underlay, which L2Bridge pods reach untranslated).
-fn internal(n: &Node) -> Vec<IpNet> {
+pub(crate) fn internal(n: &Node) -> Vec<IpNet> {
     let mut v: Vec<IpNet> = [n.snap.cluster.cluster_cidr, n.snap.cluster.service_cidr]
         .into_iter()
         .flatten()

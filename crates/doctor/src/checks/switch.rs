@@ -40,26 +40,13 @@ fn owner_guid(r: &RuleDump) -> Option<String> {
 
 pub fn check(n: &Node, out: &mut Vec<Finding>) {
     let Some(sw) = &n.snap.switch else { return };
-    let mut owners: HashSet<String> = HashSet::new();
-    let mut orphans: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for (port, layer, r) in rules(sw) {
-        let Some(guid) = owner_guid(r) else { continue };
-        if !n.ids.contains(&guid) {
-            orphans
-                .entry((r.owner_kind.clone(), guid.clone()))
-                .or_default()
-                .push(format!("{port}/{layer}"));
-        }
-        owners.insert(guid);
-    }
-    for ((kind, id), places) in orphans {
-        out.push(n.finding(
-            ProblemKind::RulesWithoutOwner,
-            format!("{} rules owned by {kind} {id}, which HNS no longer has", places.len()),
-            vec![ObjectRef::new("Rule", format!("{kind} {id}"), places.join(", "))],
-            "packets matching them are still translated or dropped as the deleted object said (a deleted load balancer still balancing, a deleted ACL still blocking)".into(),
-            "restart hnsd: it recompiles the switch from its store (on Windows: findDegradedPolicy.ps1, then restart HNS)".into(),
-        ));
+    let owners: HashSet<String> = rules(sw).filter_map(|(_, _, r)| owner_guid(r)).collect();
+    if sw.placed.is_empty() {
+        // A dump from before the compiler's placements were recorded: only rules whose owner
+        // HNS no longer has can be told apart.
+        orphans_by_owner(n, sw, out);
+    } else {
+        against_placements(n, sw, out);
     }
     let ports: HashSet<String> = sw
         .ports
@@ -81,7 +68,12 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
     }
     for lb in &n.snap.hns.load_balancers {
         let id = lb.id.to_string().to_ascii_lowercase();
-        if lb.host_compute_endpoints.is_empty() || owners.contains(&id) {
+        let placed = sw
+            .placed
+            .iter()
+            .any(|p| p.owner_kind == "LoadBalancer" && p.owner_id.eq_ignore_ascii_case(&id));
+        // A load balancer the compiler placed but whose rules are gone is named above.
+        if lb.host_compute_endpoints.is_empty() || owners.contains(&id) || placed {
             continue;
         }
         out.push(n.finding(
@@ -138,4 +130,171 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+const ORPHAN_BREAKS: &str = "packets matching them are still translated or dropped as the deleted object said (a deleted load balancer still balancing, a deleted ACL still blocking)";
+
+/// Rules whose owner HNS no longer has, one finding per owner.
+fn orphans_by_owner(n: &Node, sw: &SwitchDump, out: &mut Vec<Finding>) {
+    let mut orphans: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (port, layer, r) in rules(sw) {
+        let Some(guid) = owner_guid(r) else { continue };
+        if !n.ids.contains(&guid) {
+            orphans
+                .entry((r.owner_kind.clone(), guid))
+                .or_default()
+                .push(format!("{port}/{layer}"));
+        }
+    }
+    for ((kind, id), places) in orphans {
+        out.push(n.finding(
+            ProblemKind::RulesWithoutOwner,
+            format!("{} rules owned by {kind} {id}, which HNS no longer has", places.len()),
+            vec![ObjectRef::new("Rule", format!("{kind} {id}"), places.join(", "))],
+            ORPHAN_BREAKS.into(),
+            "restart hnsd: it recompiles the switch from its store (on Windows: findDegradedPolicy.ps1, then restart HNS)".into(),
+        ));
+    }
+}
+
+/// (port number, layer, owner kind, owner id).
+type Place = (u16, String, String, String);
+
+/// The switch against what the compiler placed in it: an owner with fewer rules on a port's
+/// layer than it was given (removed by hand, `vfpctrl /remove-rule`), and rules no HNS object
+/// was given there (added by hand, or left by a deleted object).
+fn against_placements(n: &Node, sw: &SwitchDump, out: &mut Vec<Finding>) {
+    let port_names: BTreeMap<u16, &str> =
+        sw.ports.iter().map(|p| (p.id, p.name.as_str())).collect();
+    let mut live: BTreeMap<Place, (u64, Vec<String>)> = BTreeMap::new();
+    for p in &sw.ports {
+        for l in &p.layers {
+            for r in &l.rules {
+                let e = live
+                    .entry((
+                        p.id,
+                        l.name.clone(),
+                        r.owner_kind.clone(),
+                        r.owner_id.clone(),
+                    ))
+                    .or_default();
+                e.0 += 1;
+                e.1.push(r.id.clone());
+            }
+        }
+    }
+    let placed: BTreeMap<Place, u64> = sw
+        .placed
+        .iter()
+        .map(|p| {
+            (
+                (
+                    p.port,
+                    p.layer.clone(),
+                    p.owner_kind.clone(),
+                    p.owner_id.clone(),
+                ),
+                p.rules,
+            )
+        })
+        .collect();
+    let place_text = |(port, layer, _, _): &Place| {
+        format!(
+            "port {port} {}/{layer}",
+            port_names.get(port).copied().unwrap_or("?")
+        )
+    };
+    let mut missing: BTreeMap<(String, String), (u64, u64, Vec<String>)> = BTreeMap::new();
+    for (place, want) in &placed {
+        let have = live.get(place).map_or(0, |(c, _)| *c);
+        if have >= *want {
+            continue;
+        }
+        let m = missing
+            .entry((place.2.clone(), place.3.clone()))
+            .or_default();
+        m.0 += want - have;
+        m.1 += want;
+        m.2.push(format!("{} ({have} of {want})", place_text(place)));
+    }
+    for ((kind, id), (gone, total, places)) in missing {
+        out.push(n.finding(
+            ProblemKind::RulesMissing,
+            format!("{kind} {id}: {gone} of its {total} rules are missing from the switch"),
+            vec![owner_ref(n, &kind, &id), ObjectRef::new("Rule", format!("{kind} {id}"), places.join(", "))],
+            format!("the flows its missing rules decide: HNS holds {kind} {id} and the switch no longer carries out all of it (the flannel#1394 symptom: HNS looks right, VFP has no rule)"),
+            "make its owner recompile (restart hnsd, which recompiles the switch from its store; on Windows conditionalMitigator.ps1 restarts HNS when a rule is missing)".into(),
+        ));
+    }
+    let mut orphans: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (place, (count, ids)) in &live {
+        let want = placed.get(place).copied().unwrap_or(0);
+        if *count <= want {
+            continue;
+        }
+        // An owner the compiler placed fewer rules for than the layer holds: the extra ones
+        // were not compiled (a replaced owner's leftovers, or added by hand under its name).
+        orphans
+            .entry((place.2.clone(), place.3.clone()))
+            .or_default()
+            .push(format!("{} {}", place_text(place), ids.join(",")));
+    }
+    for ((kind, id), places) in orphans {
+        let gone = owner_guid_of(&kind, &id).is_some_and(|g| !n.ids.contains(&g));
+        let why = if kind == hns_client::switch::OPERATOR {
+            "added by hand (vfpctrl), no HNS object asked for them".to_string()
+        } else if gone {
+            "owned by an object HNS no longer has".to_string()
+        } else {
+            "not compiled from any HNS object".to_string()
+        };
+        out.push(n.finding(
+            ProblemKind::RulesWithoutOwner,
+            format!("rules of {kind} {id} that no HNS object placed: {why}"),
+            vec![ObjectRef::new("Rule", format!("{kind} {id}"), places.join("; "))],
+            ORPHAN_BREAKS.into(),
+            "remove them (winnet vfpctrl --remove-rule, vfpctrl /remove-rule on Windows), or restart hnsd: it recompiles the switch from its store".into(),
+        ));
+    }
+}
+
+fn owner_guid_of(kind: &str, id: &str) -> Option<String> {
+    owner_guid(&RuleDump {
+        owner_kind: kind.to_string(),
+        owner_id: id.to_string(),
+        ..RuleDump::default()
+    })
+}
+
+/// The HNS object behind a rule owner, as findings name it.
+fn owner_ref(n: &Node, kind: &str, id: &str) -> ObjectRef {
+    let guid = owner_guid_of(kind, id).unwrap_or_default();
+    if let Some(e) = n.endpoints.get(&guid) {
+        return endpoint_ref(e);
+    }
+    if let Some(lb) = n
+        .snap
+        .hns
+        .load_balancers
+        .iter()
+        .find(|lb| lb.id.to_string().eq_ignore_ascii_case(&guid))
+    {
+        return lb_ref(lb);
+    }
+    if let Some(net) = n
+        .snap
+        .hns
+        .networks
+        .iter()
+        .find(|net| net.id.to_string().eq_ignore_ascii_case(&guid))
+    {
+        return ObjectRef::new("Network", net.id.to_string(), net.name.clone());
+    }
+    let kind = kind.split('/').next().unwrap_or(kind);
+    let id = if guid.is_empty() {
+        id.to_string()
+    } else {
+        guid
+    };
+    ObjectRef::new(kind, id, String::new())
 }

@@ -85,6 +85,7 @@ impl Node {
             uplink: Some("Ethernet".to_string()),
             routes: vec![HostRoute::new(IpNet::default(), router)],
             resolver,
+            dynamic_ports: Default::default(),
         };
         let compiler = Arc::new(Mutex::new(service.read(|s| Compiler::build(s, facts))));
         let compiling = Arc::clone(&compiler);

@@ -261,6 +261,7 @@ async fn hnsd_drives_the_compiler_with_each_committed_batch() {
         uplink: Some("Ethernet".into()),
         routes: Vec::new(),
         resolver: Resolver::none(),
+        dynamic_ports: Default::default(),
     };
     let compiler = Arc::new(Mutex::new(Compiler::build(
         &State::new(Profile::Ws2022),

@@ -8,6 +8,7 @@ mod l2bridge;
 mod limitations;
 mod loadbalancing;
 mod modes;
+mod operator;
 mod overlay;
 mod trace;
 mod trace_explain;

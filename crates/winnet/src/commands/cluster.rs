@@ -40,6 +40,11 @@ pub struct UpArgs {
     /// ws2022, ws2025 or unrestricted.
     #[arg(long)]
     pub profile: Option<hns::Profile>,
+    /// Override the topology's dynamic port range of the Windows nodes' hnsd, which the SNAT
+    /// pools draw from (`start=N,num=M`, as `netsh int ipv4 set dynamicport`; Windows'
+    /// default is start=49152,num=16384).
+    #[arg(long, value_name = "start=N,num=M")]
+    pub dynamic_port_range: Option<hns_client::switch::DynamicPortRange>,
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -108,6 +113,9 @@ pub fn topology(a: &UpArgs) -> anyhow::Result<Topology> {
     }
     if let Some(p) = a.profile {
         t.profile = p;
+    }
+    if let Some(r) = a.dynamic_port_range {
+        t.dynamic_port_range = Some(r);
     }
     Ok(t)
 }

@@ -38,6 +38,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         file: a.topology.clone(),
         mode: a.mode,
         profile: a.profile,
+        ..UpArgs::default()
     })?;
     if a.simulate || !cluster::is_root() {
         return simulate(&t, &a);

@@ -31,6 +31,11 @@ pub struct Args {
     /// The node's name in traces (default: the namespace's name, else the host name).
     #[arg(long)]
     node_name: Option<String>,
+    /// The dynamic port range the SNAT pools of OutBoundNAT and load balancers draw from, one
+    /// pool of it per node address, as Windows' `netsh int ipv4 set dynamicport tcp start=N
+    /// num=M` sets it: at least 255 ports, from port 1025, ending at 65535 at most.
+    #[arg(long, value_name = "start=N,num=M", default_value_t)]
+    dynamic_port_range: hns_client::switch::DynamicPortRange,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -48,6 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(hostname),
         state_dir: args.state_dir.clone(),
         nic: args.nic.clone(),
+        dynamic_ports: args.dynamic_port_range,
     });
     let config = HnsdConfig {
         server: hns::server::Config {

@@ -12,6 +12,7 @@ pub mod install_cni;
 pub mod proxy;
 pub mod resolve;
 pub mod trace;
+pub mod vfpctrl;
 
 /// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {

@@ -26,7 +26,8 @@ pub struct NodeSource {
     pub socket: PathBuf,
     /// The Kubernetes objects (kube-proxy's `--manifests`).
     pub manifests: Option<PathBuf>,
-    /// The node's pods, when known (the local cluster knows them; else `None`).
+    /// The node's pods, when the local cluster knows them; else `None` and they are read from
+    /// the Kubernetes objects (unknown when those hold no Pod).
     pub pods: Option<Vec<Pod>>,
     /// The node's own network namespace (`None`: this process's).
     pub netns: Option<String>,
@@ -109,6 +110,7 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                         name: p.name.clone(),
                         ip: Some(IpAddr::V4(p.ip)),
                         netns: Some(format!("/run/netns/{}", p.netns)),
+                        ..Pod::default()
                     })
                     .collect(),
             ),
@@ -209,6 +211,7 @@ fn snapshot(
         profile: ProfileFacts {
             name: profile.as_str().to_string(),
             backend_limit: profile.max_lb_backends(),
+            no_icmp_through_nat: profile.imposes(hns::profile::Limitation::IcmpThroughOutboundNat),
         },
         cluster: s.cluster.clone(),
         kube,
@@ -358,16 +361,21 @@ fn flannel_view(f: &FlannelSource) -> anyhow::Result<FlannelView> {
     })
 }
 
-/// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]).
+/// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]), and the
+/// node's pods: the local cluster's, else those of the same objects.
 fn kube_view(s: &NodeSource) -> anyhow::Result<KubeView> {
-    let mut view = match &s.manifests {
-        Some(dir) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(
-            &kubesrc::manifests::load(dir),
-        )),
+    let objects = s.manifests.as_deref().map(kubesrc::manifests::load);
+    let mut view = match &objects {
+        Some(o) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(o)),
         None => KubeView::default(),
     };
-    view.pods = s.pods.clone().unwrap_or_default();
-    view.pods_known = s.pods.is_some();
+    let pods = s.pods.clone().or_else(|| {
+        objects
+            .as_ref()
+            .and_then(|o| super::pods::of_node(o, &s.name))
+    });
+    view.pods_known = pods.is_some();
+    view.pods = pods.unwrap_or_default();
     view.services.sort_by_key(|s| s.key());
     Ok(view)
 }

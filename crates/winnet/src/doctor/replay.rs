@@ -65,6 +65,7 @@ pub fn trace(snap: &NodeSnapshot, req: &TraceRequest) -> anyhow::Result<TraceAns
             .map(|r| HostRoute::new(r.destination, r.next_hop))
             .collect(),
         resolver: Resolver::from_table(neighbors),
+        dynamic_ports: dump.facts.dynamic_ports,
     };
     // Port numbers follow the order the live ports were made in; the rebuilt switch is given
     // the live numbers by name, so that the trace names the same ports.

@@ -278,6 +278,7 @@ impl Builder {
         );
         let profile = self.t.profile_name();
         let w = self.winnet.clone();
+        let ports = self.t.dynamic_port_range.unwrap_or_default().to_string();
         let args = [
             w.as_str(),
             "hnsd",
@@ -293,6 +294,8 @@ impl Builder {
             &state_dir,
             "--socket",
             &sock_s,
+            "--dynamic-port-range",
+            &ports,
         ];
         // hnsd enters the node's namespace itself (--node-netns); started from ours.
         self.spawn_here(&format!("{name} hnsd"), &args, &dir.join("hnsd.log"))?;
