@@ -1185,3 +1185,539 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
         "{f:#?}"
     );
 }
+
+/// `winnet vfpctrl` on win-1 (`SOCK`), as a command that must succeed.
+fn vfpctrl(args: &[&str]) -> String {
+    let mut all = vec!["vfpctrl", "--hns-socket", SOCK];
+    all.extend_from_slice(args);
+    ok(&winnet(&all), &format!("winnet {}", all.join(" ")))
+}
+
+/// `winnet vfpctrl ARGS` on win-1 that must be refused, with its error.
+fn vfpctrl_refused(args: &[&str]) -> String {
+    let mut all = vec!["vfpctrl", "--hns-socket", SOCK];
+    all.extend_from_slice(args);
+    let out = winnet(&all);
+    assert!(
+        !out.status.success(),
+        "winnet {} was accepted:\n{}",
+        all.join(" "),
+        text(&out)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A network namespace the test makes beyond the external host (`wn-external`, the fabric's
+/// router), at [`FAR`]: a destination outside every OutBoundNAT exception that pods reach
+/// SNATed to their node's address. Removed, with the router's forwarding as it was, when
+/// dropped.
+struct FarHost {
+    forwarding: String,
+}
+
+const FAR_NS: &str = "doctor-snat-far";
+/// The far host's address, and the external host's on the same link.
+const FAR: &str = "10.201.0.2";
+const FAR_GW: &str = "10.201.0.1";
+
+impl FarHost {
+    fn make() -> FarHost {
+        let ip = |args: &[&str]| {
+            ok(
+                &Command::new("ip").args(args).output().expect("ip"),
+                &format!("ip {}", args.join(" ")),
+            );
+        };
+        let sysctl = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", "wn-external", "sysctl", "-n"];
+            all.extend_from_slice(args);
+            ok(
+                &Command::new("ip").args(&all).output().expect("sysctl"),
+                "sysctl in the external host",
+            )
+        };
+        let forwarding = sysctl(&["net.ipv4.ip_forward"]).trim().to_string();
+        let far = FarHost { forwarding };
+        ip(&["netns", "add", FAR_NS]);
+        ip(&[
+            "link",
+            "add",
+            "dsf0",
+            "netns",
+            "wn-external",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            FAR_NS,
+        ]);
+        ip(&[
+            "-n",
+            "wn-external",
+            "address",
+            "add",
+            &format!("{FAR_GW}/30"),
+            "dev",
+            "dsf0",
+        ]);
+        ip(&["-n", "wn-external", "link", "set", "dsf0", "up"]);
+        ip(&[
+            "-n",
+            FAR_NS,
+            "address",
+            "add",
+            &format!("{FAR}/30"),
+            "dev",
+            "eth0",
+        ]);
+        ip(&["-n", FAR_NS, "link", "set", "eth0", "up"]);
+        ip(&["-n", FAR_NS, "link", "set", "lo", "up"]);
+        ip(&["-n", FAR_NS, "route", "add", "default", "via", FAR_GW]);
+        sysctl(&["-w", "net.ipv4.ip_forward=1"]);
+        far
+    }
+}
+
+impl Drop for FarHost {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", FAR_NS])
+            .status();
+        let _ = Command::new("ip")
+            .args(["netns", "exec", "wn-external", "sysctl", "-w"])
+            .arg(format!("net.ipv4.ip_forward={}", self.forwarding))
+            .status();
+    }
+}
+
+/// The rules of `port` on win-1 as `vfpctrl --list-rule --json` shows them: (layer, rule).
+fn port_rules(port: &str) -> Vec<(String, Value)> {
+    let v: Value = serde_json::from_str(&vfpctrl(&["--port", port, "--list-rule", "--json"]))
+        .expect("vfpctrl JSON");
+    v["Layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| {
+            let name = l["Name"].as_str().unwrap_or("").to_string();
+            l["Rules"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |r| (name.clone(), r))
+        })
+        .collect()
+}
+
+/// What is left of issue 18's acceptance on the live cluster, on the default topology (ws2025
+/// L2Bridge) with hnsd's SNAT pools drawn from a small dynamic port range
+/// (`--dynamic-port-range start=60000,num=255`, the least Windows' netsh takes):
+/// - `snat-port-pressure`: 210 connections held from client-1 to one host beyond the
+///   external router, through OutBoundNAT (82% of the pool towards one remote end); closing
+///   them clears it;
+/// - `rules-missing` and `rules-without-owner`: client-1's endpoint's rules and web's
+///   ClusterIP load balancer's rules removed from client-1's port by hand, and a block rule
+///   added by hand (`winnet vfpctrl`, as `vfpctrl.exe /remove-rule` and `/add-rule` on
+///   Windows); bad vfpctrl input refused naming the flag;
+/// - pods of a node read as a node outside the local cluster (`--hns-socket --manifests`): the
+///   cluster's manifests plus win-1's Pods, one with a liveness probe that pings outside the
+///   cluster (`icmp-probe-through-outbound-nat`).
+#[test]
+fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
+    require_root();
+    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    // Windows takes no fewer than 255 ports: neither does hnsd.
+    let small = winnet(&[
+        "cluster",
+        "up",
+        "--dynamic-port-range",
+        "start=60000,num=64",
+    ]);
+    assert!(
+        !small.status.success() && text(&small).contains("num=64"),
+        "{}",
+        text(&small)
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let _down = Down(Vec::new(), Vec::new());
+    ok(
+        &winnet(&[
+            "cluster",
+            "up",
+            "--dynamic-port-range",
+            "start=60000,num=255",
+        ]),
+        "cluster up (a 255-port dynamic range)",
+    );
+    let (f, out) = doctor(&[]);
+    assert_eq!(kinds(&f), Vec::<String>::new(), "{}", text(&out));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
+    )
+    .expect("state JSON");
+    let win1 = state["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["name"] == "win-1")
+        .cloned()
+        .expect("win-1 in the state");
+    let node_ip = win1["ip"].as_str().expect("win-1's address").to_string();
+    let pod = |name: &str| {
+        win1["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no pod {name} on win-1"))
+    };
+
+    // SNAT port pressure: connections held from client-1 to one far host.
+    let far = FarHost::make();
+    let listener = host::netns::Netns::named(FAR_NS)
+        .run(|| {
+            std::net::TcpListener::bind((FAR, 7000))
+                .map_err(|e| host::HostError::io("listen on the far host", e))
+        })
+        .expect("listen on the far host");
+    const HELD: usize = 210;
+    let (close_tx, close_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while held.len() < HELD {
+            match listener.accept() {
+                Ok((s, _)) => held.push(s),
+                Err(e) => panic!("accept on the far host: {e}"),
+            }
+        }
+        // Held until the test says to close them (or goes away).
+        let _ = close_rx.recv();
+        drop(held);
+    });
+    let client_ns = pod("client-1")["netns"]
+        .as_str()
+        .expect("client-1's namespace")
+        .to_string();
+    let far_addr: std::net::SocketAddr = format!("{FAR}:7000").parse().expect("address");
+    let streams = host::netns::Netns::named(&client_ns)
+        .run(|| {
+            (0..HELD)
+                .map(|i| {
+                    std::net::TcpStream::connect_timeout(
+                        &far_addr,
+                        std::time::Duration::from_secs(5),
+                    )
+                    .map_err(|e| host::HostError::io(format!("connection {i} from client-1"), e))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .expect("connections from client-1 to the far host");
+    let (f, _) = doctor(&[]);
+    assert_eq!(kinds(&f), ["snat-port-pressure"], "{f:#?}");
+    let pressure = named(&f, "snat-port-pressure", &[("SnatPool", &node_ip)]);
+    assert!(
+        pressure["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!("{HELD} of 255"))),
+        "{pressure:#}"
+    );
+    drop(streams);
+    let _ = close_tx.send(());
+    server.join().expect("the far host's server");
+    // Closed connections give their ports back once the switch expires their flows.
+    doctor_until(&[]);
+    drop(far);
+
+    // Pods read as for a node outside the local cluster: the cluster's manifests plus win-1's
+    // Pods, client-1 with a liveness probe that pings outside the cluster.
+    let manifests = tmp.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("mkdir");
+    for entry in std::fs::read_dir("/run/winnet/cluster/manifests").expect("the manifests") {
+        let entry = entry.expect("a manifest");
+        std::fs::copy(entry.path(), manifests.join(entry.file_name())).expect("copy a manifest");
+    }
+    let pods: Vec<Value> = win1["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let name = p["name"].as_str().unwrap_or("");
+            let namespace = if name.starts_with("coredns-") {
+                "kube-system"
+            } else {
+                "default"
+            };
+            let mut container = serde_json::json!({"name": "app", "image": "app"});
+            if name == "client-1" {
+                container["livenessProbe"] =
+                    serde_json::json!({"exec": {"command": ["ping", "-n", "1", "10.200.0.1"]}});
+            }
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"nodeName": "win-1", "containers": [container]},
+                "status": {"podIP": p["ip"]}})
+        })
+        .collect();
+    write(
+        &manifests,
+        "pods.json",
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods}),
+    );
+    let outside = winnet(&[
+        "doctor",
+        "--node",
+        "win-1",
+        "--hns-socket",
+        SOCK,
+        "--manifests",
+        manifests.to_str().expect("path"),
+        "--cluster-cidr",
+        "10.244.0.0/16",
+        "--service-cidr",
+        "10.96.0.0/12",
+        "-o",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&outside.stdout)
+        .unwrap_or_else(|e| panic!("doctor printed no JSON ({e}):\n{}", text(&outside)));
+    let f = report[0]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(kinds(&f), ["icmp-probe-through-outbound-nat"], "{f:#?}");
+    let icmp = named(
+        &f,
+        "icmp-probe-through-outbound-nat",
+        &[("Pod", "default/client-1")],
+    );
+    assert!(
+        icmp["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("10.200.0.1")),
+        "{icmp:#}"
+    );
+    // A pod the folder names with an address no endpoint of win-1 has.
+    let ghost = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ghost", "namespace": "default"},
+        "spec": {"nodeName": "win-1", "containers": [{"name": "app", "image": "app"}]},
+        "status": {"podIP": "10.244.1.250"}});
+    write(&manifests, "ghost.json", &ghost);
+    let outside = winnet(&[
+        "doctor",
+        "--node",
+        "win-1",
+        "--hns-socket",
+        SOCK,
+        "--manifests",
+        manifests.to_str().expect("path"),
+        "-o",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&outside.stdout).expect("doctor JSON");
+    let f = report[0]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    named(&f, "pod-without-endpoint", &[("Pod", "default/ghost")]);
+
+    // Hand edits of client-1's port: its endpoint's own rules and web's ClusterIP load
+    // balancer's rules removed, a block rule added.
+    let client_ip = pod("client-1")["ip"]
+        .as_str()
+        .expect("client-1's IP")
+        .to_string();
+    let ports: Value =
+        serde_json::from_str(&vfpctrl(&["--list-port", "--json"])).expect("ports JSON");
+    let port = ports
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| {
+            p["Ips"]
+                .as_array()
+                .is_some_and(|ips| ips.iter().any(|i| *i == client_ip.as_str()))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no port holds {client_ip}: {ports:#}"));
+    let client_ep = port["Endpoint"]
+        .as_str()
+        .expect("client-1's endpoint")
+        .to_string();
+    let web_lb = load_balancers()
+        .into_iter()
+        .find(|lb| {
+            lb["LinuxService"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("default/web"))
+                && lb["FrontendVIPs"].as_array().is_some_and(|v| {
+                    v.iter()
+                        .any(|ip| ip.as_str().is_some_and(|ip| ip.starts_with("10.96.")))
+                })
+        })
+        .and_then(|lb| lb["ID"].as_str().map(str::to_string))
+        .expect("web's ClusterIP load balancer");
+    // Highest index first: an owner's other rules are renumbered after each removal.
+    let mut removals: Vec<(String, String, u64)> = port_rules(&client_ep)
+        .into_iter()
+        .filter(|(_, r)| {
+            let owner = r["OwnerId"].as_str().unwrap_or("");
+            (r["OwnerKind"] == "Endpoint" && owner.eq_ignore_ascii_case(&client_ep))
+                || (r["OwnerKind"] == "LoadBalancer" && owner.eq_ignore_ascii_case(&web_lb))
+        })
+        .map(|(layer, r)| {
+            let id = r["Id"].as_str().unwrap_or("").to_string();
+            let n = id
+                .rsplit(':')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            (layer, id, n)
+        })
+        .collect();
+    removals.sort_by(|a, b| b.2.cmp(&a.2));
+    assert!(
+        removals
+            .iter()
+            .any(|(_, id, _)| id.starts_with("Endpoint:"))
+            && removals
+                .iter()
+                .any(|(_, id, _)| id.starts_with("LoadBalancer:")),
+        "{removals:#?}"
+    );
+    for (layer, id, _) in &removals {
+        let out = vfpctrl(&[
+            "--port",
+            &client_ep,
+            "--layer",
+            layer,
+            "--group",
+            "default",
+            "--remove-rule",
+            id,
+        ]);
+        assert!(out.contains(&format!("changed: {id}")), "{out}");
+    }
+    let added = vfpctrl(&[
+        "--port",
+        &client_ep,
+        "--layer",
+        "acl",
+        "--group",
+        "default",
+        "--add-rule",
+        "name=doctor-block priority=5 dir=out proto=tcp dst=10.201.0.2 dport=7000 action=block",
+    ]);
+    assert!(
+        added.contains("changed: Operator:doctor-block:0"),
+        "{added}"
+    );
+    let (f, _) = doctor(&[]);
+    let mut k = kinds(&f);
+    // client-1 without its own rules may fail the DNS question asked from it; the doctor
+    // asks from web-1 first, so nothing else is expected.
+    k.dedup();
+    assert_eq!(k, ["rules-missing", "rules-without-owner"], "{f:#?}");
+    named(&f, "rules-missing", &[("Endpoint", &client_ep)]);
+    named(&f, "rules-missing", &[("LoadBalancer", &web_lb)]);
+    named(
+        &f,
+        "rules-without-owner",
+        &[("Rule", "Operator doctor-block")],
+    );
+
+    // Bad input, each refused naming its flag.
+    for (args, flag) in [
+        (vec!["--port", "no-such-port", "--list-rule"], "--port"),
+        (
+            vec!["--port", &client_ep, "--layer", "vfp", "--list-rule"],
+            "--layer",
+        ),
+        (
+            vec![
+                "--port",
+                &client_ep,
+                "--layer",
+                "acl",
+                "--group",
+                "nope",
+                "--remove-rule",
+                "Operator:doctor-block:0",
+            ],
+            "--group",
+        ),
+        (
+            vec![
+                "--port",
+                &client_ep,
+                "--layer",
+                "acl",
+                "--group",
+                "default",
+                "--remove-rule",
+                "Operator:nobody:0",
+            ],
+            "--remove-rule",
+        ),
+        (
+            vec![
+                "--port",
+                &client_ep,
+                "--layer",
+                "acl",
+                "--group",
+                "default",
+                "--remove-rule",
+                "not-an-id",
+            ],
+            "--remove-rule",
+        ),
+        (
+            vec![
+                "--port",
+                &client_ep,
+                "--layer",
+                "acl",
+                "--group",
+                "default",
+                "--add-rule",
+                "name=x priority=high action=block",
+            ],
+            "--add-rule: rule spec: priority",
+        ),
+        (
+            vec![
+                "--port",
+                &client_ep,
+                "--layer",
+                "acl",
+                "--group",
+                "default",
+                "--add-rule",
+                "name=doctor-block priority=5 action=allow",
+            ],
+            "--add-rule: name",
+        ),
+        (vec!["--list-rule"], "--port"),
+    ] {
+        let err = vfpctrl_refused(&args);
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+
+    // The hand-added rule removed: what is left is what only a recompile puts back.
+    vfpctrl(&[
+        "--port",
+        &client_ep,
+        "--layer",
+        "acl",
+        "--group",
+        "default",
+        "--remove-rule",
+        "Operator:doctor-block:0",
+    ]);
+    let (f, _) = doctor(&[]);
+    assert_eq!(kinds(&f), ["rules-missing", "rules-missing"], "{f:#?}");
+}
