@@ -749,12 +749,9 @@ fn load_balancers() -> Vec<Value> {
 /// - `flannel-route-missing`: the route flanneld made on win-1 for win-2's lease deleted;
 /// - `flannel-subnet-differs`: win-1's subnet.env changed to another subnet.
 ///
-/// Not made live: `rules-missing` and `rules-without-owner` — hnsd compiles the switch from
-/// its HNS objects on every change and `/linux/switch` reads that compiled switch, so no API
-/// call or kernel change can make them disagree (only a bug in hnsd can); and
-/// `snat-port-pressure` — a pool has 16,384 ports per node address and pressure is 80% of
-/// them held towards one remote end, more connections than a test opens through the
-/// userspace switch in a few seconds. Those three have unit tests only (crates/doctor).
+/// `rules-missing`, `rules-without-owner`, `snat-port-pressure` and
+/// `icmp-probe-through-outbound-nat` are made live in
+/// [`snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named`].
 #[test]
 fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     require_root();
