@@ -1575,7 +1575,7 @@ fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
             (layer, id, n)
         })
         .collect();
-    removals.sort_by(|a, b| b.2.cmp(&a.2));
+    removals.sort_by_key(|r| std::cmp::Reverse(r.2));
     assert!(
         removals
             .iter()

@@ -127,7 +127,7 @@ fn target(word: &str) -> Option<Target> {
         || name.contains(".svc.")
         || name.ends_with(".cluster.local")
         || name.ends_with(".local");
-    (hostname && !in_cluster).then(|| Target::Name(name))
+    (hostname && !in_cluster).then_some(Target::Name(name))
 }
 
 #[cfg(test)]
