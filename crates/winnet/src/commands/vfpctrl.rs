@@ -97,21 +97,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// hnsd's refusal, named by the flag the user wrote (its detail starts with the field).
+/// hnsd's refusal, named by the flag the user wrote: its record is HNS's text for the code,
+/// then the detail, which starts with the field (`port: ...`).
 fn flag_error(e: hns_client::ClientError) -> anyhow::Error {
     if let hns_client::ClientError::Hns { error, .. } = &e {
-        for field in ["port", "layer", "group", "rule", "name"] {
-            if let Some(rest) = error.strip_prefix(&format!("{field}: ")) {
-                let flag = match field {
-                    "rule" => "--remove-rule",
-                    "name" => "--add-rule: name",
-                    f => return anyhow!("--{f}: {rest}"),
-                };
-                return anyhow!("{flag}: {rest}");
+        for (field, flag) in [
+            ("port: ", "--port: "),
+            ("layer: ", "--layer: "),
+            ("group: ", "--group: "),
+            ("rule: ", "--remove-rule: "),
+            ("name: ", "--add-rule: name: "),
+            ("rule spec: ", "--add-rule: rule spec: "),
+        ] {
+            let at = if error.starts_with(field) {
+                Some(0)
+            } else {
+                error.find(&format!(". {field}")).map(|i| i + 2)
+            };
+            if let Some(i) = at {
+                return anyhow!("{flag}{}", &error[i + field.len()..]);
             }
-        }
-        if let Some(rest) = error.strip_prefix("rule spec: ") {
-            return anyhow!("--add-rule: rule spec: {rest}");
         }
     }
     anyhow!("{e}")
