@@ -1285,7 +1285,7 @@ impl Drop for FarHost {
         let _ = Command::new("ip")
             .args(["netns", "exec", "wn-external", "sysctl", "-w"])
             .arg(format!("net.ipv4.ip_forward={}", self.forwarding))
-            .status();
+            .output();
     }
 }
 
