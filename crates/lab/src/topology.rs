@@ -569,6 +569,29 @@ mod tests {
     }
 
     #[test]
+    fn a_dynamic_port_range_is_read_and_checked_as_netsh_checks_it() {
+        let base = "mode: l2bridge\nprofile: ws2025\nnodes: [{name: win-1, os: windows, pods: []}]\n";
+        let t = Topology::parse(base, "t.yaml").expect("no range");
+        assert_eq!(t.dynamic_port_range, None);
+        let t = Topology::parse(
+            &format!("{base}dynamicPortRange: start=60000,num=255\n"),
+            "t.yaml",
+        )
+        .expect("a range");
+        assert_eq!(
+            t.dynamic_port_range,
+            Some(hns_client::switch::DynamicPortRange::new(60000, 255).expect("valid"))
+        );
+        let e = Topology::parse(
+            &format!("{base}dynamicPortRange: start=60000,num=64\n"),
+            "t.yaml",
+        )
+        .expect_err("64 ports");
+        let e = format!("{e:#}");
+        assert!(e.contains("dynamicPortRange") && e.contains("num=64"), "{e}");
+    }
+
+    #[test]
     fn every_service_gets_its_own_cluster_ip_in_the_service_cidr() {
         let cidr: ipnet::Ipv4Net = SERVICE_CIDR.parse().expect("cidr");
         let ips: std::collections::BTreeSet<Ipv4Addr> =
