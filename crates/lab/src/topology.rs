@@ -570,7 +570,8 @@ mod tests {
 
     #[test]
     fn a_dynamic_port_range_is_read_and_checked_as_netsh_checks_it() {
-        let base = "mode: l2bridge\nprofile: ws2025\nnodes: [{name: win-1, os: windows, pods: []}]\n";
+        let base =
+            "mode: l2bridge\nprofile: ws2025\nnodes: [{name: win-1, os: windows, pods: []}]\n";
         let t = Topology::parse(base, "t.yaml").expect("no range");
         assert_eq!(t.dynamic_port_range, None);
         let t = Topology::parse(
@@ -588,7 +589,10 @@ mod tests {
         )
         .expect_err("64 ports");
         let e = format!("{e:#}");
-        assert!(e.contains("dynamicPortRange") && e.contains("num=64"), "{e}");
+        assert!(
+            e.contains("dynamicPortRange") && e.contains("num=64"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -48,9 +48,14 @@ pub struct OutsideNode {
     /// hnsd's socket, for a node outside the local cluster (with --node as its name).
     #[arg(long, requires = "node")]
     pub hns_socket: Option<PathBuf>,
-    /// The Kubernetes objects kube-proxy reads, for a node outside the local cluster.
+    /// The Kubernetes objects kube-proxy reads, for a node outside the local cluster (and the
+    /// node's Pods, when the folder holds Pods).
     #[arg(long, requires = "hns_socket")]
     manifests: Option<PathBuf>,
+    /// Or the kube API server kube-proxy reads (`--kubeconfig`): Services, EndpointSlices,
+    /// Nodes and the node's Pods, listed once.
+    #[arg(long, requires = "hns_socket", conflicts_with = "manifests")]
+    kubeconfig: Option<PathBuf>,
     /// The pods' addresses (kube-proxy's --cluster-cidr), for a node outside the local cluster.
     #[arg(long, requires = "hns_socket")]
     cluster_cidr: Option<IpNet>,
@@ -67,6 +72,7 @@ impl OutsideNode {
             node,
             self.hns_socket.as_ref(),
             self.manifests.as_ref(),
+            self.kubeconfig.as_ref(),
             doctor::snapshot::ClusterFacts {
                 cluster_cidr: self.cluster_cidr,
                 service_cidr: self.service_cidr,
@@ -186,6 +192,7 @@ fn node_sources(
     node: Option<&str>,
     hns_socket: Option<&PathBuf>,
     manifests: Option<&PathBuf>,
+    kubeconfig: Option<&PathBuf>,
     cluster: doctor::snapshot::ClusterFacts,
 ) -> anyhow::Result<Vec<NodeSource>> {
     if let Some(socket) = hns_socket {
@@ -196,6 +203,7 @@ fn node_sources(
             name: name.to_string(),
             socket: socket.clone(),
             manifests: manifests.cloned(),
+            kubeconfig: kubeconfig.cloned(),
             pods: None,
             netns: None,
             peers: Vec::new(),

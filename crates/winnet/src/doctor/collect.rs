@@ -1,5 +1,6 @@
 //! A node's snapshot taken live: hnsd's objects and compiled switch over its socket, the
-//! Kubernetes objects from the same source `winnet proxy` reads (here: a folder of manifests),
+//! Kubernetes objects from the same source `winnet proxy` reads (a folder of manifests, or a
+//! kube API with a kubeconfig),
 //! the node's pods, the kernel side read with netlink in each namespace, and — in the local
 //! cluster — flannel's leases and subnet.env and the cluster DNS's answers asked from a pod.
 
@@ -26,6 +27,8 @@ pub struct NodeSource {
     pub socket: PathBuf,
     /// The Kubernetes objects (kube-proxy's `--manifests`).
     pub manifests: Option<PathBuf>,
+    /// Or a kube API server (kube-proxy's `--kubeconfig`), listed once.
+    pub kubeconfig: Option<PathBuf>,
     /// The node's pods, when the local cluster knows them; else `None` and they are read from
     /// the Kubernetes objects (unknown when those hold no Pod).
     pub pods: Option<Vec<Pod>>,
@@ -102,6 +105,7 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
             name: n.name.clone(),
             socket: socket(&n.name),
             manifests: Some(dir.join("manifests")),
+            kubeconfig: None,
             pods: Some(
                 n.pods
                     .iter()
@@ -199,7 +203,7 @@ fn snapshot(
                 .unwrap_or_default()
         }
     };
-    let kube = kube_view(s)?;
+    let kube = kube_view(rt, s)?;
     let dns = match &s.dns {
         Some(d) => dns_view(rt, d, &kube)?,
         None => None,
@@ -361,10 +365,17 @@ fn flannel_view(f: &FlannelSource) -> anyhow::Result<FlannelView> {
     })
 }
 
+/// How long the doctor waits for a kube API server to list what it asked for.
+const KUBE_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]), and the
 /// node's pods: the local cluster's, else those of the same objects.
-fn kube_view(s: &NodeSource) -> anyhow::Result<KubeView> {
-    let objects = s.manifests.as_deref().map(kubesrc::manifests::load);
+fn kube_view(rt: &tokio::runtime::Runtime, s: &NodeSource) -> anyhow::Result<KubeView> {
+    let objects = match (&s.manifests, &s.kubeconfig) {
+        (Some(dir), _) => Some(kubesrc::manifests::load(dir)),
+        (None, Some(path)) => Some(rt.block_on(kube_objects(path))?),
+        (None, None) => None,
+    };
     let mut view = match &objects {
         Some(o) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(o)),
         None => KubeView::default(),
@@ -378,6 +389,32 @@ fn kube_view(s: &NodeSource) -> anyhow::Result<KubeView> {
     view.pods = pods.unwrap_or_default();
     view.services.sort_by_key(|s| s.key());
     Ok(view)
+}
+
+/// Services, EndpointSlices, Nodes and Pods listed once from the kube API server of the
+/// kubeconfig at `path`, with the reader `winnet proxy --kubeconfig` uses.
+async fn kube_objects(path: &Path) -> anyhow::Result<kubesrc::Objects> {
+    let source = kubesrc::Source::Kubeconfig {
+        path: path.to_path_buf(),
+        settle: std::time::Duration::from_millis(100),
+    };
+    let kinds = kubesrc::Kinds {
+        pods: true,
+        ..kubesrc::Kinds::default()
+    };
+    let mut rx = kubesrc::watch(&source, kinds)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let listed = tokio::time::timeout(KUBE_LIST_WAIT, rx.wait_for(|o| o.synced)).await;
+    match listed {
+        Ok(Ok(objects)) => Ok((**objects).clone()),
+        Ok(Err(_)) => anyhow::bail!("--kubeconfig {}: the watch stopped", path.display()),
+        Err(_) => anyhow::bail!(
+            "--kubeconfig {}: the API server did not list Services, EndpointSlices, Nodes and Pods within {} s (can this user list Pods? the log says why)",
+            path.display(),
+            KUBE_LIST_WAIT.as_secs()
+        ),
+    }
 }
 
 /// The node's namespace and those of its pod endpoints.

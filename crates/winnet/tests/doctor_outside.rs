@@ -1,12 +1,14 @@
-//! `winnet doctor --hns-socket S --manifests DIR` on a node outside the local cluster: the
-//! node's Pods are read from the same folder as its Services (`spec.nodeName`, `status.podIP`,
-//! `hostNetwork` left out), so the pod checks run — a pod with no endpoint is named, and a
-//! pod whose exec probe pings outside the cluster is named with its documented limitation; a
-//! folder without Pods leaves the pod checks skipped, not passed. No root: hnsd serves the
-//! objects only.
+//! `winnet doctor --hns-socket S` on a node outside the local cluster, with `--manifests DIR`
+//! or `--kubeconfig FILE`: the node's Pods are read from the same source as its Services
+//! (`spec.nodeName`, `status.podIP`, `hostNetwork` left out), so the pod checks run — a pod
+//! with no endpoint is named, and a pod whose exec probe pings outside the cluster is named
+//! with its documented limitation; a folder without Pods leaves the pod checks skipped, not
+//! passed. No root: hnsd serves the objects only, the kube API is a small fake that lists.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -29,14 +31,19 @@ fn ok(out: Output, what: &str) -> String {
 
 /// The findings of the doctor on node n1, and its exit status.
 fn doctor(socket: &Path, manifests: &Path) -> (Vec<Value>, Output) {
+    doctor_from(socket, "--manifests", manifests)
+}
+
+/// The same, with the Kubernetes objects from `source` (`--manifests` or `--kubeconfig`).
+fn doctor_from(socket: &Path, source: &str, path: &Path) -> (Vec<Value>, Output) {
     let out = winnet(&[
         "doctor",
         "--node",
         "n1",
         "--hns-socket",
         socket.to_str().expect("path"),
-        "--manifests",
-        manifests.to_str().expect("path"),
+        source,
+        path.to_str().expect("path"),
         "--cluster-cidr",
         "10.244.0.0/16",
         "--service-cidr",
@@ -102,11 +109,9 @@ items:
     status: {podIP: 10.244.2.5}
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
-    let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2025).await;
-    let s = hnsd.socket();
-    let sock = s.to_str().expect("path");
+/// pod-a's endpoint (10.244.1.2) in hnsd at `sock`, attached to a pod's namespace as a CNI
+/// ADD leaves it; `dir` holds the documents.
+fn pod_a_endpoint(sock: &str, dir: &Path) {
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hns");
     let net = ok(
         winnet(&[
@@ -146,8 +151,7 @@ async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
     );
 
     // Attached to a pod's namespace, as a CNI ADD leaves it: a pod endpoint.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ns_doc = dir.path().join("ns.json");
+    let ns_doc = dir.join("ns.json");
     std::fs::write(
         &ns_doc,
         r#"{"Type": "Guest", "SchemaVersion": {"Major": 2, "Minor": 0}}"#,
@@ -167,7 +171,7 @@ async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
         ]),
         "create the pod's namespace",
     );
-    let attach = dir.path().join("attach.json");
+    let attach = dir.join("attach.json");
     std::fs::write(
         &attach,
         serde_json::json!({"ResourceType": "Endpoint", "RequestType": "Add",
@@ -188,6 +192,14 @@ async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
         ]),
         "attach pod-a's endpoint",
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
+    let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2025).await;
+    let s = hnsd.socket();
+    let dir = tempfile::tempdir().expect("tempdir");
+    pod_a_endpoint(s.to_str().expect("path"), dir.path());
     let manifests = dir.path().join("manifests");
     std::fs::create_dir(&manifests).expect("mkdir");
     let dir = &manifests;
@@ -233,5 +245,72 @@ async fn pods_from_manifests_are_compared_with_the_nodes_endpoints() {
         f.iter()
             .all(|f| f["kind"] != "pod-without-endpoint" && f["kind"] != "endpoint-without-pod"),
         "{f:#?}"
+    );
+}
+
+/// A kube API server that lists what it holds and keeps every watch open without events.
+async fn fake_api(collections: HashMap<&'static str, Vec<Value>>) -> u16 {
+    let lists = Arc::new(collections);
+    let app = axum::Router::new().route(
+        "/{*path}",
+        axum::routing::get(
+            move |axum::extract::Path(path): axum::extract::Path<String>,
+                  axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>| {
+                let lists = Arc::clone(&lists);
+                async move {
+                    use axum::response::IntoResponse;
+                    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                        let quiet = futures::stream::pending::<Result<String, std::io::Error>>();
+                        return axum::response::Response::builder()
+                            .header("content-type", "application/json")
+                            .body(axum::body::Body::from_stream(quiet))
+                            .expect("response");
+                    }
+                    let name = path.rsplit('/').next().unwrap_or_default();
+                    let items = lists.get(name).cloned().unwrap_or_default();
+                    axum::Json(serde_json::json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": items}))
+                    .into_response()
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the fake API");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_from_a_kube_api_are_compared_with_the_nodes_endpoints() {
+    let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2025).await;
+    let s = hnsd.socket();
+    let dir = tempfile::tempdir().expect("tempdir");
+    pod_a_endpoint(s.to_str().expect("path"), dir.path());
+    let list: Value = serde_norway::from_str(PODS).expect("the pods");
+    let mut pods = list["items"].as_array().cloned().unwrap_or_default();
+    for p in &mut pods {
+        p["metadata"]["resourceVersion"] = Value::from("1");
+    }
+    let port = fake_api(HashMap::from([("pods", pods)])).await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\nusers:\n- name: me\n  user: {{}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: me}}\ncurrent-context: fake\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+    let (f, out) =
+        tokio::task::spawn_blocking(move || doctor_from(&s, "--kubeconfig", &kubeconfig))
+            .await
+            .expect("the doctor");
+    assert_eq!(out.status.code(), Some(1), "{f:#?}");
+    assert_eq!(pods_named(&f, "pod-without-endpoint"), ["default/pod-b"]);
+    assert_eq!(
+        pods_named(&f, "icmp-probe-through-outbound-nat"),
+        ["default/pod-a"]
     );
 }
