@@ -141,7 +141,8 @@ fn remove(c: &mut Compiler, port: PortId, edit: &RuleEdit, id: &str) -> Result<S
             "rule: no rule {id} in port {port} layer {layer} group {group}; --list-rule shows them"
         )));
     };
-    // The switch replaces an owner's rules as a whole: the others are put back renumbered.
+    // The switch replaces an owner's rules as a whole: the others are put back renumbered,
+    // their hit counters started again.
     let keep: Vec<Rule> = rules
         .into_iter()
         .filter(|(i, _)| *i != index)

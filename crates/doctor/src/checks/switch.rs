@@ -1,5 +1,7 @@
-//! HNS objects vs the compiled switch: an object whose rules are missing, rules whose owner is
-//! gone, an Overlay remote subnet without its encapsulation rule.
+//! HNS objects vs the compiled switch: an object whose rules are missing (fewer on a port's
+//! layer than the compiler placed there, or no port or rule at all), rules no HNS object placed
+//! (added by hand with vfpctrl, or left by a deleted object), an Overlay remote subnet without
+//! its encapsulation rule.
 
 use std::collections::{BTreeMap, HashSet};
 
