@@ -32,6 +32,12 @@ enum Command {
     /// Explain what a node's switch does with a connection's first packet, layer by layer.
     Trace(commands::trace::Args),
     /// vfpctrl: list a switch's ports, and list, remove or add a port's rules by hand.
+    ///
+    /// As vfpctrl on Windows, this edits the live switch only: HNS objects are untouched. The
+    /// next recompile of a removed rule's owner (a change to that endpoint, load balancer or
+    /// network, or an hnsd restart) may put its rules back; rules added by hand are owned by
+    /// `Operator <name>` and stay until removed, until their port is made again, or until hnsd
+    /// restarts. `winnet doctor` names both: rules-missing and rules-without-owner.
     Vfpctrl(commands::vfpctrl::Args),
     /// Explain what a pod's resolver does with a name, step by step.
     Resolve(commands::resolve::Args),

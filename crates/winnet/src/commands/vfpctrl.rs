@@ -10,13 +10,7 @@ use hns_client::Client;
 use hns_client::rule_spec::RuleSpec;
 use hns_client::switch::{EditOp, PortRules, RuleEdit, SwitchDump};
 
-/// Edit the live switch by hand: list ports, list, remove or add a port's rules.
-///
-/// As `vfpctrl` on Windows, this changes the switch only: HNS objects are untouched. The next
-/// recompile of a removed rule's owner (a change to that endpoint, load balancer or network,
-/// or an hnsd restart) puts its rules back; rules added by hand are owned by `Operator <name>`
-/// and stay until their port is made again or hnsd restarts. `winnet doctor` names both:
-/// rules-missing and rules-without-owner.
+/// The flags, with vfpctrl's words (the help text is the subcommand's, in main.rs).
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("verb").required(true).args(["list_port", "list_rule", "remove_rule", "add_rule"])))]
 pub struct Args {
