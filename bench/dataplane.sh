@@ -7,7 +7,8 @@
 # 64-byte frames/s, connections/s and UDP round trip p50/p99, each as a ratio to the kernel; and
 # winnet's connections/s to a ClusterIP against the pod's own address.
 # Root; needs iperf3 and sockperf (installed from Debian if missing, with openvswitch-switch).
-# Usage: bench/dataplane.sh [SECONDS]   (PEERS="kernel ovs winnet" picks the switches)
+# Usage: bench/dataplane.sh [SECONDS]   (PEERS="kernel ovs winnet" picks the switches; WINNET=path
+# runs another winnet binary)
 # Prints a Markdown table; everything it makes is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,8 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 cargo build --release --quiet -p winnet --bin winnet --example connrate
-winnet="$PWD/target/release/winnet"
+# WINNET=path measures another build of winnet (e.g. one from an earlier commit) in its place.
+winnet="${WINNET:-$PWD/target/release/winnet}"
 connrate="$PWD/target/release/examples/connrate"
 
 t="wb$$"
