@@ -6,8 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use hcn::{Guid, NamespaceType, NetworkType};
 use host::HostError;
@@ -99,10 +100,24 @@ impl Io {
     }
 }
 
+impl AsFd for Io {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Io::Tap(t) => t.as_fd(),
+            Io::Packet(p) => p.as_fd(),
+        }
+    }
+}
+
+/// How devices are watched: one pump thread at a time serves a device (it re-arms the device
+/// once the frames it read are written), so that frames of one device keep their order.
+pub(crate) const WATCH: EpollFlags = EpollFlags::EPOLLIN.union(EpollFlags::EPOLLONESHOT);
+
 /// A device and the port it serves.
 pub struct Device {
     pub port: PortId,
-    pub io: Io,
+    /// Shared with the pump threads while they read or write it outside the data plane's lock.
+    pub io: Arc<Io>,
     spec: Spec,
     key: Key,
 }
@@ -179,11 +194,7 @@ impl Devices {
     fn insert(&mut self, key: Key, port: PortId, spec: Spec, io: Io, epoll: &Epoll) {
         self.next_token += 1;
         let token = self.next_token;
-        let fd = match &io {
-            Io::Tap(t) => t.as_fd(),
-            Io::Packet(p) => p.as_fd(),
-        };
-        if let Err(e) = epoll.add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token)) {
+        if let Err(e) = epoll.add(io.as_fd(), EpollEvent::new(WATCH, token)) {
             tracing::warn!(device = ?key, "cannot watch the device: {e}");
             return;
         }
@@ -192,7 +203,7 @@ impl Devices {
             token,
             Device {
                 port,
-                io,
+                io: Arc::new(io),
                 spec,
                 key,
             },
@@ -207,11 +218,8 @@ impl Devices {
             return;
         };
         self.ports.retain(|_, tok| *tok != t);
-        let _ = match &d.io {
-            Io::Tap(tap) => epoll.delete(tap.as_fd()),
-            Io::Packet(p) => epoll.delete(p.as_fd()),
-        };
-        if let Io::Tap(tap) = &d.io {
+        let _ = epoll.delete(d.io.as_fd());
+        if let Io::Tap(tap) = &*d.io {
             // The management vNIC is removed by the uplink when it gives the NIC back.
             if d.key != Key::Management {
                 let _ = tap.set_persist(false);
