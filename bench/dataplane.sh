@@ -7,8 +7,8 @@
 # 64-byte frames/s, connections/s and UDP round trip p50/p99, each as a ratio to the kernel; and
 # winnet's connections/s to a ClusterIP against the pod's own address.
 # Root; needs iperf3 and sockperf (installed from Debian if missing, with openvswitch-switch).
-# Usage: bench/dataplane.sh [SECONDS]   (PEERS="kernel ovs winnet" picks the switches; WINNET=path
-# runs another winnet binary)
+# Usage: bench/dataplane.sh [SECONDS]   (PEERS="kernel ovs winnet" picks the switches; ROUNDS=N
+# measures them in turn N times and reports medians; WINNET=path runs another winnet binary)
 # Prints a Markdown table; everything it makes is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -107,8 +107,8 @@ rtt() { # -> "p50 p99" in µs, UDP ping-pong with 64-byte messages, one outstand
     kill "$sp" 2>/dev/null || true
     wait "$sp" 2>/dev/null || true
 }
-declare -A r
-measure() { # peer: every measure, results in r[peer.measure]
+declare -A r all
+measure() { # peer: every measure, results in r[peer.measure] (this round's)
     reachable "$1"
     ip netns exec "$t-pb" "$connrate" serve 8080 &
     local srv=$!
@@ -213,7 +213,7 @@ winnet_hnsd() {
 }
 winnet_up() {
     winnet_hnsd
-    local net hep hns_host epa epb
+    local net hep hns_host
     net=$("$winnet" hns create networks -o id -f - <<JSON
 {"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
  "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}],
@@ -232,38 +232,58 @@ JSON
     "$winnet" hns modify namespaces "$hns_host" -f - >/dev/null <<JSON
 {"ResourceType":"Endpoint","RequestType":"Add","Settings":{"EndpointId":"$hep"}}
 JSON
-    epa=$(winnet_pod pa 10.244.1.10 "$net")
-    epb=$(winnet_pod pb 10.244.1.11 "$net")
+    winnet_pod pa 10.244.1.10 "$net"
+    winnet_pod pb 10.244.1.11 "$net"
     "$winnet" hns create loadbalancers -o id -f - >/dev/null <<JSON
-{"HostComputeEndpoints":["$epb"],"FrontendVIPs":["10.96.0.10"],
+{"HostComputeEndpoints":["${wep[pb]}"],"FrontendVIPs":["10.96.0.10"],
  "PortMappings":[{"Protocol":6,"InternalPort":8080,"ExternalPort":80}]}
 JSON
 }
-winnet_pod() { # name ip network -> endpoint id; hnsd makes the pod's eth0 (a TAP) on the attach
-    local ep ns
-    ep=$("$winnet" hns create endpoints -o id -f - <<JSON
+declare -A wep wns
+winnet_pod() { # name ip network: the pod's endpoint and HCN namespace, in wep/wns
+    wep[$1]=$("$winnet" hns create endpoints -o id -f - <<JSON
 {"Name":"$1_cbr0","HostComputeNetwork":"$3","IpConfigurations":[{"IpAddress":"$2","PrefixLength":24}],
  "Routes":[{"NextHop":"10.244.1.2","DestinationPrefix":"0.0.0.0/0"}]}
 JSON
 )
-    ns=$("$winnet" hns create namespaces -o id -f - <<JSON
+    wns[$1]=$("$winnet" hns create namespaces -o id -f - <<JSON
 {"LinuxNetns":"/run/netns/$t-$1"}
 JSON
 )
-    "$winnet" hns modify namespaces "$ns" -f - >/dev/null <<JSON
-{"ResourceType":"Endpoint","RequestType":"Add","Settings":{"EndpointId":"$ep"}}
+}
+winnet_attach() { # $1 Add|Remove: hnsd makes the pods' eth0 (TAPs) on the attach, removes them on the detach
+    for p in pa pb; do
+        "$winnet" hns modify namespaces "${wns[$p]}" -f - >/dev/null <<JSON
+{"ResourceType":"Endpoint","RequestType":"$1","Settings":{"EndpointId":"${wep[$p]}"}}
 JSON
-    echo "$ep"
+    done
 }
 
+# ROUNDS=N measures the three in turn N times (the same order each round) and reports the
+# median of each figure: the machine's load drifts over a run, and rounds spread the drift
+# over every peer instead of charging it to whichever was measured when it peaked.
+rounds="${ROUNDS:-1}"
+measures="tcp1 tcp4 udp udpsent cps p50 p99 vip"
 for peer in $peers; do
-    case "$peer" in
-    kernel) kernel_up; measure kernel; kernel_down ;;
-    ovs) ovs_up; measure ovs; ovs_down ;;
-    winnet) winnet_up; measure winnet ;;
-    *) echo "unknown peer $peer (kernel, ovs, winnet)" >&2; exit 2 ;;
-    esac
+    case "$peer" in kernel | ovs | winnet) ;; *) echo "unknown peer $peer (kernel, ovs, winnet)" >&2; exit 2 ;; esac
 done
+case " $peers " in *" winnet "*) winnet_up ;; esac
+for round in $(seq "$rounds"); do
+    for peer in $peers; do
+        case "$peer" in
+        kernel) kernel_up; measure kernel; kernel_down ;;
+        ovs) ovs_up; measure ovs; ovs_down ;;
+        winnet)
+            winnet_attach Add; measure winnet
+            if [ "$round" -lt "$rounds" ]; then winnet_attach Remove; pod_eth0_gone; fi ;;
+        esac
+        for m in $measures; do
+            [ -n "${r[$peer.$m]:-}" ] && all[$peer.$m]+="${r[$peer.$m]} "
+        done
+    done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+for k in "${!all[@]}"; do r[$k]=$(echo "${all[$k]}" | median); done
 
 # --- the table: every figure and its ratio to the kernel's in this run (latency: kernel / peer,
 # so that above 1 is better everywhere).
@@ -280,7 +300,7 @@ row() { # label measure [inverse]
     echo
 }
 echo
-echo "pod -> pod, $secs s per measure, same run; in brackets: ratio to the kernel (latency: kernel ÷ peer)"
+echo "pod -> pod, $secs s per measure, same run, median of $rounds round(s); in brackets: ratio to the kernel (latency: kernel ÷ peer)"
 echo
 echo "| what | veth + Linux bridge | Open vSwitch netdev (TAP) | winnet |"
 echo "|---|---:|---:|---:|"
@@ -297,5 +317,10 @@ if [ -n "${r[winnet.vip]:-}" ]; then
 fi
 echo
 for p in $peers; do
-    echo "$p: UDP sent ${r[$p.udpsent]:-}/s; connrate ${r[$p.cpsraw]:-}${r[$p.vipraw]:+; ClusterIP: ${r[$p.vipraw]}}"
+    echo "$p: UDP sent ${r[$p.udpsent]:-}/s (median); last round's connrate: ${r[$p.cpsraw]:-}${r[$p.vipraw]:+; ClusterIP: ${r[$p.vipraw]}}"
+done
+echo
+echo "every round (in order):"
+for p in $peers; do
+    for m in $measures; do [ -n "${all[$p.$m]:-}" ] && echo "  $p $m: ${all[$p.$m]}"; done
 done
