@@ -1,12 +1,12 @@
-//! The packet loop: one thread per core (at most [`MAX_THREADS`]) waits on every device with
-//! one epoll. A device is armed one-shot, so one thread at a time serves it: the thread reads a
+//! The packet loop: one thread per core (at most [`MAX_THREADS`]) waits on every device queue
+//! with one epoll (a TAP has a queue per thread, and the pod's kernel spreads its flows over
+//! them). A queue is armed one-shot, so one thread at a time serves it: the thread reads a
 //! batch of frames from it, takes the data plane's lock only to run the batch through the
 //! switch, writes the frames out of the devices the switch chose, and only then re-arms the
-//! device — frames of one device keep their order, while the system calls and copies (nearly
-//! all of a frame's cost) of different devices run on different cores. No allocation per
-//! frame: each thread reuses its batch of frame buffers.
+//! queue — frames of one queue (and so of one flow) keep their order, while the system calls
+//! and copies (nearly all of a frame's cost) of different queues run on different cores. No
+//! allocation per frame: each thread reuses its batch of frame buffers.
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,40 +82,47 @@ fn timestamp(started: Instant) -> Timestamp {
     Timestamp(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Serves the device under `token`: reads a batch, switches it, writes it out, re-arms the
-/// device.
+/// Serves the device queue under `token`: reads a batch, switches it, writes it out, re-arms
+/// the queue.
 fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
-    let Some((io, from)) = shared
+    let Some((io, from, q)) = shared
         .lock()
         .devices
         .by_token(token)
-        .map(|d| (Arc::clone(&d.io), d.port))
+        .map(|(d, q)| (Arc::clone(&d.io), d.port, q))
     else {
         // Removed meanwhile: its registration went with it.
         return;
     };
-    let n = read(&io, from, batch);
+    let n = read(&io, q, from, batch);
     if n > 0 {
         let (mtu, vxlan_port) = {
             let mut inner = shared.lock();
             switch(&mut inner, from, batch, n, timestamp(started))
         };
         for (i, to) in batch.sends.drain(..) {
-            send(&to, &batch.hdrs[i], &mut batch.frames[i], mtu, vxlan_port);
+            send(
+                &to,
+                q,
+                &batch.hdrs[i],
+                &mut batch.frames[i],
+                mtu,
+                vxlan_port,
+            );
         }
     }
     // This thread still holds the device (`io`), so its descriptor cannot have been closed
     // and reused by another device: a failure here only means it was removed meanwhile.
     let _ = shared
         .epoll
-        .modify(io.as_fd(), &mut EpollEvent::new(WATCH, token));
+        .modify(io.fd(q), &mut EpollEvent::new(WATCH, token));
 }
 
-/// Reads up to a batch of frames from `io`; returns how many.
-fn read(io: &Io, from: PortId, batch: &mut Batch) -> usize {
+/// Reads up to a batch of frames from queue `q` of `io`; returns how many.
+fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch) -> usize {
     let mut n = 0;
     while n < BATCH {
-        match batch.frames[n].read_with(VNET_HDR_LEN, FRAME_ROOM, |b| io.recv(b)) {
+        match batch.frames[n].read_with(VNET_HDR_LEN, FRAME_ROOM, |b| io.recv(q, b)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -176,15 +183,17 @@ fn switch(
     (mtu, vxlan_port)
 }
 
-/// Writes `frame` out of `dev`, finishing checksums and segmentation as that device needs.
-fn send(dev: &Io, hdr: &VnetHdr, frame: &mut Frame, mtu: usize, vxlan_port: u16) {
+/// Writes `frame` out of `dev` (into its queue `q`: the queue number the frame was read from,
+/// so that a flow stays on one queue both ways), finishing checksums and segmentation as that
+/// device needs.
+fn send(dev: &Io, q: usize, hdr: &VnetHdr, frame: &mut Frame, mtu: usize, vxlan_port: u16) {
     if dev.is_uplink() {
         let zero = [0u8; VNET_HDR_LEN];
         offload::to_uplink(hdr, frame.bytes_mut(), mtu, vxlan_port, &mut |b| {
-            let _ = dev.send(&zero, b);
+            let _ = dev.send(q, &zero, b);
         });
     } else {
         let out = offload::for_tap(hdr, frame.bytes_mut(), vxlan_port);
-        let _ = dev.send(&out, frame.bytes());
+        let _ = dev.send(q, &out, frame.bytes());
     }
 }
