@@ -22,6 +22,7 @@ case " $peers " in *" ovs "*) command -v ovs-vswitchd >/dev/null || need+=(openv
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing ${need[*]} (Debian)" >&2
     # policy-rc.d keeps Debian's own Open vSwitch service from starting: the bench runs its own.
+    apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2
 fi
 
