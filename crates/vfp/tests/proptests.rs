@@ -307,7 +307,9 @@ proptest! {
     }
 
     #[test]
-    fn rewritten_frames_keep_valid_checksums(sport in 1u16..65535, dport in 1u16..65535, payload in bytes(40), v6 in any::<bool>()) {
+    // Not to 4789: `verify_checksums` reads a datagram to the VXLAN port as an encapsulated
+    // frame, and this payload is random bytes, not a frame.
+    fn rewritten_frames_keep_valid_checksums(sport in 1u16..65535, dport in (1u16..65535).prop_filter("not the VXLAN port", |p| *p != 4789), payload in bytes(40), v6 in any::<bool>()) {
         let (mut sw, ports) = busy_switch();
         let p = if v6 {
             pkt::udp("fd00::10", sport, "fd00::99", dport, &payload).with_macs(mac(10), mac(1))
