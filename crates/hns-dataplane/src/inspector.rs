@@ -4,10 +4,9 @@
 use std::net::IpAddr;
 use std::sync::Weak;
 
-use hcn::error::HnsError;
 use hcn::policy::{EndpointPolicy, NetworkPolicy};
 use hns::state::State;
-use hns::trace::{Inspector, NO_DATAPLANE};
+use hns::trace::Inspector;
 use hns_compiler::dump::switch_dump;
 
 use crate::Shared;
@@ -15,26 +14,11 @@ use crate::Shared;
 /// The inspector the data plane registers with the service.
 pub(crate) fn inspector(shared: Weak<Shared>) -> Inspector {
     Box::new(move || {
-        let stopping = || HnsError::new(NO_DATAPLANE, "the data plane is stopping");
-        let shared = shared
-            .upgrade()
-            .filter(|s| !s.stopping())
-            .ok_or_else(stopping)?;
-        let mut answer = Err(stopping());
-        shared.with_state(|state, inner, _| {
-            answer = match inner.compiler.as_ref() {
-                Some(c) => {
-                    let mut asked = underlay_neighbors(state);
-                    asked.extend(c.facts().routes.iter().map(|r| r.next_hop));
-                    Ok(switch_dump(c, &asked))
-                }
-                None => Err(HnsError::new(
-                    NO_DATAPLANE,
-                    "the data plane has not compiled the objects yet; try again in a moment",
-                )),
-            };
-        });
-        answer
+        crate::ask_switch(&shared, |state, _, c| {
+            let mut asked = underlay_neighbors(state);
+            asked.extend(c.facts().routes.iter().map(|r| r.next_hop));
+            Ok(switch_dump(c, &asked))
+        })
     })
 }
 

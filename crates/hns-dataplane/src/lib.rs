@@ -30,6 +30,7 @@ use std::thread::{self, JoinHandle};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use hcn::error::HnsError;
 use hns::service::Service;
 use hns::state::{Change, State};
 use hns_compiler::Compiler;
@@ -201,6 +202,36 @@ impl Shared {
             });
         }
     }
+}
+
+/// Answers an API question about the live switch (a trace, a dump) with `f` over the state, the
+/// node's name and the compiled switch, under the data plane's lock; `NO_DATAPLANE` while the
+/// data plane is stopping or before it has compiled the objects.
+pub(crate) fn ask_switch<T>(
+    shared: &Weak<Shared>,
+    f: impl FnOnce(&State, &str, &mut Compiler) -> Result<T, HnsError>,
+) -> Result<T, HnsError> {
+    let stopping = || HnsError::new(hns::trace::NO_DATAPLANE, "the data plane is stopping");
+    let shared = shared
+        .upgrade()
+        .filter(|s| !s.stopping())
+        .ok_or_else(stopping)?;
+    let mut answer = Err(stopping());
+    shared.with_state(|state, inner, _| {
+        let Inner {
+            compiler,
+            node_name,
+            ..
+        } = inner;
+        answer = match compiler.as_mut() {
+            Some(c) => f(state, node_name, c),
+            None => Err(HnsError::new(
+                hns::trace::NO_DATAPLANE,
+                "the data plane has not compiled the objects yet; try again in a moment",
+            )),
+        };
+    });
+    answer
 }
 
 impl Inner {

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use ipnet::IpNet;
 
 use crate::doctor::bundle::Bundle;
 use crate::doctor::collect;
@@ -19,33 +18,15 @@ pub struct Args {
     /// The bundle to write.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// hnsd's socket, for a node outside the local cluster (with --node as its name).
-    #[arg(long, requires = "node")]
-    hns_socket: Option<PathBuf>,
-    /// The Kubernetes objects kube-proxy reads, for a node outside the local cluster.
-    #[arg(long, requires = "hns_socket")]
-    manifests: Option<PathBuf>,
-    /// The pods' addresses, for a node outside the local cluster.
-    #[arg(long, requires = "hns_socket")]
-    cluster_cidr: Option<IpNet>,
-    /// The Services' ClusterIP range, for a node outside the local cluster.
-    #[arg(long, requires = "hns_socket")]
-    service_cidr: Option<IpNet>,
+    #[command(flatten)]
+    outside: super::doctor::OutsideNode,
     /// Where the components' logs are (default: the local cluster's folder).
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let sources = super::doctor::node_sources(
-        args.node.as_deref(),
-        args.hns_socket.as_ref(),
-        args.manifests.as_ref(),
-        doctor::snapshot::ClusterFacts {
-            cluster_cidr: args.cluster_cidr,
-            service_cidr: args.service_cidr,
-        },
-    )?;
+    let sources = args.outside.sources(args.node.as_deref())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -54,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let manifests = sources.iter().find_map(|s| s.manifests.clone());
     let logs = args.logs.clone().or_else(|| {
         let dir = Path::new(crate::cluster::DIR);
-        (args.hns_socket.is_none() && dir.exists()).then(|| dir.to_path_buf())
+        (args.outside.hns_socket.is_none() && dir.exists()).then(|| dir.to_path_buf())
     });
     let bundle = Bundle::new(snaps, manifests.as_deref(), logs.as_deref());
     bundle.write(&args.output)?;

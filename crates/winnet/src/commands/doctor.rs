@@ -38,9 +38,16 @@ pub struct Args {
     /// Repair what is safe to repair (listing each change first), then examine again.
     #[arg(long, conflicts_with = "bundle")]
     fix: bool,
+    #[command(flatten)]
+    outside: OutsideNode,
+}
+
+/// The flags that name a node outside the local cluster (`doctor` and `collect` take the same).
+#[derive(clap::Args)]
+pub struct OutsideNode {
     /// hnsd's socket, for a node outside the local cluster (with --node as its name).
     #[arg(long, requires = "node")]
-    hns_socket: Option<PathBuf>,
+    pub hns_socket: Option<PathBuf>,
     /// The Kubernetes objects kube-proxy reads, for a node outside the local cluster.
     #[arg(long, requires = "hns_socket")]
     manifests: Option<PathBuf>,
@@ -50,6 +57,22 @@ pub struct Args {
     /// The Services' ClusterIP range, for a node outside the local cluster.
     #[arg(long, requires = "hns_socket")]
     service_cidr: Option<IpNet>,
+}
+
+impl OutsideNode {
+    /// Where the nodes to examine are: `node` (or every node of the local cluster), or the node
+    /// these flags name.
+    pub fn sources(&self, node: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
+        node_sources(
+            node,
+            self.hns_socket.as_ref(),
+            self.manifests.as_ref(),
+            doctor::snapshot::ClusterFacts {
+                cluster_cidr: self.cluster_cidr,
+                service_cidr: self.service_cidr,
+            },
+        )
+    }
 }
 
 /// The report's form.
@@ -80,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     } else {
         let rt = runtime()?;
-        let sources = sources(&args)?;
+        let sources = args.outside.sources(args.node.as_deref())?;
         let snaps = collect::snapshots(&rt, &sources)?;
         if args.fix {
             return fix_then_report(&rt, &args, &sources, &snaps);
@@ -158,21 +181,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Where the nodes to examine are: the local cluster's, or the one the flags name.
-pub fn sources(args: &Args) -> anyhow::Result<Vec<NodeSource>> {
-    node_sources(
-        args.node.as_deref(),
-        args.hns_socket.as_ref(),
-        args.manifests.as_ref(),
-        doctor::snapshot::ClusterFacts {
-            cluster_cidr: args.cluster_cidr,
-            service_cidr: args.service_cidr,
-        },
-    )
-}
-
 /// The sources of `node` (or every node of the local cluster).
-pub fn node_sources(
+fn node_sources(
     node: Option<&str>,
     hns_socket: Option<&PathBuf>,
     manifests: Option<&PathBuf>,

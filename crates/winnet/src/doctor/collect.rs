@@ -220,8 +220,15 @@ fn snapshot(
     })
 }
 
-/// How long the doctor waits for the cluster DNS's answer to one question.
-const DNS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// When the doctor (re)sends each question to the cluster DNS and how long it waits after each
+/// send: at 0, 1 and 2 s, given up at 4 s. A pod's resolver resends a lost datagram too (the
+/// Windows DNS Client at 1, 2, 4 and 8 s), so one lost packet is no problem a pod would meet and
+/// must not be reported as one.
+const DNS_WAITS: [std::time::Duration; 3] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+];
 
 /// The cluster DNS's answers, asked from a pod's namespace at the `kube-system/kube-dns`
 /// ClusterIP, for each Service with a ClusterIP (A and/or AAAA, as its ClusterIPs' families);
@@ -253,7 +260,7 @@ fn dns_view(
         .with_context(|| format!("sockets in {asked_from} to ask the cluster DNS"))?;
     let upstream = Upstream::new(
         vec![std::net::SocketAddr::new(server, 53)],
-        Schedule(vec![(Targets::One(0), DNS_WAIT)]),
+        Schedule(DNS_WAITS.iter().map(|w| (Targets::One(0), *w)).collect()),
         std::sync::Arc::new(sockets),
     );
     let mut questions = Vec::new();
