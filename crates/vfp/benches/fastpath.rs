@@ -12,7 +12,7 @@
 //! thread walking a 64 MiB buffer, standing in for a compiler on the other core), and prints
 //! each ratio to the floor (budget: loaded >= 0.8 x quiet).
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -514,9 +514,60 @@ fn under_load(_: &mut Criterion) {
     );
 }
 
+/// One fast-path batch, kept out of line so that `callgrind --toggle-collect` can count it
+/// alone (setup excluded).
+#[inline(never)]
+fn counted_fast_batch(sw: &mut Switch, a: PortId, frames: &mut [Frame], originals: &[Vec<u8>]) {
+    for (f, o) in frames.iter_mut().zip(originals) {
+        f.set(o);
+        black_box(sw.process(a, f, Timestamp(1)));
+    }
+}
+
+/// One floor batch, out of line for the same reason.
+#[inline(never)]
+fn counted_floor_batch(table: &Floor, frames: &mut [Frame], originals: &[Vec<u8>]) {
+    table.run(frames, originals);
+}
+
+/// `FASTPATH_COUNT=N`: runs N batches of the fast path and of the floor and nothing else, for
+/// an instruction count that a busy machine does not change:
+/// `FASTPATH_COUNT=100 valgrind --tool=callgrind --toggle-collect='*counted_fast_batch*' BENCH`
+/// (instructions / (N x 1,024) = per packet; `*counted_floor_batch*` for the floor).
+fn count_only(n: usize) {
+    let (mut sw, a) = node();
+    sw.reserve_flows(FLOWS as usize);
+    for k in 0..FLOWS {
+        let (client, sp, dst) = conn(k);
+        sw.process(
+            a,
+            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
+            Timestamp(0),
+        );
+    }
+    let table = Floor::new();
+    let (originals, mut frames) = batch_of_live_connections();
+    let mut floor_frames = frames.clone();
+    for _ in 0..n {
+        counted_fast_batch(&mut sw, a, &mut frames, &originals);
+        counted_floor_batch(&table, &mut floor_frames, &originals);
+    }
+    assert_eq!(sw.flow_counters().hits, (n * BATCH) as u64, "every packet hit");
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(2)).sample_size(30);
     targets = under_load, floor, fast_path, new_flows
 }
-criterion_main!(benches);
+
+fn main() {
+    if let Some(n) = std::env::var("FASTPATH_COUNT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return count_only(n);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
