@@ -552,7 +552,11 @@ fn count_only(n: usize) {
         counted_fast_batch(&mut sw, a, &mut frames, &originals);
         counted_floor_batch(&table, &mut floor_frames, &originals);
     }
-    assert_eq!(sw.flow_counters().hits, (n * BATCH) as u64, "every packet hit");
+    assert_eq!(
+        sw.flow_counters().hits,
+        (n * BATCH) as u64,
+        "every packet hit"
+    );
 }
 
 criterion_group! {

@@ -85,7 +85,8 @@ pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::Wir
             out[0..6].copy_from_slice(&e.dst_mac.0);
             out[6..12].copy_from_slice(&e.src_mac.0);
             out[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-            Ipv6Repr::simple(s, d, wire::proto::UDP, usize::from(udp_len)).emit(&mut out[14..54])?;
+            Ipv6Repr::simple(s, d, wire::proto::UDP, usize::from(udp_len))
+                .emit(&mut out[14..54])?;
             udp_vxlan(&mut out[54..70], e, src_port, udp_len)?;
             let seg = &frame.bytes()[54..];
             let c = checksum::l4(e.src_ip, e.dst_ip, wire::proto::UDP, seg);
@@ -107,7 +108,8 @@ const OUTER_V4: usize = 14 + 20 + 8 + 8;
 fn outer_v4(e: &Encap, s: u32, d: u32, total: u16, src_port: u16) -> [u8; OUTER_V4] {
     // Version/IHL 0x45, TTL 64 and protocol UDP are the header's only other nonzero words.
     let words = 0x4500
-        + 0x4000 + u32::from(wire::proto::UDP)
+        + 0x4000
+        + u32::from(wire::proto::UDP)
         + u32::from(total)
         + (s >> 16)
         + (s & 0xffff)
@@ -125,7 +127,9 @@ fn outer_v4(e: &Encap, s: u32, d: u32, total: u16, src_port: u16) -> [u8; OUTER_
     h[24..26].copy_from_slice(&c.to_be_bytes());
     h[26..30].copy_from_slice(&s.to_be_bytes());
     h[30..34].copy_from_slice(&d.to_be_bytes());
-    let udp: &mut [u8; 16] = h.last_chunk_mut().unwrap_or_else(|| unreachable!("50 >= 16"));
+    let udp: &mut [u8; 16] = h
+        .last_chunk_mut()
+        .unwrap_or_else(|| unreachable!("50 >= 16"));
     udp[0..2].copy_from_slice(&src_port.to_be_bytes());
     udp[2..4].copy_from_slice(&e.udp_port.to_be_bytes());
     udp[4..6].copy_from_slice(&(total - 20).to_be_bytes());
@@ -169,20 +173,23 @@ mod tests {
             assert_eq!(&b[6..12], &e.src_mac.0);
             let ip = Ipv4Packet::new_checked(&b[14..]).unwrap();
             let r = Ipv4Repr::parse(&ip).expect("a valid header checksum");
-            assert_eq!((r.ttl, r.protocol, r.dont_frag), (64, wire::proto::UDP, false));
+            assert_eq!(
+                (r.ttl, r.protocol, r.dont_frag),
+                (64, wire::proto::UDP, false)
+            );
             assert_eq!(IpAddr::V4(r.src), e.src_ip);
             assert_eq!(IpAddr::V4(r.dst), e.dst_ip);
             assert_eq!(r.payload_len, 16 + inner);
             let u = UdpPacket::new_checked(ip.payload()).unwrap();
-            assert_eq!((u.src_port(), u.dst_port(), u.checksum()), (50_000, 4789, 0));
+            assert_eq!(
+                (u.src_port(), u.dst_port(), u.checksum()),
+                (50_000, 4789, 0)
+            );
             let v = VxlanPacket::new_checked(&u.payload()[..]).unwrap();
             assert_eq!(v.vni(), e.vni);
             assert!(v.payload().iter().all(|&x| x == 0x5a));
         }
-        let too_big = Encap {
-            vni: 1 << 24,
-            ..e
-        };
+        let too_big = Encap { vni: 1 << 24, ..e };
         assert!(push(&mut Frame::new(&[0; 54]), &too_big, 1).is_err());
     }
 }

@@ -8,7 +8,7 @@ use crate::wire::{
     self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, MacAddr,
     TcpFlags, TcpPacket, UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
 };
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// What follows the IP header, as far as the engine cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,70 +166,136 @@ fn parse_full(bytes: &[u8], cx: &ParseContext<'_>, p: &mut Parsed) -> Result<(),
     Ok(())
 }
 
-/// Reads the frame nearly every packet is — untagged Ethernet, IPv4 (options allowed) that is
-/// not a fragment, TCP, or UDP not to the VXLAN port — with one length check per header
-/// instead of the views' checks field by field, and fills `p` (made by `Parsed::at(0)`) as
-/// `fill` would. Returns false, leaving `p` as it was, for anything else, which the full
-/// parse then reads (the property test `plain_reads_as_the_full_parse` holds the two together).
+/// The frame nearly every packet is, read in one pass: untagged Ethernet, IPv4 (options
+/// allowed) that is not a fragment, and TCP, or UDP not to the VXLAN port. The fast path works
+/// from this alone; `parse_into` turns it into the same `Parsed` the full parse gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plain {
+    pub dst_mac: MacAddr,
+    pub src_mac: MacAddr,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Offset of the TCP or UDP header (the IPv4 header is at 14).
+    pub l4: usize,
+    pub l4_kind: PlainL4,
+}
+
+/// The L4 header of a [`Plain`] frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlainL4 {
+    Tcp {
+        flags: u8,
+    },
+    /// `checksum` is false when the checksum field is zero (none sent).
+    Udp {
+        checksum: bool,
+    },
+}
+
+impl Plain {
+    /// TCP flags, 0 for UDP.
+    #[inline(always)]
+    pub fn tcp_flags(&self) -> u8 {
+        match self.l4_kind {
+            PlainL4::Tcp { flags } => flags,
+            PlainL4::Udp { .. } => 0,
+        }
+    }
+
+    /// The flow key of this frame entering at `port` (not encapsulated: VNI 0).
+    #[inline(always)]
+    pub fn flow_key(&self, port: u16) -> FlowKey {
+        FlowKey {
+            port,
+            vni: 0,
+            proto: self.proto,
+            src: IpAddr::V4(self.src),
+            dst: IpAddr::V4(self.dst),
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+        }
+    }
+}
+
+/// Reads a [`Plain`] frame with one length check per header instead of the views' checks
+/// field by field; `None` for any other frame, which the full parse then reads (the property
+/// test `plain_reads_as_the_full_parse` holds the two together).
 #[inline(always)]
-fn plain_ipv4(bytes: &[u8], vxlan_port: u16, p: &mut Parsed) -> bool {
-    let Some(h) = bytes.first_chunk::<34>() else {
-        return false;
-    };
+pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
+    let h = bytes.first_chunk::<34>()?;
     // Constant indexes into the 34-byte array: no bounds checks.
     if h[12..14] != [8, 0] || h[14] >> 4 != 4 {
-        return false;
+        return None;
     }
     let hl = usize::from(h[14] & 0x0f) * 4;
     let end = 14 + usize::from(u16::from_be_bytes([h[16], h[17]]));
     // More fragments, or an offset: a fragment.
     let fragment = u16::from_be_bytes([h[20], h[21]]) & 0x3fff != 0;
-    let proto = h[23];
-    if hl < 20 || end < 14 + hl || end > bytes.len() || fragment {
-        return false;
+    if hl < 20 || end < 14 + hl || fragment {
+        return None;
     }
     let l4 = 14 + hl;
-    let Some(seg) = bytes.get(l4..end) else {
-        return false;
-    };
+    let seg = bytes.get(l4..end)?;
+    let proto = h[23];
     let (ports, l4_kind) = match proto {
         proto::TCP => {
-            let Some(t) = seg.first_chunk::<20>() else {
-                return false;
-            };
+            let t = seg.first_chunk::<20>()?;
             let thl = usize::from(t[12] >> 4) * 4;
             if thl < 20 || thl > seg.len() {
-                return false;
+                return None;
             }
-            ([t[0], t[1], t[2], t[3]], L4Kind::Tcp { flags: t[13] })
+            ([t[0], t[1], t[2], t[3]], PlainL4::Tcp { flags: t[13] })
         }
         proto::UDP => {
-            let Some(u) = seg.first_chunk::<8>() else {
-                return false;
-            };
+            let u = seg.first_chunk::<8>()?;
             let len = usize::from(u16::from_be_bytes([u[4], u[5]]));
             if len < 8 || len > seg.len() || u16::from_be_bytes([u[2], u[3]]) == vxlan_port {
-                return false;
+                return None;
             }
             let checksum = u[6..8] != [0, 0];
-            ([u[0], u[1], u[2], u[3]], L4Kind::Udp { checksum })
+            ([u[0], u[1], u[2], u[3]], PlainL4::Udp { checksum })
         }
-        _ => return false,
+        _ => return None,
     };
-    let a = |i: usize| IpAddr::from([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    p.headers = Headers {
+    Some(Plain {
         dst_mac: MacAddr([h[0], h[1], h[2], h[3], h[4], h[5]]),
         src_mac: MacAddr([h[6], h[7], h[8], h[9], h[10], h[11]]),
-        src_ip: a(26),
-        dst_ip: a(30),
+        src: Ipv4Addr::new(h[26], h[27], h[28], h[29]),
+        dst: Ipv4Addr::new(h[30], h[31], h[32], h[33]),
         proto,
         src_port: u16::from_be_bytes([ports[0], ports[1]]),
         dst_port: u16::from_be_bytes([ports[2], ports[3]]),
+        l4,
+        l4_kind,
+    })
+}
+
+/// Fills `p` (made by `Parsed::at(0)`) from a [`Plain`] frame as `fill` would; false, leaving
+/// `p` as it was, for any other frame.
+#[inline(always)]
+fn plain_ipv4(bytes: &[u8], vxlan_port: u16, p: &mut Parsed) -> bool {
+    let Some(x) = plain(bytes, vxlan_port) else {
+        return false;
+    };
+    p.headers = Headers {
+        dst_mac: x.dst_mac,
+        src_mac: x.src_mac,
+        src_ip: IpAddr::V4(x.src),
+        dst_ip: IpAddr::V4(x.dst),
+        proto: x.proto,
+        src_port: x.src_port,
+        dst_port: x.dst_port,
     };
     p.kind = Kind::Ip;
     p.l3 = 14;
-    p.l4 = l4;
-    p.l4_kind = l4_kind;
+    p.l4 = x.l4;
+    p.l4_kind = match x.l4_kind {
+        PlainL4::Tcp { flags } => L4Kind::Tcp { flags },
+        PlainL4::Udp { checksum } => L4Kind::Udp { checksum },
+    };
     true
 }
 
@@ -567,7 +633,11 @@ mod tests {
                 }
             }
         }
-        assert!(!plain_ipv4(&frame(20, false, &[], 0), 80, &mut Parsed::at(0)));
+        assert!(!plain_ipv4(
+            &frame(20, false, &[], 0),
+            80,
+            &mut Parsed::at(0)
+        ));
         assert!(plain_ipv4(&frame(20, true, &[], 0), 80, &mut Parsed::at(0)));
     }
 }

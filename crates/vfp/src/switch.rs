@@ -27,6 +27,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod fast_path;
+
 /// Whether the switch reaches a physical network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SwitchKind {
@@ -335,6 +337,15 @@ impl Switch {
     /// Processes one frame that entered at port `from`: on return the frame holds the bytes to
     /// send, and the disposition says where.
     pub fn process(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
+        if let Some(d) = self.fast_path(from, frame, now) {
+            return d;
+        }
+        self.process_general(from, frame, now)
+    }
+
+    /// `process` for any frame: parsed in full, then answered, forwarded at layer 2, flooded,
+    /// replayed from the flow table or run through the layers.
+    fn process_general(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
         let rx = frame.len();
         let mut p = Parsed::at(0);
         let d = match parse::parse_into(frame.bytes(), &self.parse_ctx(), &mut p) {
@@ -425,6 +436,15 @@ impl Switch {
         }
     }
 
+    /// True if the connection has been idle longer than its timeout.
+    #[inline(always)]
+    fn idle_out(&self, r: &FlowRecord, now: Timestamp) -> bool {
+        // Most packets follow their predecessor within the shortest timeout; only the others
+        // pay for working out the connection's phase.
+        let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
+        idle_nanos > self.min_timeout_nanos && now.since(r.last_seen) > self.timeout(r)
+    }
+
     pub(crate) fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {
         let Some((slot, side)) = self.flows.find(key, self.flows.hash(key)) else {
             return Cached::Miss;
@@ -437,12 +457,7 @@ impl Switch {
             && !flags.has(TcpFlags::ACK)
             && side == FlowSide::Forward
             && r.tcp.phase() == TcpPhase::Closed;
-        // Most packets follow their predecessor within the shortest timeout; only the others
-        // pay for working out the connection's phase.
-        let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
-        if reopened
-            || (idle_nanos > self.min_timeout_nanos && now.since(r.last_seen) > self.timeout(r))
-        {
+        if reopened || self.idle_out(r, now) {
             Cached::Gone(slot)
         } else if self.is_fresh(r) {
             Cached::Hit(slot, side)

@@ -5,8 +5,8 @@
 use crate::encap::{self, Encap};
 use crate::frame::Frame;
 use crate::headers::Headers;
-use crate::parse::{Embedded, L4Kind, Parsed};
-use crate::wire::{WireError, checksum, proto};
+use crate::parse::{Embedded, L4Kind, Parsed, Plain, PlainL4};
+use crate::wire::{MacAddr, WireError, checksum, proto};
 use std::net::IpAddr;
 
 /// Offsets of the packet proper after any outer headers were removed.
@@ -112,16 +112,19 @@ fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), Wire
     if let (IpAddr::V4(os), IpAddr::V4(od), IpAddr::V4(ns), IpAddr::V4(nd)) =
         (cur.src_ip, cur.dst_ip, t.src_ip, t.dst_ip)
     {
-        let addrs = [os, od, ns, nd].map(u32::from);
-        match p.l4_kind {
-            L4Kind::Tcp { .. } => return rewrite_v4(b, o, cur, t, addrs, Checksum::Tcp),
-            L4Kind::Udp { checksum: true } => {
-                return rewrite_v4(b, o, cur, t, addrs, Checksum::Udp);
-            }
-            L4Kind::Udp { checksum: false } => {
-                return rewrite_v4(b, o, cur, t, addrs, Checksum::None);
-            }
-            _ => {}
+        let sum = match p.l4_kind {
+            L4Kind::Tcp { .. } => Some(Checksum::Tcp),
+            L4Kind::Udp { checksum: true } => Some(Checksum::Udp),
+            L4Kind::Udp { checksum: false } => Some(Checksum::None),
+            _ => None,
+        };
+        if let Some(sum) = sum {
+            let v4 = V4Rewrite {
+                macs: [t.dst_mac, t.src_mac],
+                addrs: [os, od, ns, nd].map(u32::from),
+                ports: [cur.src_port, cur.dst_port, t.src_port, t.dst_port],
+            };
+            return rewrite_v4(b, o, &v4, sum);
         }
     }
     b[o.eth..o.eth + 6].copy_from_slice(&t.dst_mac.0);
@@ -178,29 +181,79 @@ enum Checksum {
     None,
 }
 
+/// What an IPv4 TCP/UDP rewrite writes: the destination and source MACs, the current and the
+/// new addresses (source, destination, new source, new destination) as 32-bit words, and the
+/// ports likewise.
+struct V4Rewrite {
+    macs: [MacAddr; 2],
+    addrs: [u32; 4],
+    ports: [u16; 4],
+}
+
+/// Rewrites a frame the fast path read as `parse::Plain` to the headers packets of one side of
+/// a connection leave with: `t`, or `t` reversed (a connection's replies leave with its first
+/// packet's headers reversed, read here in place rather than copied). Then adds `outer`.
+#[inline(always)]
+pub(crate) fn apply_plain(
+    frame: &mut Frame,
+    x: &Plain,
+    t: &Headers,
+    reversed: bool,
+    outer: Option<&Encap>,
+    entropy: u16,
+) -> Result<(), WireError> {
+    let (s, d) = if reversed {
+        (t.dst_ip, t.src_ip)
+    } else {
+        (t.src_ip, t.dst_ip)
+    };
+    // Translating between address families (NAT64) is not something VFP layers express.
+    let (IpAddr::V4(ns), IpAddr::V4(nd)) = (s, d) else {
+        return Err(WireError::Unsupported);
+    };
+    let (macs, new_ports) = if reversed {
+        ([t.src_mac, t.dst_mac], [t.dst_port, t.src_port])
+    } else {
+        ([t.dst_mac, t.src_mac], [t.src_port, t.dst_port])
+    };
+    let v4 = V4Rewrite {
+        macs,
+        addrs: [x.src, x.dst, ns, nd].map(u32::from),
+        ports: [x.src_port, x.dst_port, new_ports[0], new_ports[1]],
+    };
+    let sum = match x.l4_kind {
+        PlainL4::Tcp { .. } => Checksum::Tcp,
+        PlainL4::Udp { checksum: true } => Checksum::Udp,
+        PlainL4::Udp { checksum: false } => Checksum::None,
+    };
+    let o = Offsets {
+        eth: 0,
+        l3: 14,
+        l4: x.l4,
+    };
+    rewrite_v4(frame.bytes_mut(), o, &v4, sum)?;
+    if let Some(e) = outer {
+        encap::push(frame, e, entropy)?;
+    }
+    Ok(())
+}
+
 /// `rewrite` for the packets nearly all traffic is, IPv4 TCP or UDP: the same bytes written
 /// and the same checksum patches, from fixed-size views of the headers (one bounds check
-/// each) and addresses as 32-bit words (`addrs`: current source and destination, then the
-/// target's).
+/// each) and addresses as 32-bit words.
 #[inline(always)]
-fn rewrite_v4(
-    b: &mut [u8],
-    o: Offsets,
-    cur: &Headers,
-    t: &Headers,
-    [os, od, ns, nd]: [u32; 4],
-    sum: Checksum,
-) -> Result<(), WireError> {
+fn rewrite_v4(b: &mut [u8], o: Offsets, v: &V4Rewrite, sum: Checksum) -> Result<(), WireError> {
     let eth = b
         .get_mut(o.eth..)
         .and_then(|b| b.first_chunk_mut::<12>())
         .ok_or(WireError::Truncated)?;
-    eth[..6].copy_from_slice(&t.dst_mac.0);
-    eth[6..].copy_from_slice(&t.src_mac.0);
+    eth[..6].copy_from_slice(&v.macs[0].0);
+    eth[6..].copy_from_slice(&v.macs[1].0);
     let ip = b
         .get_mut(o.l3..)
         .and_then(|b| b.first_chunk_mut::<20>())
         .ok_or(WireError::Truncated)?;
+    let [os, od, ns, nd] = v.addrs;
     let mut d = 0u32;
     if os != ns {
         d += checksum::delta16((os >> 16) as u16, (ns >> 16) as u16)
@@ -218,20 +271,20 @@ fn rewrite_v4(
     }
     // The parse checked that TCP's 20-byte and UDP's 8-byte headers are there.
     match sum {
-        Checksum::Tcp => l4_ports::<18>(b, o.l4, cur, t, d, Some((16, false))),
-        Checksum::Udp => l4_ports::<8>(b, o.l4, cur, t, d, Some((6, true))),
-        Checksum::None => l4_ports::<8>(b, o.l4, cur, t, d, None),
+        Checksum::Tcp => l4_ports::<18>(b, o.l4, v.ports, d, Some((16, false))),
+        Checksum::Udp => l4_ports::<8>(b, o.l4, v.ports, d, Some((6, true))),
+        Checksum::None => l4_ports::<8>(b, o.l4, v.ports, d, None),
     }
 }
 
-/// Writes the ports of the `N`-byte L4 header at `l4` and patches its checksum at `sum` (the
-/// offset, and whether it is UDP's) by `d` plus the ports' change.
+/// Writes the ports of the `N`-byte L4 header at `l4` (current source and destination, then
+/// new) and patches its checksum at `sum` (the offset, and whether it is UDP's) by `d` plus
+/// the ports' change.
 #[inline(always)]
 fn l4_ports<const N: usize>(
     b: &mut [u8],
     l4: usize,
-    cur: &Headers,
-    t: &Headers,
+    [src, dst, new_src, new_dst]: [u16; 4],
     d: u32,
     sum: Option<(usize, bool)>,
 ) -> Result<(), WireError> {
@@ -239,8 +292,7 @@ fn l4_ports<const N: usize>(
         .get_mut(l4..)
         .and_then(|b| b.first_chunk_mut::<N>())
         .ok_or(WireError::Truncated)?;
-    let d = d + write_port(h, 0, cur.src_port, t.src_port)
-        + write_port(h, 2, cur.dst_port, t.dst_port);
+    let d = d + write_port(h, 0, src, new_src) + write_port(h, 2, dst, new_dst);
     if let Some((at, udp)) = sum
         && d != 0
     {
