@@ -4,7 +4,7 @@
 use crate::frame::Frame;
 use crate::wire::{self, EtherType, Ipv6Repr, MacAddr, VxlanRepr, checksum};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 /// Outer headers of a VXLAN encapsulation (RFC 7348): underlay Ethernet and IP addresses, the
 /// UDP destination port and the VNI. The UDP source port is chosen per flow for ECMP entropy.
@@ -64,6 +64,7 @@ pub fn entropy_port(flow_hash: u64) -> u16 {
 /// header gets a full checksum; the outer UDP checksum is zero over IPv4 (RFC 7348 allows it)
 /// and computed over IPv6, where zero is not allowed by default. Written field by field rather
 /// than through the `Repr`s: this runs once per encapsulated packet.
+#[inline]
 pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::WireError> {
     let inner_len = frame.len();
     let udp_len = u16::try_from(16 + inner_len).map_err(|_| wire::WireError::Malformed)?;
@@ -80,22 +81,32 @@ pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::Wir
             *out = outer_v4(e, u32::from(s), u32::from(d), total, src_port);
             Ok(())
         }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let out = frame.push_front(14 + 40 + 16);
-            out[0..6].copy_from_slice(&e.dst_mac.0);
-            out[6..12].copy_from_slice(&e.src_mac.0);
-            out[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
-            Ipv6Repr::simple(s, d, wire::proto::UDP, usize::from(udp_len))
-                .emit(&mut out[14..54])?;
-            udp_vxlan(&mut out[54..70], e, src_port, udp_len)?;
-            let seg = &frame.bytes()[54..];
-            let c = checksum::l4(e.src_ip, e.dst_ip, wire::proto::UDP, seg);
-            let c = if c == 0 { 0xffff } else { c };
-            frame.bytes_mut()[60..62].copy_from_slice(&c.to_be_bytes());
-            Ok(())
-        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => push_v6(frame, e, s, d, src_port, udp_len),
         _ => Err(wire::WireError::Malformed),
     }
+}
+
+/// `push` over IPv6 (kept out of line: the IPv4 case is the one inlined into the fast path).
+#[inline(never)]
+fn push_v6(
+    frame: &mut Frame,
+    e: &Encap,
+    s: Ipv6Addr,
+    d: Ipv6Addr,
+    src_port: u16,
+    udp_len: u16,
+) -> Result<(), wire::WireError> {
+    let out = frame.push_front(14 + 40 + 16);
+    out[0..6].copy_from_slice(&e.dst_mac.0);
+    out[6..12].copy_from_slice(&e.src_mac.0);
+    out[12..14].copy_from_slice(&EtherType::IPV6.to_be_bytes());
+    Ipv6Repr::simple(s, d, wire::proto::UDP, usize::from(udp_len)).emit(&mut out[14..54])?;
+    udp_vxlan(&mut out[54..70], e, src_port, udp_len)?;
+    let seg = &frame.bytes()[54..];
+    let c = checksum::l4(e.src_ip, e.dst_ip, wire::proto::UDP, seg);
+    let c = if c == 0 { 0xffff } else { c };
+    frame.data_mut()[60..62].copy_from_slice(&c.to_be_bytes());
+    Ok(())
 }
 
 /// Bytes of outer headers over IPv4: Ethernet, IPv4 without options, UDP, VXLAN.

@@ -255,15 +255,14 @@ impl FlowTable {
     /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
     #[inline(always)]
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
-        let slab = &self.slab;
-        self.index
-            .find(hash, |&v| {
-                let (slot, side) = unpack(v);
-                slab.get(slot as usize)
-                    .and_then(|s| s.0.as_ref())
-                    .is_some_and(|r| r.has_key(side, key))
-            })
-            .map(|&v| unpack(v))
+        // The candidates' comparison in this loop rather than in a closure the index calls:
+        // the compiler keeps that closure out of line, at the cost of a call per lookup.
+        self.index.iter_hash(hash).map(|&v| unpack(v)).find(|&(slot, side)| {
+            self.slab
+                .get(slot as usize)
+                .and_then(|s| s.0.as_ref())
+                .is_some_and(|r| r.has_key(side, key))
+        })
     }
 
     /// The record in `slot`.

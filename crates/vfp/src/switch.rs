@@ -113,6 +113,40 @@ fn forward_fin(r: &mut FlowRecord, frame: &Frame, p: &Parsed) {
     }
 }
 
+/// True if `r` was evaluated under the rules its ports and the switch (generation `topo_gen`)
+/// hold now.
+#[inline(always)]
+fn fresh(ports: &[Option<Port>], topo_gen: u32, r: &FlowRecord) -> bool {
+    let g = |id: u16| {
+        ports
+            .get(usize::from(id))
+            .and_then(Option::as_ref)
+            .map(|p| p.generation)
+    };
+    Some(r.generation[0]) == g(r.port_a)
+        && Some(r.generation[1]) == g(r.port_b)
+        && r.generation[2] == topo_gen
+}
+
+/// The idle timeout of the connection in `r`.
+fn timeout(t: &FlowTimeouts, r: &FlowRecord) -> Duration {
+    match r.orig.proto {
+        proto::TCP => t.tcp(r.tcp.phase()),
+        proto::UDP => t.udp,
+        _ => t.other,
+    }
+}
+
+/// True if the connection in `r` has been idle longer than its timeout (`min_timeout_nanos`:
+/// the shortest of them all).
+#[inline(always)]
+fn idle_out(t: &FlowTimeouts, min_timeout_nanos: u64, r: &FlowRecord, now: Timestamp) -> bool {
+    // Most packets follow their predecessor within the shortest timeout; only the others pay
+    // for working out the connection's phase.
+    let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
+    idle_nanos > min_timeout_nanos && now.since(r.last_seen) > timeout(t, r)
+}
+
 /// What a flow-table lookup found.
 pub(crate) enum Cached {
     Hit(u32, FlowSide),
@@ -344,7 +378,9 @@ impl Switch {
     }
 
     /// `process` for any frame: parsed in full, then answered, forwarded at layer 2, flooded,
-    /// replayed from the flow table or run through the layers.
+    /// replayed from the flow table or run through the layers. Kept out of `process`, so that
+    /// the fast path there is compiled as a small function of its own.
+    #[inline(never)]
     fn process_general(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
         let rx = frame.len();
         let mut p = Parsed::at(0);
@@ -421,28 +457,17 @@ impl Switch {
     }
 
     fn is_fresh(&self, r: &FlowRecord) -> bool {
-        let g = |id: u16| self.port(id).map(|p| p.generation);
-        Some(r.generation[0]) == g(r.port_a)
-            && Some(r.generation[1]) == g(r.port_b)
-            && r.generation[2] == self.topo_gen
+        fresh(&self.ports, self.topo_gen, r)
     }
 
     fn timeout(&self, r: &FlowRecord) -> Duration {
-        let t = &self.config.timeouts;
-        match r.orig.proto {
-            proto::TCP => t.tcp(r.tcp.phase()),
-            proto::UDP => t.udp,
-            _ => t.other,
-        }
+        timeout(&self.config.timeouts, r)
     }
 
     /// True if the connection has been idle longer than its timeout.
     #[inline(always)]
     fn idle_out(&self, r: &FlowRecord, now: Timestamp) -> bool {
-        // Most packets follow their predecessor within the shortest timeout; only the others
-        // pay for working out the connection's phase.
-        let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
-        idle_nanos > self.min_timeout_nanos && now.since(r.last_seen) > self.timeout(r)
+        idle_out(&self.config.timeouts, self.min_timeout_nanos, r, now)
     }
 
     pub(crate) fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {

@@ -231,7 +231,7 @@ pub(crate) fn apply_plain(
         l3: 14,
         l4: x.l4,
     };
-    rewrite_v4(frame.bytes_mut(), o, &v4, sum)?;
+    rewrite_v4(frame.data_mut(), o, &v4, sum)?;
     if let Some(e) = outer {
         encap::push(frame, e, entropy)?;
     }

@@ -7,11 +7,11 @@
 //! handles every frame; the test `the_fast_path_agrees_with_the_general_path` holds the two
 //! together.
 
-use super::Switch;
+use super::{Switch, fresh, idle_out};
 use crate::disposition::{Disposition, DropReason};
 use crate::frame::Frame;
 use crate::parse;
-use crate::port::PortId;
+use crate::port::{PortId, PortKind};
 use crate::tcp_state::FlowSide;
 use crate::time::Timestamp;
 use crate::transform;
@@ -37,13 +37,14 @@ impl Switch {
         }
         let key = x.flow_key(from);
         let (slot, side) = self.flows.find(&key, self.flows.hash(&key))?;
-        let r = self.flows.get(slot)?;
-        if self.idle_out(r, now) || !self.is_fresh(r) {
+        let r = self.flows.get_mut(slot)?;
+        let timeouts = &self.config.timeouts;
+        if idle_out(timeouts, self.min_timeout_nanos, r, now) || !fresh(&self.ports, self.topo_gen, r)
+        {
             return None;
         }
         // From here on the frame is this path's.
         let rx = frame.len();
-        let r = self.flows.get_mut(slot)?;
         r.last_seen = now;
         r.packets += 1;
         r.bytes += rx as u64;
@@ -53,28 +54,38 @@ impl Switch {
         let res = match side {
             FlowSide::Forward => {
                 let outer = r.fin_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy)
-                    .map(|()| r.port_b)
+                transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy).map(|()| r.port_b)
             }
             FlowSide::Reverse => {
                 let outer = r.rev_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy)
-                    .map(|()| r.port_a)
+                transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy).map(|()| r.port_a)
             }
         };
+        // The counters `process_general` keeps (`fast`, `out_disposition`, `account`), with
+        // one look at each port.
         self.counters.hits += 1;
-        if let Some(p) = self
-            .ports
-            .get_mut(usize::from(from))
-            .and_then(Option::as_mut)
-        {
-            p.counters.fast_path += 1;
-        }
         let d = match res {
-            Ok(to) => self.out_disposition(to),
+            Ok(to) => match self.ports.get_mut(usize::from(to)).and_then(Option::as_mut) {
+                Some(p) => {
+                    p.counters.tx_packets += 1;
+                    p.counters.tx_bytes += frame.len() as u64;
+                    match p.kind() {
+                        PortKind::Uplink => Disposition::Uplink(to),
+                        _ => Disposition::Deliver(to),
+                    }
+                }
+                None => Disposition::Drop(DropReason::UnknownPort),
+            },
             Err(_) => Disposition::Drop(DropReason::RewriteFailed),
         };
-        self.account(from, rx, frame.len(), d);
+        if let Some(p) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+            p.counters.rx_packets += 1;
+            p.counters.rx_bytes += rx as u64;
+            p.counters.fast_path += 1;
+            if let Disposition::Drop(r) = d {
+                p.counters.drops[r.idx()] += 1;
+            }
+        }
         Some(d)
     }
 }
