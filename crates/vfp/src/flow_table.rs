@@ -2,16 +2,17 @@
 //! the headers it leaves with, indexed under two keys — the forward key and the reverse key —
 //! so that packets of both directions find the composite transposition with one lookup.
 //!
-//! Memory: records live in a slab of fixed-size chunks, and the hash index stores only a `u32` (slot and
-//! side) per key; keys are compared against the record itself. That keeps the index at about
-//! five bytes per key instead of repeating a 40-byte key twice per connection.
+//! Memory: records live in a slab of fixed-size chunks, and the hash index (`flow_index`) stores
+//! one 64-bit word per key (a hash tag, the slot and the side); keys are compared against the
+//! record itself. That keeps the index at about nine bytes per key instead of repeating a
+//! 40-byte key twice per connection.
 
 use crate::encap::Encap;
+use crate::flow_index::FlowIndex;
 use crate::headers::{FlowKey, Headers};
 use crate::nat::SnatAlloc;
 use crate::tcp_state::{FlowSide, TcpTracker};
 use crate::time::Timestamp;
-use hashbrown::HashTable;
 use std::sync::Arc;
 
 /// A cached connection.
@@ -191,7 +192,7 @@ fn unpack(v: u32) -> (u32, FlowSide) {
 pub struct FlowTable {
     slab: Slab,
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: FlowIndex,
     seed: u64,
     limit: usize,
     live: usize,
@@ -208,7 +209,7 @@ impl FlowTable {
         FlowTable {
             slab: Slab::default(),
             free: Vec::new(),
-            index: HashTable::new(),
+            index: FlowIndex::default(),
             seed,
             limit: limit.min((SIDE_BIT - 1) as usize),
             live: 0,
@@ -232,8 +233,7 @@ impl FlowTable {
 
     /// Pre-sizes the table for `n` connections, so that filling it does not rehash.
     pub fn reserve(&mut self, n: usize) {
-        let (slab, seed) = (&self.slab, self.seed);
-        self.index.reserve(2 * n, |&v| rehash(slab, seed, v));
+        self.index.reserve(2 * n);
         self.slab.reserve(n);
     }
 
@@ -243,7 +243,7 @@ impl FlowTable {
         self.slab.capacity() * std::mem::size_of::<Slot>()
             + self.slab.chunks.capacity() * std::mem::size_of::<Box<[Slot; CHUNK]>>()
             + self.free.capacity() * 4
-            + self.index.allocation_size()
+            + self.index.memory_bytes()
     }
 
     /// The hash of a key.
@@ -255,14 +255,13 @@ impl FlowTable {
     /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
     #[inline(always)]
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
-        // The candidates' comparison in this loop rather than in a closure the index calls:
-        // the compiler keeps that closure out of line, at the cost of a call per lookup.
-        self.index.iter_hash(hash).map(|&v| unpack(v)).find(|&(slot, side)| {
-            self.slab
-                .get(slot as usize)
-                .and_then(|s| s.0.as_ref())
-                .is_some_and(|r| r.has_key(side, key))
-        })
+        let slab = &self.slab;
+        self.index
+            .find(hash, |v| {
+                let (slot, side) = unpack(v);
+                matches!(slab.get(slot as usize), Some(Slot(Some(r))) if r.has_key(side, key))
+            })
+            .map(unpack)
     }
 
     /// The record in `slot`.
@@ -303,15 +302,11 @@ impl FlowTable {
             None => self.slab.push_empty() as u32,
         };
         let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
-        // The record goes in first: growing the index rehashes every entry from its record,
-        // this one's included.
         if let Some(s) = self.slab.get_mut(slot as usize) {
             s.0 = Some(rec);
         }
         for (&side, h) in sides.iter().zip(hashes) {
-            let (slab, seed) = (&self.slab, self.seed);
-            self.index
-                .insert_unique(h, pack(slot, side), |&v| rehash(slab, seed, v));
+            self.index.insert(h, pack(slot, side));
         }
         self.live += 1;
         Ok((slot, displaced))
@@ -322,9 +317,7 @@ impl FlowTable {
         let rec = self.slab.get_mut(slot as usize)?.0.take()?;
         for side in [FlowSide::Forward, FlowSide::Reverse] {
             let h = self.hash(&rec.key(side));
-            if let Ok(e) = self.index.find_entry(h, |&v| v == pack(slot, side)) {
-                e.remove();
-            }
+            self.index.remove(h, pack(slot, side));
         }
         self.free.push(slot);
         self.live -= 1;
@@ -341,14 +334,6 @@ impl FlowTable {
     /// Bytes one record takes in the slab (its cache-line aligned slot).
     pub fn record_bytes() -> usize {
         std::mem::size_of::<Slot>()
-    }
-}
-
-fn rehash(slab: &Slab, seed: u64, v: u32) -> u64 {
-    let (slot, side) = unpack(v);
-    match slab.get(slot as usize).and_then(|s| s.0.as_ref()) {
-        Some(r) => r.key(side).hash_with(seed),
-        None => 0,
     }
 }
 

@@ -39,7 +39,8 @@ impl Switch {
         let (slot, side) = self.flows.find(&key, self.flows.hash(&key))?;
         let r = self.flows.get_mut(slot)?;
         let timeouts = &self.config.timeouts;
-        if idle_out(timeouts, self.min_timeout_nanos, r, now) || !fresh(&self.ports, self.topo_gen, r)
+        if idle_out(timeouts, self.min_timeout_nanos, r, now)
+            || !fresh(&self.ports, self.topo_gen, r)
         {
             return None;
         }
@@ -54,11 +55,13 @@ impl Switch {
         let res = match side {
             FlowSide::Forward => {
                 let outer = r.fin_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy).map(|()| r.port_b)
+                transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy)
+                    .map(|()| r.port_b)
             }
             FlowSide::Reverse => {
                 let outer = r.rev_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy).map(|()| r.port_a)
+                transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy)
+                    .map(|()| r.port_a)
             }
         };
         // The counters `process_general` keeps (`fast`, `out_disposition`, `account`), with
@@ -78,7 +81,11 @@ impl Switch {
             },
             Err(_) => Disposition::Drop(DropReason::RewriteFailed),
         };
-        if let Some(p) = self.ports.get_mut(usize::from(from)).and_then(Option::as_mut) {
+        if let Some(p) = self
+            .ports
+            .get_mut(usize::from(from))
+            .and_then(Option::as_mut)
+        {
             p.counters.rx_packets += 1;
             p.counters.rx_bytes += rx as u64;
             p.counters.fast_path += 1;
