@@ -22,6 +22,33 @@ pub(crate) struct FlowIndex {
     len: usize,
 }
 
+/// The values stored under one tag, in probe order (a loop written out where it is used: no
+/// comparison through a closure the compiler might keep out of line).
+pub(crate) struct Candidates<'a> {
+    words: &'a [u64],
+    mask: usize,
+    at: usize,
+    tag: u32,
+}
+
+impl Iterator for Candidates<'_> {
+    type Item = u32;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        loop {
+            let w = *self.words.get(self.at)?;
+            if w == EMPTY {
+                return None;
+            }
+            self.at = (self.at + 1) & self.mask;
+            if (w >> 32) as u32 == self.tag {
+                return Some(w as u32);
+            }
+        }
+    }
+}
+
 /// The part of a 64-bit hash the index keeps.
 #[inline(always)]
 fn tag(hash: u64) -> u32 {
@@ -68,22 +95,23 @@ impl FlowIndex {
         }
     }
 
-    /// The values stored under `hash` (a few, nearly always one), in probe order: each must
-    /// be checked against its record. Stops at the first for which `is` returns true.
+    /// The values stored under `hash` (nearly always one), in probe order: each must be checked
+    /// against its record, as another key may share the tag.
     #[inline(always)]
-    pub fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
-        let t = tag(hash);
-        let mut i = t as usize & self.mask;
-        loop {
-            let w = *self.words.get(i)?;
-            if w == EMPTY {
-                return None;
-            }
-            if (w >> 32) as u32 == t && is(w as u32) {
-                return Some(w as u32);
-            }
-            i = (i + 1) & self.mask;
+    pub fn candidates(&self, hash: u64) -> Candidates<'_> {
+        let tag = tag(hash);
+        Candidates {
+            words: &self.words,
+            mask: self.mask,
+            at: tag as usize & self.mask,
+            tag,
         }
+    }
+
+    /// The first of `candidates(hash)` for which `is` holds.
+    #[cfg(test)]
+    pub fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.candidates(hash).find(|&v| is(v))
     }
 
     /// Adds `value` under `hash` (the caller has made sure it is not there).

@@ -255,13 +255,15 @@ impl FlowTable {
     /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
     #[inline(always)]
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
-        let slab = &self.slab;
-        self.index
-            .find(hash, |v| {
-                let (slot, side) = unpack(v);
-                matches!(slab.get(slot as usize), Some(Slot(Some(r))) if r.has_key(side, key))
-            })
-            .map(unpack)
+        for v in self.index.candidates(hash) {
+            let (slot, side) = unpack(v);
+            if let Some(Slot(Some(r))) = self.slab.get(slot as usize)
+                && r.has_key(side, key)
+            {
+                return Some((slot, side));
+            }
+        }
+        None
     }
 
     /// The record in `slot`.
