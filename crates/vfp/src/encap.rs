@@ -78,7 +78,7 @@ pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::Wir
                 .push_front(OUTER_V4)
                 .first_chunk_mut::<OUTER_V4>()
                 .ok_or(wire::WireError::Truncated)?;
-            *out = outer_v4(e, u32::from(s), u32::from(d), total, src_port);
+            *out = outer_v4(e, s.octets(), d.octets(), total, src_port);
             Ok(())
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => push_v6(frame, e, s, d, src_port, udp_len),
@@ -114,18 +114,19 @@ const OUTER_V4: usize = 14 + 20 + 8 + 8;
 
 /// The outer headers over IPv4, built as one array (written to the frame at once). The header
 /// checksum is summed from the words it covers, which are mostly constants, instead of over
-/// the written bytes.
+/// the written bytes, and in machine byte order: the one's complement sum does not depend on
+/// it (RFC 1071 §2(B)), and the addresses are then used as their bytes stand.
 #[inline(always)]
-fn outer_v4(e: &Encap, s: u32, d: u32, total: u16, src_port: u16) -> [u8; OUTER_V4] {
+fn outer_v4(e: &Encap, s: [u8; 4], d: [u8; 4], total: u16, src_port: u16) -> [u8; OUTER_V4] {
+    let (s32, d32) = (u32::from_ne_bytes(s), u32::from_ne_bytes(d));
     // Version/IHL 0x45, TTL 64 and protocol UDP are the header's only other nonzero words.
-    let words = 0x4500
-        + 0x4000
-        + u32::from(wire::proto::UDP)
-        + u32::from(total)
-        + (s >> 16)
-        + (s & 0xffff)
-        + (d >> 16)
-        + (d & 0xffff);
+    let words = u32::from(u16::from_ne_bytes([0x45, 0]))
+        + u32::from(u16::from_ne_bytes([64, wire::proto::UDP]))
+        + u32::from(u16::from_ne_bytes(total.to_be_bytes()))
+        + (s32 >> 16)
+        + (s32 & 0xffff)
+        + (d32 >> 16)
+        + (d32 & 0xffff);
     let c = checksum::finish(words);
     let mut h = [0u8; OUTER_V4];
     h[0..6].copy_from_slice(&e.dst_mac.0);
@@ -135,18 +136,16 @@ fn outer_v4(e: &Encap, s: u32, d: u32, total: u16, src_port: u16) -> [u8; OUTER_
     h[16..18].copy_from_slice(&total.to_be_bytes());
     h[22] = 64;
     h[23] = wire::proto::UDP;
-    h[24..26].copy_from_slice(&c.to_be_bytes());
-    h[26..30].copy_from_slice(&s.to_be_bytes());
-    h[30..34].copy_from_slice(&d.to_be_bytes());
-    let udp: &mut [u8; 16] = h
-        .last_chunk_mut()
-        .unwrap_or_else(|| unreachable!("50 >= 16"));
-    udp[0..2].copy_from_slice(&src_port.to_be_bytes());
-    udp[2..4].copy_from_slice(&e.udp_port.to_be_bytes());
-    udp[4..6].copy_from_slice(&(total - 20).to_be_bytes());
-    // VXLAN: the I flag, then the VNI in the top 24 bits of the second word.
-    udp[8] = 0x08;
-    udp[12..16].copy_from_slice(&(e.vni << 8).to_be_bytes());
+    h[24..26].copy_from_slice(&c.to_ne_bytes());
+    h[26..30].copy_from_slice(&s);
+    h[30..34].copy_from_slice(&d);
+    // UDP (its checksum zero), then VXLAN: the I flag, and the VNI in the top 24 bits of the
+    // second word.
+    h[34..36].copy_from_slice(&src_port.to_be_bytes());
+    h[36..38].copy_from_slice(&e.udp_port.to_be_bytes());
+    h[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    h[42] = 0x08;
+    h[46..50].copy_from_slice(&(e.vni << 8).to_be_bytes());
     h
 }
 

@@ -121,7 +121,7 @@ fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), Wire
         if let Some(sum) = sum {
             let v4 = V4Rewrite {
                 macs: [t.dst_mac, t.src_mac],
-                addrs: [os, od, ns, nd].map(u32::from),
+                addrs: [ne(os), ne(od), ne(ns), ne(nd)],
                 ports: [cur.src_port, cur.dst_port, t.src_port, t.dst_port],
             };
             return rewrite_v4(b, o, &v4, sum);
@@ -182,12 +182,22 @@ enum Checksum {
 }
 
 /// What an IPv4 TCP/UDP rewrite writes: the destination and source MACs, the current and the
-/// new addresses (source, destination, new source, new destination) as 32-bit words, and the
-/// ports likewise.
+/// new addresses (source, destination, new source, new destination), and the ports likewise.
+///
+/// Addresses are held as the wire's bytes read in the machine's order (`from_ne_bytes`), and
+/// the checksums patched in that order: the one's complement sum is
+/// independent of byte order (RFC 1071 §2(B)), so the bytes written are the same as by
+/// big-endian arithmetic, without swapping every value.
 struct V4Rewrite {
     macs: [MacAddr; 2],
     addrs: [u32; 4],
     ports: [u16; 4],
+}
+
+/// An IPv4 address's wire bytes as a machine-order word.
+#[inline(always)]
+fn ne(a: std::net::Ipv4Addr) -> u32 {
+    u32::from_ne_bytes(a.octets())
 }
 
 /// Rewrites a frame the fast path read as `parse::Plain` to the headers packets of one side of
@@ -218,7 +228,7 @@ pub(crate) fn apply_plain(
     };
     let v4 = V4Rewrite {
         macs,
-        addrs: [x.src, x.dst, ns, nd].map(u32::from),
+        addrs: [ne(x.src), ne(x.dst), ne(ns), ne(nd)],
         ports: [x.src_port, x.dst_port, new_ports[0], new_ports[1]],
     };
     let sum = match x.l4_kind {
@@ -240,7 +250,7 @@ pub(crate) fn apply_plain(
 
 /// `rewrite` for the packets nearly all traffic is, IPv4 TCP or UDP: the same bytes written
 /// and the same checksum patches, from fixed-size views of the headers (one bounds check
-/// each) and addresses as 32-bit words.
+/// each), in machine byte order (see `V4Rewrite`).
 #[inline(always)]
 fn rewrite_v4(b: &mut [u8], o: Offsets, v: &V4Rewrite, sum: Checksum) -> Result<(), WireError> {
     let eth = b
@@ -258,16 +268,16 @@ fn rewrite_v4(b: &mut [u8], o: Offsets, v: &V4Rewrite, sum: Checksum) -> Result<
     if os != ns {
         d += checksum::delta16((os >> 16) as u16, (ns >> 16) as u16)
             + checksum::delta16(os as u16, ns as u16);
-        ip[12..16].copy_from_slice(&ns.to_be_bytes());
+        ip[12..16].copy_from_slice(&ns.to_ne_bytes());
     }
     if od != nd {
         d += checksum::delta16((od >> 16) as u16, (nd >> 16) as u16)
             + checksum::delta16(od as u16, nd as u16);
-        ip[16..20].copy_from_slice(&nd.to_be_bytes());
+        ip[16..20].copy_from_slice(&nd.to_ne_bytes());
     }
     if d != 0 {
-        let c = checksum::apply_delta(u16::from_be_bytes([ip[10], ip[11]]), d);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let c = checksum::apply_delta(u16::from_ne_bytes([ip[10], ip[11]]), d);
+        ip[10..12].copy_from_slice(&c.to_ne_bytes());
     }
     // The parse checked that TCP's 20-byte and UDP's 8-byte headers are there.
     match sum {
@@ -292,13 +302,29 @@ fn l4_ports<const N: usize>(
         .get_mut(l4..)
         .and_then(|b| b.first_chunk_mut::<N>())
         .ok_or(WireError::Truncated)?;
-    let d = d + write_port(h, 0, src, new_src) + write_port(h, 2, dst, new_dst);
+    let d = d + write_port_ne(h, 0, src, new_src) + write_port_ne(h, 2, dst, new_dst);
     if let Some((at, udp)) = sum
         && d != 0
     {
-        patch(h, at, d, udp);
+        let c = u16::from_ne_bytes([h[at], h[at + 1]]);
+        let mut n = checksum::apply_delta(c, d);
+        // UDP sends a sum of zero as all ones (RFC 768); the same in either byte order.
+        if udp && n == 0 {
+            n = 0xffff;
+        }
+        h[at..at + 2].copy_from_slice(&n.to_ne_bytes());
     }
     Ok(())
+}
+
+/// `write_port`, its checksum change in machine byte order (see `V4Rewrite`).
+#[inline(always)]
+fn write_port_ne(b: &mut [u8], off: usize, old: u16, new: u16) -> u32 {
+    if old == new {
+        return 0;
+    }
+    b[off..off + 2].copy_from_slice(&new.to_be_bytes());
+    checksum::delta16(old.to_be(), new.to_be())
 }
 
 /// Rewrites an ICMP error travelling like a packet with headers `t`: the outer destination
