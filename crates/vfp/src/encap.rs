@@ -64,7 +64,7 @@ pub fn entropy_port(flow_hash: u64) -> u16 {
 /// header gets a full checksum; the outer UDP checksum is zero over IPv4 (RFC 7348 allows it)
 /// and computed over IPv6, where zero is not allowed by default. Written field by field rather
 /// than through the `Repr`s: this runs once per encapsulated packet.
-#[inline]
+#[inline(always)]
 pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::WireError> {
     let inner_len = frame.len();
     let udp_len = u16::try_from(16 + inner_len).map_err(|_| wire::WireError::Malformed)?;

@@ -132,10 +132,8 @@ struct Slab {
 impl Slab {
     #[inline(always)]
     fn get(&self, i: usize) -> Option<&Slot> {
-        self.chunks
-            .get(i / CHUNK)?
-            .get(i % CHUNK)
-            .filter(|_| i < self.len)
+        // Slots past `len` in the last chunk are empty, as a removed one is: no check needed.
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
     }
 
     #[inline(always)]

@@ -123,8 +123,15 @@ fn fresh(ports: &[Option<Port>], topo_gen: u32, r: &FlowRecord) -> bool {
             .and_then(Option::as_ref)
             .map(|p| p.generation)
     };
-    Some(r.generation[0]) == g(r.port_a)
-        && Some(r.generation[1]) == g(r.port_b)
+    evaluated_at(r, [g(r.port_a), g(r.port_b)], topo_gen)
+}
+
+/// True if `r` was evaluated when its ports had the generations `ports` (`None`: the port is
+/// gone) and the switch `topo_gen`.
+#[inline(always)]
+fn evaluated_at(r: &FlowRecord, ports: [Option<u32>; 2], topo_gen: u32) -> bool {
+    Some(r.generation[0]) == ports[0]
+        && Some(r.generation[1]) == ports[1]
         && r.generation[2] == topo_gen
 }
 

@@ -276,7 +276,7 @@ fn rewrite_v4(b: &mut [u8], o: Offsets, v: &V4Rewrite, sum: Checksum) -> Result<
         ip[16..20].copy_from_slice(&nd.to_ne_bytes());
     }
     if d != 0 {
-        let c = checksum::apply_delta(u16::from_ne_bytes([ip[10], ip[11]]), d);
+        let c = patched(u16::from_ne_bytes([ip[10], ip[11]]), d);
         ip[10..12].copy_from_slice(&c.to_ne_bytes());
     }
     // The parse checked that TCP's 20-byte and UDP's 8-byte headers are there.
@@ -307,7 +307,7 @@ fn l4_ports<const N: usize>(
         && d != 0
     {
         let c = u16::from_ne_bytes([h[at], h[at + 1]]);
-        let mut n = checksum::apply_delta(c, d);
+        let mut n = patched(c, d);
         // UDP sends a sum of zero as all ones (RFC 768); the same in either byte order.
         if udp && n == 0 {
             n = 0xffff;
@@ -315,6 +315,14 @@ fn l4_ports<const N: usize>(
         h[at..at + 2].copy_from_slice(&n.to_ne_bytes());
     }
     Ok(())
+}
+
+/// `checksum::apply_delta` for a delta of a few words (well below 2^32 - 2^16): the same
+/// value with one fold fewer, as one fold of the whole sum gives what folding the delta first
+/// and the sum then gives (both are the sum modulo 0xffff, zero only for a zero sum).
+#[inline(always)]
+fn patched(check: u16, delta: u32) -> u16 {
+    !checksum::fold(u32::from(!check) + delta)
 }
 
 /// `write_port`, its checksum change in machine byte order (see `V4Rewrite`).

@@ -7,15 +7,30 @@
 //! handles every frame; the test `the_fast_path_agrees_with_the_general_path` holds the two
 //! together.
 
-use super::{Switch, fresh, idle_out};
+use super::{Switch, evaluated_at, idle_out};
 use crate::disposition::{Disposition, DropReason};
 use crate::frame::Frame;
 use crate::parse;
-use crate::port::{PortId, PortKind};
+use crate::port::{Port, PortId, PortKind};
 use crate::tcp_state::FlowSide;
 use crate::time::Timestamp;
 use crate::transform;
 use crate::wire::TcpFlags;
+
+/// Ports `a` and `b`, both writable; `None` if either is gone, or if they are one port (a
+/// connection looping back to its own port is left to the general path).
+#[inline(always)]
+fn two(ports: &mut [Option<Port>], a: PortId, b: PortId) -> Option<(&mut Port, &mut Port)> {
+    let (a, b) = (usize::from(a), usize::from(b));
+    let (low, high) = ports.split_at_mut_checked(a.max(b))?;
+    let first = low.get_mut(a.min(b))?.as_mut()?;
+    let second = high.first_mut()?.as_mut()?;
+    match a.cmp(&b) {
+        std::cmp::Ordering::Less => Some((first, second)),
+        std::cmp::Ordering::Greater => Some((second, first)),
+        std::cmp::Ordering::Equal => None,
+    }
+}
 
 /// TCP flags that move a connection's phase (`TcpTracker`), or reopen a closed one.
 const PHASE_FLAGS: u8 = TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST;
@@ -38,9 +53,10 @@ impl Switch {
         let key = x.flow_key(from);
         let (slot, side) = self.flows.find(&key, self.flows.hash(&key))?;
         let r = self.flows.get_mut(slot)?;
+        let (a, b) = two(&mut self.ports, r.port_a, r.port_b)?;
         let timeouts = &self.config.timeouts;
         if idle_out(timeouts, self.min_timeout_nanos, r, now)
-            || !fresh(&self.ports, self.topo_gen, r)
+            || !evaluated_at(r, [Some(a.generation), Some(b.generation)], self.topo_gen)
         {
             return None;
         }
@@ -52,46 +68,36 @@ impl Switch {
         if flags != 0 {
             r.tcp.observe(side, flags);
         }
-        let res = match side {
+        let (res, ingress, egress) = match side {
             FlowSide::Forward => {
                 let outer = r.fin_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy)
-                    .map(|()| r.port_b)
+                let res = transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy);
+                (res.map(|()| r.port_b), a, b)
             }
             FlowSide::Reverse => {
                 let outer = r.rev_outer.as_deref();
-                transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy)
-                    .map(|()| r.port_a)
+                let res = transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy);
+                (res.map(|()| r.port_a), b, a)
             }
         };
-        // The counters `process_general` keeps (`fast`, `out_disposition`, `account`), with
-        // one look at each port.
+        // The counters `process_general` keeps (`fast`, `out_disposition`, `account`).
         self.counters.hits += 1;
         let d = match res {
-            Ok(to) => match self.ports.get_mut(usize::from(to)).and_then(Option::as_mut) {
-                Some(p) => {
-                    p.counters.tx_packets += 1;
-                    p.counters.tx_bytes += frame.len() as u64;
-                    match p.kind() {
-                        PortKind::Uplink => Disposition::Uplink(to),
-                        _ => Disposition::Deliver(to),
-                    }
+            Ok(to) => {
+                egress.counters.tx_packets += 1;
+                egress.counters.tx_bytes += frame.len() as u64;
+                match egress.kind() {
+                    PortKind::Uplink => Disposition::Uplink(to),
+                    _ => Disposition::Deliver(to),
                 }
-                None => Disposition::Drop(DropReason::UnknownPort),
-            },
+            }
             Err(_) => Disposition::Drop(DropReason::RewriteFailed),
         };
-        if let Some(p) = self
-            .ports
-            .get_mut(usize::from(from))
-            .and_then(Option::as_mut)
-        {
-            p.counters.rx_packets += 1;
-            p.counters.rx_bytes += rx as u64;
-            p.counters.fast_path += 1;
-            if let Disposition::Drop(r) = d {
-                p.counters.drops[r.idx()] += 1;
-            }
+        ingress.counters.rx_packets += 1;
+        ingress.counters.rx_bytes += rx as u64;
+        ingress.counters.fast_path += 1;
+        if let Disposition::Drop(r) = d {
+            ingress.counters.drops[r.idx()] += 1;
         }
         Some(d)
     }
