@@ -64,7 +64,6 @@ pub fn entropy_port(flow_hash: u64) -> u16 {
 /// header gets a full checksum; the outer UDP checksum is zero over IPv4 (RFC 7348 allows it)
 /// and computed over IPv6, where zero is not allowed by default. Written field by field rather
 /// than through the `Repr`s: this runs once per encapsulated packet.
-#[inline(always)]
 pub fn push(frame: &mut Frame, e: &Encap, src_port: u16) -> Result<(), wire::WireError> {
     let inner_len = frame.len();
     let udp_len = u16::try_from(16 + inner_len).map_err(|_| wire::WireError::Malformed)?;
@@ -112,41 +111,133 @@ fn push_v6(
 /// Bytes of outer headers over IPv4: Ethernet, IPv4 without options, UDP, VXLAN.
 const OUTER_V4: usize = 14 + 20 + 8 + 8;
 
-/// The outer headers over IPv4, built as one array (written to the frame at once). The header
-/// checksum is summed from the words it covers, which are mostly constants, instead of over
-/// the written bytes, and in machine byte order: the one's complement sum does not depend on
-/// it (RFC 1071 §2(B)), and the addresses are then used as their bytes stand.
+/// The words of the outer IPv4 header its checksum covers, but its total length, summed in
+/// machine byte order: the one's complement sum does not depend on it (RFC 1071 §2(B)), and
+/// the addresses are then used as their bytes stand. Version/IHL 0x45, TTL 64 and protocol UDP
+/// are the header's only other nonzero words.
 #[inline(always)]
-fn outer_v4(e: &Encap, s: [u8; 4], d: [u8; 4], total: u16, src_port: u16) -> [u8; OUTER_V4] {
+fn outer_v4_sum(s: [u8; 4], d: [u8; 4]) -> u32 {
     let (s32, d32) = (u32::from_ne_bytes(s), u32::from_ne_bytes(d));
-    // Version/IHL 0x45, TTL 64 and protocol UDP are the header's only other nonzero words.
-    let words = u32::from(u16::from_ne_bytes([0x45, 0]))
+    u32::from(u16::from_ne_bytes([0x45, 0]))
         + u32::from(u16::from_ne_bytes([64, wire::proto::UDP]))
-        + u32::from(u16::from_ne_bytes(total.to_be_bytes()))
         + (s32 >> 16)
         + (s32 & 0xffff)
         + (d32 >> 16)
-        + (d32 & 0xffff);
-    let c = checksum::finish(words);
+        + (d32 & 0xffff)
+}
+
+/// Writes the fields of the outer headers over IPv4 that change from packet to packet: the IP
+/// total length and checksum (from `sum`, see `outer_v4_sum`), the UDP source port and length.
+#[inline(always)]
+fn outer_v4_lengths(h: &mut [u8; OUTER_V4], sum: u32, total: u16, src_port: u16) {
+    let c = checksum::finish(sum + u32::from(u16::from_ne_bytes(total.to_be_bytes())));
+    h[16..18].copy_from_slice(&total.to_be_bytes());
+    h[24..26].copy_from_slice(&c.to_ne_bytes());
+    h[34..36].copy_from_slice(&src_port.to_be_bytes());
+    h[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+}
+
+/// The outer headers over IPv4, built as one array (written to the frame at once).
+#[inline(always)]
+fn outer_v4(e: &Encap, s: [u8; 4], d: [u8; 4], total: u16, src_port: u16) -> [u8; OUTER_V4] {
     let mut h = [0u8; OUTER_V4];
     h[0..6].copy_from_slice(&e.dst_mac.0);
     h[6..12].copy_from_slice(&e.src_mac.0);
     h[12..14].copy_from_slice(&EtherType::IPV4.to_be_bytes());
     h[14] = 0x45;
-    h[16..18].copy_from_slice(&total.to_be_bytes());
     h[22] = 64;
     h[23] = wire::proto::UDP;
-    h[24..26].copy_from_slice(&c.to_ne_bytes());
     h[26..30].copy_from_slice(&s);
     h[30..34].copy_from_slice(&d);
     // UDP (its checksum zero), then VXLAN: the I flag, and the VNI in the top 24 bits of the
     // second word.
-    h[34..36].copy_from_slice(&src_port.to_be_bytes());
     h[36..38].copy_from_slice(&e.udp_port.to_be_bytes());
-    h[38..40].copy_from_slice(&(total - 20).to_be_bytes());
     h[42] = 0x08;
     h[46..50].copy_from_slice(&(e.vni << 8).to_be_bytes());
+    outer_v4_lengths(&mut h, outer_v4_sum(s, d), total, src_port);
     h
+}
+
+/// Outer IPv4 headers built for the tunnels in use, so that an encapsulated packet on the fast
+/// path copies 50 bytes and fills in its lengths, rather than building the headers field by
+/// field. Direct-mapped by the `Encap`'s address; each entry holds the `Encap` (an `Arc`
+/// clone), so that address cannot be reused by another one while it is cached.
+#[derive(Debug)]
+pub(crate) struct OuterCache {
+    entries: Vec<Option<Outer>>,
+}
+
+/// One cached tunnel: its `Encap`, its outer headers (lengths, checksum and source port not
+/// yet filled in) and the sum of its IPv4 header (see `outer_v4_sum`).
+#[derive(Debug)]
+struct Outer {
+    encap: std::sync::Arc<Encap>,
+    bytes: [u8; OUTER_V4],
+    sum: u32,
+}
+
+/// Entries in the cache: more than the remote hosts a node sends to at once in most clusters,
+/// 4.5 KiB.
+const OUTER_CACHE: usize = 64;
+
+impl Default for OuterCache {
+    fn default() -> Self {
+        OuterCache {
+            entries: (0..OUTER_CACHE).map(|_| None).collect(),
+        }
+    }
+}
+
+impl OuterCache {
+    /// `push` for an IPv4 tunnel, from the cached outer headers of `e` (built on first use).
+    /// The bytes are those `push` writes (the test `cached_outer_headers_are_pushs`).
+    #[inline(always)]
+    pub(crate) fn push(
+        &mut self,
+        frame: &mut Frame,
+        e: &std::sync::Arc<Encap>,
+        src_port: u16,
+    ) -> Result<(), wire::WireError> {
+        let at = (std::sync::Arc::as_ptr(e) as usize >> 6) % OUTER_CACHE;
+        let Some(entry) = self.entries.get_mut(at) else {
+            return push(frame, e, src_port);
+        };
+        let outer = match entry {
+            Some(o) if std::sync::Arc::ptr_eq(&o.encap, e) => o,
+            _ => match Outer::of(e) {
+                Some(o) => entry.insert(o),
+                None => return push(frame, e, src_port),
+            },
+        };
+        // The total fits 16 bits with the 36 bytes of IPv4, UDP and VXLAN headers added.
+        let total = u16::try_from(frame.len() + 36).map_err(|_| wire::WireError::Malformed)?;
+        let h = frame
+            .push_front(OUTER_V4)
+            .first_chunk_mut::<OUTER_V4>()
+            .ok_or(wire::WireError::Truncated)?;
+        *h = outer.bytes;
+        outer_v4_lengths(h, outer.sum, total, src_port);
+        Ok(())
+    }
+}
+
+impl Outer {
+    /// The entry for `e`; `None` for a tunnel over IPv6 or with a VNI over 24 bits, which
+    /// `push` handles (or refuses) itself.
+    fn of(e: &std::sync::Arc<Encap>) -> Option<Outer> {
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (e.src_ip, e.dst_ip) else {
+            return None;
+        };
+        if e.vni > 0x00ff_ffff {
+            return None;
+        }
+        let (s, d) = (s.octets(), d.octets());
+        Some(Outer {
+            encap: e.clone(),
+            bytes: outer_v4(e, s, d, 20, 0),
+            sum: outer_v4_sum(s, d),
+        })
+    }
 }
 
 /// The UDP header (checksum zero, filled later over IPv6) and the VXLAN header.
@@ -201,5 +292,37 @@ mod tests {
         }
         let too_big = Encap { vni: 1 << 24, ..e };
         assert!(push(&mut Frame::new(&[0; 54]), &too_big, 1).is_err());
+    }
+
+    #[test]
+    fn cached_outer_headers_are_pushs() {
+        let mut cache = OuterCache::default();
+        let encaps: Vec<std::sync::Arc<Encap>> = (0..200u32)
+            .map(|i| {
+                std::sync::Arc::new(Encap {
+                    vni: i * 77_777 % 0x0100_0000,
+                    src_mac: MacAddr([2, 0, 0, 0, (i >> 8) as u8, i as u8]),
+                    dst_mac: MacAddr([2, 0, 0, 1, 0, i as u8]),
+                    src_ip: IpAddr::from([192, 168, (i >> 8) as u8, i as u8]),
+                    dst_ip: IpAddr::from([10, (i * 7) as u8, 255, (i * 13) as u8]),
+                    udp_port: 4789 + (i % 3) as u16,
+                })
+            })
+            .collect();
+        // Twice round, so that entries are both built and found, and evicted by others.
+        for round in 0..2 {
+            for (i, e) in encaps.iter().enumerate() {
+                let inner = vec![0xa5; (i * 37 + round) % 1500];
+                let (mut a, mut b) = (Frame::new(&inner), Frame::new(&inner));
+                let port = 49_152 + (i as u16) * 61;
+                push(&mut a, e, port).unwrap();
+                cache.push(&mut b, e, port).unwrap();
+                assert_eq!(a.bytes(), b.bytes(), "tunnel {i}, round {round}");
+            }
+        }
+        // Too long to encapsulate: refused alike.
+        let huge = vec![0; 65_500];
+        assert!(push(&mut Frame::new(&huge), &encaps[0], 1).is_err());
+        assert!(cache.push(&mut Frame::new(&huge), &encaps[0], 1).is_err());
     }
 }

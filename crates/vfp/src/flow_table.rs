@@ -138,9 +138,8 @@ impl Slab {
 
     #[inline(always)]
     fn get_mut(&mut self, i: usize) -> Option<&mut Slot> {
-        if i >= self.len {
-            return None;
-        }
+        // As in `get`: a slot past `len` is empty (and only `insert` fills a slot, one it has
+        // taken from the free list or `push_empty`).
         self.chunks.get_mut(i / CHUNK)?.get_mut(i % CHUNK)
     }
 

@@ -6,7 +6,7 @@
 use crate::action::Prior;
 use crate::counters::FlowCounters;
 use crate::disposition::{Disposition, DropReason};
-use crate::encap;
+use crate::encap::{self, OuterCache};
 use crate::error::ConfigError;
 use crate::flow_table::{FlowRecord, FlowTable};
 use crate::forwarding::{Decision, Forwarding};
@@ -81,6 +81,8 @@ pub struct Switch {
     /// difference on every packet, without building a `Duration`).
     min_timeout_nanos: u64,
     counters: FlowCounters,
+    /// Outer headers of the tunnels the fast path encapsulates into.
+    outers: OuterCache,
 }
 
 /// Rewrites `frame` the way the connection in `r` rewrites packets of `side`, and returns the
@@ -189,6 +191,7 @@ impl Switch {
             fragments: Fragments::default(),
             topo_gen: 0,
             counters: FlowCounters::default(),
+            outers: OuterCache::default(),
         }
     }
 

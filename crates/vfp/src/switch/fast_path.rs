@@ -68,15 +68,18 @@ impl Switch {
         if flags != 0 {
             r.tcp.observe(side, flags);
         }
+        let outers = &mut self.outers;
         let (res, ingress, egress) = match side {
             FlowSide::Forward => {
-                let outer = r.fin_outer.as_deref();
-                let res = transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy);
+                let outer = r.fin_outer.as_ref();
+                let res =
+                    transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy, outers);
                 (res.map(|()| r.port_b), a, b)
             }
             FlowSide::Reverse => {
-                let outer = r.rev_outer.as_deref();
-                let res = transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy);
+                let outer = r.rev_outer.as_ref();
+                let res =
+                    transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy, outers);
                 (res.map(|()| r.port_a), b, a)
             }
         };
