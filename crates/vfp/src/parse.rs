@@ -263,8 +263,8 @@ pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
     Some(Plain {
         dst_mac: MacAddr([h[0], h[1], h[2], h[3], h[4], h[5]]),
         src_mac: MacAddr([h[6], h[7], h[8], h[9], h[10], h[11]]),
-        src: Ipv4Addr::from(u32::from_be_bytes([h[26], h[27], h[28], h[29]])),
-        dst: Ipv4Addr::from(u32::from_be_bytes([h[30], h[31], h[32], h[33]])),
+        src: Ipv4Addr::from(*h[26..].first_chunk::<4>()?),
+        dst: Ipv4Addr::from(*h[30..].first_chunk::<4>()?),
         proto,
         src_port: u16::from_be_bytes([ports[0], ports[1]]),
         dst_port: u16::from_be_bytes([ports[2], ports[3]]),
