@@ -2,13 +2,12 @@
 //! and the slow path use, so a cached flow rewrites exactly as its first packet did.
 //! Every address or port change patches the checksums that cover it incrementally (RFC 1624).
 
-use crate::encap::{self, Encap, OuterCache};
+use crate::encap::{self, Encap};
 use crate::frame::Frame;
 use crate::headers::Headers;
 use crate::parse::{Embedded, L4Kind, Parsed, Plain, PlainL4};
 use crate::wire::{MacAddr, WireError, checksum, proto};
 use std::net::IpAddr;
-use std::sync::Arc;
 
 /// Offsets of the packet proper after any outer headers were removed.
 #[derive(Clone, Copy)]
@@ -201,19 +200,15 @@ fn ne(a: std::net::Ipv4Addr) -> u32 {
     u32::from_ne_bytes(a.octets())
 }
 
-/// Rewrites a frame the fast path read as `parse::Plain` to the headers packets of one side of
-/// a connection leave with: `t`, or `t` reversed (a connection's replies leave with its first
-/// packet's headers reversed, read here in place rather than copied). Then adds `outer`, from
-/// the outer headers cached in `outers`.
+/// Rewrites a frame the fast path read as `parse::Plain` (its bytes `b`) to the headers packets
+/// of one side of a connection leave with: `t`, or `t` reversed (a connection's replies leave
+/// with its first packet's headers reversed, read here in place rather than copied).
 #[inline(always)]
-pub(crate) fn apply_plain(
-    frame: &mut Frame,
+pub(crate) fn rewrite_plain(
+    b: &mut [u8],
     x: &Plain,
     t: &Headers,
     reversed: bool,
-    outer: Option<&Arc<Encap>>,
-    entropy: u16,
-    outers: &mut OuterCache,
 ) -> Result<(), WireError> {
     let (s, d) = if reversed {
         (t.dst_ip, t.src_ip)
@@ -244,11 +239,7 @@ pub(crate) fn apply_plain(
         l3: 14,
         l4: x.l4,
     };
-    rewrite_v4(frame.data_mut(), o, &v4, sum)?;
-    if let Some(e) = outer {
-        outers.push(frame, e, entropy)?;
-    }
-    Ok(())
+    rewrite_v4(b, o, &v4, sum)
 }
 
 /// `rewrite` for the packets nearly all traffic is, IPv4 TCP or UDP: the same bytes written

@@ -45,7 +45,8 @@ impl Switch {
         frame: &mut Frame,
         now: Timestamp,
     ) -> Option<Disposition> {
-        let x = parse::plain(frame.bytes(), self.config.vxlan_port)?;
+        let b = frame.data_mut();
+        let x = parse::plain(b, self.config.vxlan_port)?;
         let flags = x.tcp_flags();
         if x.dst_mac.is_group() || flags & PHASE_FLAGS != 0 {
             return None;
@@ -53,35 +54,34 @@ impl Switch {
         let key = x.flow_key(from);
         let (slot, side) = self.flows.find(&key, self.flows.hash(&key))?;
         let r = self.flows.get_mut(slot)?;
-        let (a, b) = two(&mut self.ports, r.port_a, r.port_b)?;
+        let (pa, pb) = two(&mut self.ports, r.port_a, r.port_b)?;
         let timeouts = &self.config.timeouts;
         if idle_out(timeouts, self.min_timeout_nanos, r, now)
-            || !evaluated_at(r, [Some(a.generation), Some(b.generation)], self.topo_gen)
+            || !evaluated_at(r, [Some(pa.generation), Some(pb.generation)], self.topo_gen)
         {
             return None;
         }
         // From here on the frame is this path's.
-        let rx = frame.len();
+        let rx = b.len();
         r.last_seen = now;
         r.packets += 1;
         r.bytes += rx as u64;
         if flags != 0 {
             r.tcp.observe(side, flags);
         }
-        let outers = &mut self.outers;
-        let (res, ingress, egress) = match side {
+        let (res, outer, ingress, egress) = match side {
             FlowSide::Forward => {
-                let outer = r.fin_outer.as_ref();
-                let res =
-                    transform::apply_plain(frame, &x, &r.fin, false, outer, r.entropy, outers);
-                (res.map(|()| r.port_b), a, b)
+                let res = transform::rewrite_plain(b, &x, &r.fin, false);
+                (res.map(|()| r.port_b), r.fin_outer.as_ref(), pa, pb)
             }
             FlowSide::Reverse => {
-                let outer = r.rev_outer.as_ref();
-                let res =
-                    transform::apply_plain(frame, &x, &r.orig, true, outer, r.entropy, outers);
-                (res.map(|()| r.port_a), b, a)
+                let res = transform::rewrite_plain(b, &x, &r.orig, true);
+                (res.map(|()| r.port_a), r.rev_outer.as_ref(), pb, pa)
             }
+        };
+        let res = match (res, outer) {
+            (Ok(to), Some(e)) => self.outers.push(frame, e, r.entropy).map(|()| to),
+            (res, _) => res,
         };
         // The counters `process_general` keeps (`fast`, `out_disposition`, `account`).
         self.counters.hits += 1;
