@@ -22,13 +22,14 @@ use crate::wire::TcpFlags;
 #[inline(always)]
 fn two(ports: &mut [Option<Port>], a: PortId, b: PortId) -> Option<(&mut Port, &mut Port)> {
     let (a, b) = (usize::from(a), usize::from(b));
-    let (low, high) = ports.split_at_mut_checked(a.max(b))?;
-    let first = low.get_mut(a.min(b))?.as_mut()?;
-    let second = high.first_mut()?.as_mut()?;
-    match a.cmp(&b) {
-        std::cmp::Ordering::Less => Some((first, second)),
-        std::cmp::Ordering::Greater => Some((second, first)),
-        std::cmp::Ordering::Equal => None,
+    if a < b {
+        let (low, high) = ports.split_at_mut_checked(b)?;
+        Some((low.get_mut(a)?.as_mut()?, high.first_mut()?.as_mut()?))
+    } else if b < a {
+        let (low, high) = ports.split_at_mut_checked(a)?;
+        Some((high.first_mut()?.as_mut()?, low.get_mut(b)?.as_mut()?))
+    } else {
+        None
     }
 }
 
