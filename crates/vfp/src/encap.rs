@@ -212,8 +212,7 @@ impl OuterCache {
         // The total fits 16 bits with the 36 bytes of IPv4, UDP and VXLAN headers added.
         let total = u16::try_from(frame.len() + 36).map_err(|_| wire::WireError::Malformed)?;
         let h = frame
-            .push_front(OUTER_V4)
-            .first_chunk_mut::<OUTER_V4>()
+            .push_front_array::<OUTER_V4>()
             .ok_or(wire::WireError::Truncated)?;
         *h = outer.bytes;
         outer_v4_lengths(h, outer.sum, total, src_port);

@@ -123,6 +123,16 @@ impl Frame {
         &mut self.buf[self.start..self.start + n]
     }
 
+    /// `push_front` of a fixed size, always inlined (the fast path's VXLAN headers).
+    #[inline(always)]
+    pub(crate) fn push_front_array<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        if self.start < N {
+            self.grow_front(N);
+        }
+        self.start -= N;
+        self.buf.get_mut(self.start..)?.first_chunk_mut::<N>()
+    }
+
     /// Makes room for `n` bytes in front, and the default headroom before them.
     #[cold]
     #[inline(never)]

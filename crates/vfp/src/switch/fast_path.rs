@@ -67,7 +67,9 @@ impl Switch {
         r.last_seen = now;
         r.packets += 1;
         r.bytes += rx as u64;
-        if flags != 0 {
+        // A forward segment without SYN, FIN or RST tells the tracker nothing (`observe`
+        // records only those on that side); the general path observes every segment.
+        if flags != 0 && side == FlowSide::Reverse {
             r.tcp.observe(side, flags);
         }
         let (res, outer, ingress, egress) = match side {
