@@ -285,7 +285,7 @@ mod tests {
                 (u.src_port(), u.dst_port(), u.checksum()),
                 (50_000, 4789, 0)
             );
-            let v = VxlanPacket::new_checked(&u.payload()[..]).unwrap();
+            let v = VxlanPacket::new_checked(u.payload()).unwrap();
             assert_eq!(v.vni(), e.vni);
             assert!(v.payload().iter().all(|&x| x == 0x5a));
         }

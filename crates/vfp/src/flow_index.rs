@@ -196,7 +196,7 @@ mod tests {
     /// removals: half near the start of the table, half (sharing seven tags) near its end, so
     /// that their runs wrap round.
     fn hash(k: u16) -> u64 {
-        let tag = if k % 2 == 0 {
+        let tag = if k.is_multiple_of(2) {
             0xffff_fff8 | u32::from(k % 7)
         } else {
             u32::from(k % 7) | u32::from(k) << 16
