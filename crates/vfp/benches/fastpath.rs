@@ -11,6 +11,9 @@
 //! process: on a quiet machine and with a fixed background load the bench starts itself (a
 //! thread walking a 64 MiB buffer, standing in for a compiler on the other core), and prints
 //! each ratio to the floor (budget: loaded >= 0.8 x quiet).
+//!
+//! `FASTPATH_COUNT=N` runs only N batches of the fast path and of the floor, for callgrind's
+//! instruction counts (see `count_only`).
 
 use criterion::{Criterion, Throughput, criterion_group};
 use std::hint::black_box;
