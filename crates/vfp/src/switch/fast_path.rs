@@ -72,23 +72,30 @@ impl Switch {
         if flags != 0 && side == FlowSide::Reverse {
             r.tcp.observe(side, flags);
         }
-        let (res, outer, ingress, egress) = match side {
+        let (ingress, egress) = match side {
+            FlowSide::Forward => (pa, pb),
+            FlowSide::Reverse => (pb, pa),
+        };
+        // The counters `process_general` keeps (`fast`, `out_disposition`, `account`).
+        self.counters.hits += 1;
+        ingress.counters.rx_packets += 1;
+        ingress.counters.rx_bytes += rx as u64;
+        ingress.counters.fast_path += 1;
+        let (res, outer) = match side {
             FlowSide::Forward => {
                 let res = transform::rewrite_plain(b, &x, &r.fin, false);
-                (res.map(|()| r.port_b), r.fin_outer.as_ref(), pa, pb)
+                (res.map(|()| r.port_b), r.fin_outer.as_ref())
             }
             FlowSide::Reverse => {
                 let res = transform::rewrite_plain(b, &x, &r.orig, true);
-                (res.map(|()| r.port_a), r.rev_outer.as_ref(), pb, pa)
+                (res.map(|()| r.port_a), r.rev_outer.as_ref())
             }
         };
         let res = match (res, outer) {
             (Ok(to), Some(e)) => self.outers.push(frame, e, r.entropy).map(|()| to),
             (res, _) => res,
         };
-        // The counters `process_general` keeps (`fast`, `out_disposition`, `account`).
-        self.counters.hits += 1;
-        let d = match res {
+        Some(match res {
             Ok(to) => {
                 egress.counters.tx_packets += 1;
                 egress.counters.tx_bytes += frame.len() as u64;
@@ -97,15 +104,12 @@ impl Switch {
                     _ => Disposition::Deliver(to),
                 }
             }
-            Err(_) => Disposition::Drop(DropReason::RewriteFailed),
-        };
-        ingress.counters.rx_packets += 1;
-        ingress.counters.rx_bytes += rx as u64;
-        ingress.counters.fast_path += 1;
-        if let Disposition::Drop(r) = d {
-            ingress.counters.drops[r.idx()] += 1;
-        }
-        Some(d)
+            Err(_) => {
+                let why = DropReason::RewriteFailed;
+                ingress.counters.drops[why.idx()] += 1;
+                Disposition::Drop(why)
+            }
+        })
     }
 }
 
