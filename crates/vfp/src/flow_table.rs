@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn record_fits_the_memory_budget_and_the_slab_never_moves_records() {
-        // DESIGN.md §6: <= 256 bytes per cached flow; the index adds 2 x 8 bytes / load (3/8 to 3/4).
+        // DESIGN.md §6: <= 256 bytes per cached flow; the index adds 2 x 8 bytes / its load.
         assert!(std::mem::size_of::<Slot>() <= 200);
     }
 }
