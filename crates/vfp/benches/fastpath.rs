@@ -6,11 +6,20 @@
 //!
 //! Every variant restores the same frame bytes into the same buffer before each packet, so the
 //! copy is common to all three. Run: `cargo bench -p vfp --bench fastpath`.
+//!
+//! Before criterion's runs, `under_load` times the fast path against the floor twice in the same
+//! process: on a quiet machine and with a fixed background load the bench starts itself (a
+//! thread walking a 64 MiB buffer, standing in for a compiler on the other core), and prints
+//! each ratio to the floor (budget: loaded >= 0.8 x quiet).
+//!
+//! `FASTPATH_COUNT=N` runs only N batches of the fast path and of the floor, for callgrind's
+//! instruction counts (see `count_only`).
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use vfp::layer::{ACL, NAT, ROUTE, SLB};
 use vfp::wire::{MacAddr, TcpFlags, proto};
@@ -293,11 +302,26 @@ fn new_flows(c: &mut Criterion) {
 }
 
 /// The floor: a 5-tuple hash map and the minimal parse/lookup/rewrite any switch needs.
-fn floor(c: &mut Criterion) {
-    use hashbrown::HashMap;
-    let mut table: HashMap<[u8; 13], [u8; 4], foldhash::fast::FixedState> =
-        HashMap::with_capacity_and_hasher(FLOWS as usize, foldhash::fast::FixedState::with_seed(1));
-    let key_of = |b: &[u8]| -> Option<[u8; 13]> {
+struct Floor {
+    table: hashbrown::HashMap<[u8; 13], [u8; 4], foldhash::fast::FixedState>,
+}
+
+impl Floor {
+    fn new() -> Floor {
+        let mut table = hashbrown::HashMap::with_capacity_and_hasher(
+            FLOWS as usize,
+            foldhash::fast::FixedState::with_seed(1),
+        );
+        for k in 0..FLOWS {
+            let (client, sp, dst) = conn(k);
+            let f = frame(client, sp, dst, 80, TcpFlags::ACK);
+            table.insert(Floor::key_of(&f).unwrap(), [10, 244, 1, (k % 250) as u8]);
+        }
+        Floor { table }
+    }
+
+    #[inline(always)]
+    fn key_of(b: &[u8]) -> Option<[u8; 13]> {
         let ip = b.get(14..34)?;
         if b.get(12..14)? != [8, 0] || ip[0] >> 4 != 4 {
             return None;
@@ -308,21 +332,18 @@ fn floor(c: &mut Criterion) {
         k[8] = ip[9];
         k[9..13].copy_from_slice(l4);
         Some(k)
-    };
-    for k in 0..FLOWS {
-        let (client, sp, dst) = conn(k);
-        let f = frame(client, sp, dst, 80, TcpFlags::ACK);
-        table.insert(key_of(&f).unwrap(), [10, 244, 1, (k % 250) as u8]);
     }
-    let (originals, mut frames) = batch_of_live_connections();
-    let mut g = c.benchmark_group("switch");
-    g.throughput(Throughput::Elements(BATCH as u64));
-    let mut run = || {
-        for (f, o) in frames.iter_mut().zip(&originals) {
+
+    fn run(&self, frames: &mut [Frame], originals: &[Vec<u8>]) {
+        for (f, o) in frames.iter_mut().zip(originals) {
             f.set(o);
             let bytes = f.bytes_mut();
-            let Some(k) = key_of(bytes) else { continue };
-            let Some(new) = table.get(&k) else { continue };
+            let Some(k) = Floor::key_of(bytes) else {
+                continue;
+            };
+            let Some(new) = self.table.get(&k) else {
+                continue;
+            };
             let old = [bytes[30], bytes[31], bytes[32], bytes[33]];
             bytes[30..34].copy_from_slice(new);
             let d = vfp::wire::checksum::delta(&old, new);
@@ -334,15 +355,226 @@ fn floor(c: &mut Criterion) {
                 .copy_from_slice(&vfp::wire::checksum::apply_delta(tc, d).to_be_bytes());
             black_box(&bytes[..]);
         }
-    };
+    }
+}
+
+fn floor(c: &mut Criterion) {
+    let table = Floor::new();
+    let (originals, mut frames) = batch_of_live_connections();
+    let mut g = c.benchmark_group("switch");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let mut run = || table.run(&mut frames, &originals);
     best_rate("floor", &mut run);
     g.bench_function("floor_parse_lookup_rewrite", |b| b.iter(&mut run));
     g.finish();
 }
 
+/// The background load: one thread walking a 64 MiB buffer (twice the shared L3) in a fixed
+/// pseudo-random order, reading and writing a word per cache line — as a compiler or a test
+/// suite on the other core competes for the caches and memory. The same load every run.
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// Rounds of 4,096 cache lines done, to show that the load ran alongside (and how much).
+    steps: Arc<AtomicU64>,
+    started: Instant,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The load's buffer: 64 MiB, or `FASTPATH_LOAD_MIB` MiB (a load that fits the other core's
+/// own L2, 1 MiB, competes for the core's time and not the shared cache).
+fn load_bytes() -> usize {
+    std::env::var("FASTPATH_LOAD_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&m| m > 0)
+        .unwrap_or(64)
+        << 20
+}
+
+impl Load {
+    /// Starts the load and returns once it is running.
+    fn start() -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let steps = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (stop, steps) = (stop.clone(), steps.clone());
+            std::thread::spawn(move || {
+                let bytes = load_bytes();
+                let lines = bytes / 64;
+                let mut buf = vec![0u64; bytes / 8];
+                let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..4096 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let i = (x as usize % lines) * 8;
+                        buf[i] = buf[i].wrapping_add(x);
+                    }
+                    steps.fetch_add(1, Ordering::Relaxed);
+                }
+                black_box(&buf);
+            })
+        };
+        while steps.load(Ordering::Relaxed) < 16 {
+            std::thread::yield_now();
+        }
+        Load {
+            stop,
+            steps,
+            started: Instant::now(),
+            thread: Some(thread),
+        }
+    }
+
+    /// Cache lines the load touched per second so far, in millions.
+    fn rate(&self) -> f64 {
+        self.steps.load(Ordering::Relaxed) as f64 * 4096.0
+            / self.started.elapsed().as_secs_f64()
+            / 1e6
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Batch times (ns per packet) of the fast path and the floor, interleaved batch by batch so
+/// that both see the same moment of the machine: (median, best) of each.
+fn interleaved(
+    rounds: usize,
+    mut fast: impl FnMut(),
+    mut floor: impl FnMut(),
+) -> ((f64, f64), (f64, f64)) {
+    let (mut a, mut b) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        let t = Instant::now();
+        fast();
+        a.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+        let t = Instant::now();
+        floor();
+        b.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+    }
+    let stat = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0])
+    };
+    (stat(&mut a), stat(&mut b))
+}
+
+/// The fast path's cost per packet against the floor's, quiet and under the background load.
+fn under_load(_: &mut Criterion) {
+    let (mut sw, a) = node();
+    sw.reserve_flows(FLOWS as usize);
+    for k in 0..FLOWS {
+        let (client, sp, dst) = conn(k);
+        sw.process(
+            a,
+            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
+            Timestamp(0),
+        );
+    }
+    let table = Floor::new();
+    let (originals, mut frames) = batch_of_live_connections();
+    let mut floor_frames = frames.clone();
+    let rounds = 2_000;
+    let mut measure = || {
+        interleaved(
+            rounds,
+            || {
+                for (f, o) in frames.iter_mut().zip(&originals) {
+                    f.set(o);
+                    black_box(sw.process(a, f, Timestamp(1)));
+                }
+            },
+            || table.run(&mut floor_frames, &originals),
+        )
+    };
+    // Warm both up (caches, branch predictors, page faults) before the quiet figure.
+    measure();
+    let quiet = measure();
+    let (loaded, load_rate) = {
+        let load = Load::start();
+        let m = measure();
+        (m, load.rate())
+    };
+    let ratio = |((fast, _), (floor, _)): ((f64, f64), (f64, f64))| floor / fast;
+    for (name, m) in [("quiet", quiet), ("loaded", loaded)] {
+        let ((fm, fb), (lm, lb)) = m;
+        eprintln!(
+            "under_load {name:>6}: fast path median {fm:.1} ns/packet (best {fb:.1}), floor median {lm:.1} (best {lb:.1}), fast path / floor rate {:.2}",
+            ratio(m)
+        );
+    }
+    eprintln!(
+        "under_load: ratio to the floor loaded / quiet = {:.2} (budget >= 0.8; {rounds} interleaved batches of {BATCH} each; the load touched {load_rate:.1} M cache lines/s)",
+        ratio(loaded) / ratio(quiet)
+    );
+}
+
+/// One fast-path batch, kept out of line so that `callgrind --toggle-collect` can count it
+/// alone (setup excluded).
+#[inline(never)]
+fn counted_fast_batch(sw: &mut Switch, a: PortId, frames: &mut [Frame], originals: &[Vec<u8>]) {
+    for (f, o) in frames.iter_mut().zip(originals) {
+        f.set(o);
+        black_box(sw.process(a, f, Timestamp(1)));
+    }
+}
+
+/// One floor batch, out of line for the same reason.
+#[inline(never)]
+fn counted_floor_batch(table: &Floor, frames: &mut [Frame], originals: &[Vec<u8>]) {
+    table.run(frames, originals);
+}
+
+/// `FASTPATH_COUNT=N`: runs N batches of the fast path and of the floor and nothing else, for
+/// an instruction count that a busy machine does not change:
+/// `FASTPATH_COUNT=100 valgrind --tool=callgrind --toggle-collect='*counted_fast_batch*' BENCH`
+/// (instructions / (N x 1,024) = per packet; `*counted_floor_batch*` for the floor).
+fn count_only(n: usize) {
+    let (mut sw, a) = node();
+    sw.reserve_flows(FLOWS as usize);
+    for k in 0..FLOWS {
+        let (client, sp, dst) = conn(k);
+        sw.process(
+            a,
+            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
+            Timestamp(0),
+        );
+    }
+    let table = Floor::new();
+    let (originals, mut frames) = batch_of_live_connections();
+    let mut floor_frames = frames.clone();
+    for _ in 0..n {
+        counted_fast_batch(&mut sw, a, &mut frames, &originals);
+        counted_floor_batch(&table, &mut floor_frames, &originals);
+    }
+    assert_eq!(
+        sw.flow_counters().hits,
+        (n * BATCH) as u64,
+        "every packet hit"
+    );
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(2)).sample_size(30);
-    targets = floor, fast_path, new_flows
+    targets = under_load, floor, fast_path, new_flows
 }
-criterion_main!(benches);
+
+fn main() {
+    if let Some(n) = std::env::var("FASTPATH_COUNT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return count_only(n);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

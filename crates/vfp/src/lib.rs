@@ -40,6 +40,7 @@ pub mod direction;
 pub mod disposition;
 pub mod encap;
 pub mod error;
+mod flow_index;
 pub mod flow_table;
 pub mod forwarding;
 mod fragments;

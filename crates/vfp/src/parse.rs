@@ -5,10 +5,10 @@ use crate::encap::Encap;
 use crate::headers::{FlowKey, Headers};
 use crate::tcp_state::TcpMark;
 use crate::wire::{
-    self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpFlags,
-    TcpPacket, UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
+    self, EtherType, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, MacAddr,
+    TcpFlags, TcpPacket, UdpPacket, VxlanPacket, WireError, icmpv4, icmpv6, proto,
 };
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// What follows the IP header, as far as the engine cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +149,14 @@ pub(crate) fn parse_into(
     cx: &ParseContext<'_>,
     p: &mut Parsed,
 ) -> Result<(), WireError> {
+    if plain_ipv4(bytes, cx.vxlan_port, p) {
+        return Ok(());
+    }
+    parse_full(bytes, cx, p)
+}
+
+/// The parse of any frame, header by header through the checked views.
+fn parse_full(bytes: &[u8], cx: &ParseContext<'_>, p: &mut Parsed) -> Result<(), WireError> {
     fill(bytes, p)?;
     if let Some(outer) = vxlan_outer(bytes, p, cx)? {
         *p = Parsed::at(outer.len);
@@ -156,6 +164,139 @@ pub(crate) fn parse_into(
         p.outer = Some(outer);
     }
     Ok(())
+}
+
+/// The frame nearly every packet is, read in one pass: untagged Ethernet, IPv4 (options
+/// allowed) that is not a fragment, and TCP, or UDP not to the VXLAN port. The fast path works
+/// from this alone; `parse_into` turns it into the same `Parsed` the full parse gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plain {
+    pub dst_mac: MacAddr,
+    pub src_mac: MacAddr,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Offset of the TCP or UDP header (the IPv4 header is at 14).
+    pub l4: usize,
+    pub l4_kind: PlainL4,
+}
+
+/// The L4 header of a [`Plain`] frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlainL4 {
+    Tcp {
+        flags: u8,
+    },
+    /// `checksum` is false when the checksum field is zero (none sent).
+    Udp {
+        checksum: bool,
+    },
+}
+
+impl Plain {
+    /// TCP flags, 0 for UDP.
+    #[inline(always)]
+    pub fn tcp_flags(&self) -> u8 {
+        match self.l4_kind {
+            PlainL4::Tcp { flags } => flags,
+            PlainL4::Udp { .. } => 0,
+        }
+    }
+
+    /// The flow key of this frame entering at `port` (not encapsulated: VNI 0).
+    #[inline(always)]
+    pub fn flow_key(&self, port: u16) -> FlowKey {
+        FlowKey {
+            port,
+            vni: 0,
+            proto: self.proto,
+            src: IpAddr::V4(self.src),
+            dst: IpAddr::V4(self.dst),
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+        }
+    }
+}
+
+/// Reads a [`Plain`] frame with one length check per header instead of the views' checks
+/// field by field; `None` for any other frame, which the full parse then reads (the property
+/// test `plain_reads_as_the_full_parse` holds the two together).
+#[inline(always)]
+pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
+    let h = bytes.first_chunk::<34>()?;
+    // Constant indexes into the 34-byte array: no bounds checks.
+    if h[12..14] != [8, 0] || h[14] >> 4 != 4 {
+        return None;
+    }
+    let hl = usize::from(h[14] & 0x0f) * 4;
+    let end = 14 + usize::from(u16::from_be_bytes([h[16], h[17]]));
+    // More fragments, or an offset: a fragment.
+    let fragment = u16::from_be_bytes([h[20], h[21]]) & 0x3fff != 0;
+    if hl < 20 || end < 14 + hl || fragment {
+        return None;
+    }
+    let l4 = 14 + hl;
+    let seg = bytes.get(l4..end)?;
+    let proto = h[23];
+    let (ports, l4_kind) = match proto {
+        proto::TCP => {
+            let t = seg.first_chunk::<20>()?;
+            let thl = usize::from(t[12] >> 4) * 4;
+            if thl < 20 || thl > seg.len() {
+                return None;
+            }
+            ([t[0], t[1], t[2], t[3]], PlainL4::Tcp { flags: t[13] })
+        }
+        proto::UDP => {
+            let u = seg.first_chunk::<8>()?;
+            let len = usize::from(u16::from_be_bytes([u[4], u[5]]));
+            if len < 8 || len > seg.len() || u16::from_be_bytes([u[2], u[3]]) == vxlan_port {
+                return None;
+            }
+            let checksum = u[6..8] != [0, 0];
+            ([u[0], u[1], u[2], u[3]], PlainL4::Udp { checksum })
+        }
+        _ => return None,
+    };
+    Some(Plain {
+        dst_mac: MacAddr([h[0], h[1], h[2], h[3], h[4], h[5]]),
+        src_mac: MacAddr([h[6], h[7], h[8], h[9], h[10], h[11]]),
+        src: Ipv4Addr::from(*h[26..].first_chunk::<4>()?),
+        dst: Ipv4Addr::from(*h[30..].first_chunk::<4>()?),
+        proto,
+        src_port: u16::from_be_bytes([ports[0], ports[1]]),
+        dst_port: u16::from_be_bytes([ports[2], ports[3]]),
+        l4,
+        l4_kind,
+    })
+}
+
+/// Fills `p` (made by `Parsed::at(0)`) from a [`Plain`] frame as `fill` would; false, leaving
+/// `p` as it was, for any other frame.
+#[inline(always)]
+fn plain_ipv4(bytes: &[u8], vxlan_port: u16, p: &mut Parsed) -> bool {
+    let Some(x) = plain(bytes, vxlan_port) else {
+        return false;
+    };
+    p.headers = Headers {
+        dst_mac: x.dst_mac,
+        src_mac: x.src_mac,
+        src_ip: IpAddr::V4(x.src),
+        dst_ip: IpAddr::V4(x.dst),
+        proto: x.proto,
+        src_port: x.src_port,
+        dst_port: x.dst_port,
+    };
+    p.kind = Kind::Ip;
+    p.l3 = 14;
+    p.l4 = x.l4;
+    p.l4_kind = match x.l4_kind {
+        PlainL4::Tcp { flags } => L4Kind::Tcp { flags },
+        PlainL4::Udp { checksum } => L4Kind::Udp { checksum },
+    };
+    true
 }
 
 /// Recognises VXLAN addressed to a provider address and reads its outer headers.
@@ -416,4 +557,87 @@ fn embedded(bytes: &[u8], l3: usize) -> Result<L4Kind, WireError> {
         src_port,
         dst_port,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A TCP or UDP frame with an IPv4 header of `hl` bytes and 6 bytes of payload, then bytes
+    /// overwritten at chosen places and the frame cut short or padded by `extra` bytes: every
+    /// check of the plain reading gets exercised.
+    fn frame(hl: usize, tcp: bool, pokes: &[(usize, u8)], extra: isize) -> Vec<u8> {
+        let l4_len = if tcp { 20 } else { 8 };
+        let total = hl + l4_len + 6;
+        let mut b = vec![0u8; 14 + total];
+        b[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+        b[12..14].copy_from_slice(&[8, 0]);
+        b[14] = 0x40 | (hl / 4) as u8;
+        b[16..18].copy_from_slice(&(total as u16).to_be_bytes());
+        b[23] = if tcp { proto::TCP } else { proto::UDP };
+        b[26..34].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        let l4 = 14 + hl;
+        b[l4..l4 + 4].copy_from_slice(&[0x30, 0x39, 0, 80]);
+        if tcp {
+            b[l4 + 12] = 0x50;
+            b[l4 + 13] = 0x12;
+        } else {
+            b[l4 + 4..l4 + 6].copy_from_slice(&14u16.to_be_bytes());
+            b[l4 + 6] = 0xab;
+        }
+        for &(at, v) in pokes {
+            let n = b.len();
+            b[at % n] = v;
+        }
+        let len = (b.len() as isize + extra).max(1) as usize;
+        b.resize(len, 0);
+        b
+    }
+
+    proptest! {
+        #[test]
+        fn plain_reads_as_the_full_parse(
+            hl in (5usize..=15).prop_map(|w| w * 4),
+            tcp in any::<bool>(),
+            pokes in proptest::collection::vec(
+                (0usize..80, prop_oneof![any::<u8>(), Just(0u8), Just(0x45u8), Just(0xffu8)]),
+                0..4,
+            ),
+            extra in -30isize..30,
+            to_vxlan_port in any::<bool>(),
+        ) {
+            let b = frame(hl, tcp, &pokes, extra);
+            // The frame's destination port is 80: as the VXLAN port, UDP to it is declined.
+            let vxlan_port = if to_vxlan_port { 80 } else { wire::VXLAN_PORT };
+            let provider = [IpAddr::from([10, 0, 0, 2])];
+            let cx = ParseContext { vxlan_port, provider_addrs: &provider };
+            let mut plain = Parsed::at(0);
+            if plain_ipv4(&b, vxlan_port, &mut plain) {
+                let mut full = Parsed::at(0);
+                prop_assert_eq!(parse_full(&b, &cx, &mut full), Ok(()));
+                prop_assert_eq!(plain, full);
+            } else {
+                prop_assert_eq!(plain, Parsed::at(0), "declined and left untouched");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_takes_the_common_frames_and_declines_vxlan() {
+        for tcp in [true, false] {
+            for hl in [20, 24, 60] {
+                for extra in [0, 18] {
+                    let b = frame(hl, tcp, &[], extra);
+                    assert!(plain_ipv4(&b, wire::VXLAN_PORT, &mut Parsed::at(0)));
+                }
+            }
+        }
+        assert!(!plain_ipv4(
+            &frame(20, false, &[], 0),
+            80,
+            &mut Parsed::at(0)
+        ));
+        assert!(plain_ipv4(&frame(20, true, &[], 0), 80, &mut Parsed::at(0)));
+    }
 }

@@ -6,7 +6,7 @@
 use crate::action::Prior;
 use crate::counters::FlowCounters;
 use crate::disposition::{Disposition, DropReason};
-use crate::encap;
+use crate::encap::{self, OuterCache};
 use crate::error::ConfigError;
 use crate::flow_table::{FlowRecord, FlowTable};
 use crate::forwarding::{Decision, Forwarding};
@@ -26,6 +26,8 @@ use crate::wire::{self, MacAddr, TcpFlags, proto};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod fast_path;
 
 /// Whether the switch reaches a physical network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,6 +81,8 @@ pub struct Switch {
     /// difference on every packet, without building a `Duration`).
     min_timeout_nanos: u64,
     counters: FlowCounters,
+    /// Outer headers of the tunnels the fast path encapsulates into.
+    outers: OuterCache,
 }
 
 /// Rewrites `frame` the way the connection in `r` rewrites packets of `side`, and returns the
@@ -109,6 +113,47 @@ fn forward_fin(r: &mut FlowRecord, frame: &Frame, p: &Parsed) {
     if let Some(m) = parse::tcp_mark(frame.bytes(), p) {
         r.tcp.forward_fin(m);
     }
+}
+
+/// True if `r` was evaluated under the rules its ports and the switch (generation `topo_gen`)
+/// hold now.
+#[inline(always)]
+fn fresh(ports: &[Option<Port>], topo_gen: u32, r: &FlowRecord) -> bool {
+    let g = |id: u16| {
+        ports
+            .get(usize::from(id))
+            .and_then(Option::as_ref)
+            .map(|p| p.generation)
+    };
+    evaluated_at(r, [g(r.port_a), g(r.port_b)], topo_gen)
+}
+
+/// True if `r` was evaluated when its ports had the generations `ports` (`None`: the port is
+/// gone) and the switch `topo_gen`.
+#[inline(always)]
+fn evaluated_at(r: &FlowRecord, ports: [Option<u32>; 2], topo_gen: u32) -> bool {
+    Some(r.generation[0]) == ports[0]
+        && Some(r.generation[1]) == ports[1]
+        && r.generation[2] == topo_gen
+}
+
+/// The idle timeout of the connection in `r`.
+fn timeout(t: &FlowTimeouts, r: &FlowRecord) -> Duration {
+    match r.orig.proto {
+        proto::TCP => t.tcp(r.tcp.phase()),
+        proto::UDP => t.udp,
+        _ => t.other,
+    }
+}
+
+/// True if the connection in `r` has been idle longer than its timeout (`min_timeout_nanos`:
+/// the shortest of them all).
+#[inline(always)]
+fn idle_out(t: &FlowTimeouts, min_timeout_nanos: u64, r: &FlowRecord, now: Timestamp) -> bool {
+    // Most packets follow their predecessor within the shortest timeout; only the others pay
+    // for working out the connection's phase.
+    let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
+    idle_nanos > min_timeout_nanos && now.since(r.last_seen) > timeout(t, r)
 }
 
 /// What a flow-table lookup found.
@@ -146,6 +191,7 @@ impl Switch {
             fragments: Fragments::default(),
             topo_gen: 0,
             counters: FlowCounters::default(),
+            outers: OuterCache::default(),
         }
     }
 
@@ -335,6 +381,17 @@ impl Switch {
     /// Processes one frame that entered at port `from`: on return the frame holds the bytes to
     /// send, and the disposition says where.
     pub fn process(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
+        if let Some(d) = self.fast_path(from, frame, now) {
+            return d;
+        }
+        self.process_general(from, frame, now)
+    }
+
+    /// `process` for any frame: parsed in full, then answered, forwarded at layer 2, flooded,
+    /// replayed from the flow table or run through the layers. Kept out of `process`, so that
+    /// the fast path there is compiled as a small function of its own.
+    #[inline(never)]
+    fn process_general(&mut self, from: PortId, frame: &mut Frame, now: Timestamp) -> Disposition {
         let rx = frame.len();
         let mut p = Parsed::at(0);
         let d = match parse::parse_into(frame.bytes(), &self.parse_ctx(), &mut p) {
@@ -410,19 +467,17 @@ impl Switch {
     }
 
     fn is_fresh(&self, r: &FlowRecord) -> bool {
-        let g = |id: u16| self.port(id).map(|p| p.generation);
-        Some(r.generation[0]) == g(r.port_a)
-            && Some(r.generation[1]) == g(r.port_b)
-            && r.generation[2] == self.topo_gen
+        fresh(&self.ports, self.topo_gen, r)
     }
 
     fn timeout(&self, r: &FlowRecord) -> Duration {
-        let t = &self.config.timeouts;
-        match r.orig.proto {
-            proto::TCP => t.tcp(r.tcp.phase()),
-            proto::UDP => t.udp,
-            _ => t.other,
-        }
+        timeout(&self.config.timeouts, r)
+    }
+
+    /// True if the connection has been idle longer than its timeout.
+    #[inline(always)]
+    fn idle_out(&self, r: &FlowRecord, now: Timestamp) -> bool {
+        idle_out(&self.config.timeouts, self.min_timeout_nanos, r, now)
     }
 
     pub(crate) fn lookup(&self, key: &FlowKey, p: &Parsed, now: Timestamp) -> Cached {
@@ -437,12 +492,7 @@ impl Switch {
             && !flags.has(TcpFlags::ACK)
             && side == FlowSide::Forward
             && r.tcp.phase() == TcpPhase::Closed;
-        // Most packets follow their predecessor within the shortest timeout; only the others
-        // pay for working out the connection's phase.
-        let idle_nanos = now.as_nanos().saturating_sub(r.last_seen.as_nanos());
-        if reopened
-            || (idle_nanos > self.min_timeout_nanos && now.since(r.last_seen) > self.timeout(r))
-        {
+        if reopened || self.idle_out(r, now) {
             Cached::Gone(slot)
         } else if self.is_fresh(r) {
             Cached::Hit(slot, side)
