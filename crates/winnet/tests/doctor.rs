@@ -621,17 +621,7 @@ fn on_ws2022_overlay_the_nodeport_problem_missing_encap_and_flannel_route_are_na
 
     // vxlan: the RemoteSubnetRoute flanneld keeps on win-1 for win-2's lease removed behind
     // its back, then put back.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
-    )
-    .expect("state JSON");
-    let win2 = state["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|n| n["name"] == "win-2")
-        .cloned()
-        .expect("win-2 in the state");
+    let win2 = cluster_node("win-2");
     let subnet = win2["subnet"].as_str().expect("win-2's lease").to_string();
     let net: Value =
         serde_json::from_str(&hns(&["-o", "json", "get", "network", &network])).expect("JSON");
@@ -1020,10 +1010,7 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     std::fs::remove_file(&big_file).expect("remove the manifest");
     doctor_until(&baseline);
 
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
-    )
-    .expect("state JSON");
+    let state = cluster_state();
 
     // The cluster DNS hung (its servers stopped): every Service's name goes unanswered.
     let dns_pids: Vec<String> = state["procs"]
@@ -1204,6 +1191,25 @@ fn vfpctrl_refused(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The local cluster's recorded state (`/run/winnet/cluster/state.json`).
+fn cluster_state() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
+    )
+    .expect("state JSON")
+}
+
+/// Node `name` of the local cluster's recorded state.
+fn cluster_node(name: &str) -> Value {
+    cluster_state()["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} in the cluster's state"))
+}
+
 /// A network namespace the test makes beyond the external host (`wn-external`, the fabric's
 /// router), at [`FAR`]: a destination outside every OutBoundNAT exception that pods reach
 /// SNATed to their node's address. Removed, with the router's forwarding as it was, when
@@ -1351,17 +1357,7 @@ fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
     );
     let (f, out) = doctor(&[]);
     assert_eq!(kinds(&f), Vec::<String>::new(), "{}", text(&out));
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string("/run/winnet/cluster/state.json").expect("the cluster's state"),
-    )
-    .expect("state JSON");
-    let win1 = state["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|n| n["name"] == "win-1")
-        .cloned()
-        .expect("win-1 in the state");
+    let win1 = cluster_node("win-1");
     let node_ip = win1["ip"].as_str().expect("win-1's address").to_string();
     let pod = |name: &str| {
         win1["pods"]
