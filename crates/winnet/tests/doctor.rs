@@ -55,9 +55,7 @@ fn ok(o: &Output, what: &str) -> String {
 }
 
 fn hns(args: &[&str]) -> String {
-    let mut all = vec!["hns", "--hns-socket", SOCK];
-    all.extend_from_slice(args);
-    ok(&winnet(&all), &format!("winnet {}", all.join(" ")))
+    accepted_on_win1("hns", args)
 }
 
 /// The findings of `winnet doctor --node win-1 -o json`, and its exit status.
@@ -699,7 +697,20 @@ fn doctor_until(want: &[&str]) -> Vec<Value> {
 
 /// `winnet hns ARGS` on win-1 that hnsd must refuse, with its error.
 fn hns_refused(args: &[&str]) -> String {
-    let mut all = vec!["hns", "--hns-socket", SOCK];
+    refused_on_win1("hns", args)
+}
+
+/// `winnet VERB --hns-socket <win-1's socket> ARGS` (VERB `hns` or `vfpctrl`), which must
+/// succeed; what it printed.
+fn accepted_on_win1(verb: &str, args: &[&str]) -> String {
+    let mut all = vec![verb, "--hns-socket", SOCK];
+    all.extend_from_slice(args);
+    ok(&winnet(&all), &format!("winnet {}", all.join(" ")))
+}
+
+/// `winnet VERB --hns-socket <win-1's socket> ARGS`, which hnsd must refuse; its error.
+fn refused_on_win1(verb: &str, args: &[&str]) -> String {
+    let mut all = vec![verb, "--hns-socket", SOCK];
     all.extend_from_slice(args);
     let out = winnet(&all);
     assert!(
@@ -1172,23 +1183,12 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
 
 /// `winnet vfpctrl` on win-1 (`SOCK`), as a command that must succeed.
 fn vfpctrl(args: &[&str]) -> String {
-    let mut all = vec!["vfpctrl", "--hns-socket", SOCK];
-    all.extend_from_slice(args);
-    ok(&winnet(&all), &format!("winnet {}", all.join(" ")))
+    accepted_on_win1("vfpctrl", args)
 }
 
 /// `winnet vfpctrl ARGS` on win-1 that must be refused, with its error.
 fn vfpctrl_refused(args: &[&str]) -> String {
-    let mut all = vec!["vfpctrl", "--hns-socket", SOCK];
-    all.extend_from_slice(args);
-    let out = winnet(&all);
-    assert!(
-        !out.status.success(),
-        "winnet {} was accepted:\n{}",
-        all.join(" "),
-        text(&out)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    refused_on_win1("vfpctrl", args)
 }
 
 /// The local cluster's recorded state (`/run/winnet/cluster/state.json`).
