@@ -196,7 +196,8 @@ fn batch_of_live_connections() -> (Vec<Vec<u8>>, Vec<Frame>) {
     (originals, frames)
 }
 
-fn fast_path(c: &mut Criterion) {
+/// The node with [`FLOWS`] live connections opened through it (each SYN delivered).
+fn node_with_live_connections() -> (Switch, PortId) {
     let (mut sw, a) = node();
     sw.reserve_flows(FLOWS as usize);
     for k in 0..FLOWS {
@@ -212,6 +213,11 @@ fn fast_path(c: &mut Criterion) {
         );
     }
     assert_eq!(sw.flows().len(), FLOWS as usize);
+    (sw, a)
+}
+
+fn fast_path(c: &mut Criterion) {
+    let (mut sw, a) = node_with_live_connections();
     report_memory(&sw);
     let (originals, mut frames) = batch_of_live_connections();
     let mut g = c.benchmark_group("switch");
@@ -469,16 +475,7 @@ fn interleaved(
 
 /// The fast path's cost per packet against the floor's, quiet and under the background load.
 fn under_load(_: &mut Criterion) {
-    let (mut sw, a) = node();
-    sw.reserve_flows(FLOWS as usize);
-    for k in 0..FLOWS {
-        let (client, sp, dst) = conn(k);
-        sw.process(
-            a,
-            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
-            Timestamp(0),
-        );
-    }
+    let (mut sw, a) = node_with_live_connections();
     let table = Floor::new();
     let (originals, mut frames) = batch_of_live_connections();
     let mut floor_frames = frames.clone();
@@ -538,16 +535,7 @@ fn counted_floor_batch(table: &Floor, frames: &mut [Frame], originals: &[Vec<u8>
 /// `FASTPATH_COUNT=100 valgrind --tool=callgrind --toggle-collect='*counted_fast_batch*' BENCH`
 /// (instructions / (N x 1,024) = per packet; `*counted_floor_batch*` for the floor).
 fn count_only(n: usize) {
-    let (mut sw, a) = node();
-    sw.reserve_flows(FLOWS as usize);
-    for k in 0..FLOWS {
-        let (client, sp, dst) = conn(k);
-        sw.process(
-            a,
-            &mut Frame::new(&frame(client, sp, dst, 80, TcpFlags::SYN)),
-            Timestamp(0),
-        );
-    }
+    let (mut sw, a) = node_with_live_connections();
     let table = Floor::new();
     let (originals, mut frames) = batch_of_live_connections();
     let mut floor_frames = frames.clone();
