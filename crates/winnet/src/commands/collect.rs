@@ -5,8 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use crate::doctor::bundle::Bundle;
 use crate::doctor::collect;
 
@@ -27,10 +25,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let sources = args.outside.sources(args.node.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::runtime()?;
     let snaps = collect::snapshots(&rt, &sources)?;
     let manifests = sources.iter().find_map(|s| s.manifests.clone());
     let logs = args.logs.clone().or_else(|| {

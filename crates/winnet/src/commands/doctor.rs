@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use doctor::{Finding, NodeSnapshot, Repair, diagnose, render};
 use ipnet::IpNet;
 
@@ -108,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => b.nodes,
         }
     } else {
-        let rt = runtime()?;
+        let rt = super::runtime()?;
         let sources = args.outside.sources(args.node.as_deref())?;
         let snaps = collect::snapshots(&rt, &sources)?;
         if args.fix {
@@ -178,13 +178,6 @@ fn fix_then_report(
         }
     }
     report(args, &after)
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }
 
 /// The sources of `node` (or every node of the local cluster).

@@ -62,10 +62,7 @@ enum Verb {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::new(hns_client::socket_path(args.hns_socket.as_deref()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::runtime()?;
     rt.block_on(verb(&client, args.verb, args.output))
 }
 

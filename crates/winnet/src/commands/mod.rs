@@ -29,3 +29,12 @@ pub async fn shutdown_signal() {
         _ = int.recv() => {}
     }
 }
+
+/// The single-threaded async runtime a one-shot verb drives hnsd's client with.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

@@ -53,10 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let socket = socket(&args.node, args.hns_socket.as_deref())?;
     let client = Client::new(&socket);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::runtime()?;
     let answer = rt
         .block_on(client.trace(&req))
         .with_context(|| format!("trace on node {} (hnsd at {})", args.node, socket.display()))?;

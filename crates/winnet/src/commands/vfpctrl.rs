@@ -46,10 +46,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::new(hns_client::socket_path(args.hns_socket.as_deref()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::runtime()?;
     if args.list_port {
         let dump = rt
             .block_on(client.switch_dump())
