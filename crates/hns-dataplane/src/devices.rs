@@ -6,8 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use hcn::{Guid, NamespaceType, NetworkType};
 use host::HostError;
@@ -72,24 +73,47 @@ pub struct TapSpec {
 
 /// A device that carries frames: what the pump reads and writes.
 pub enum Io {
-    Tap(Tap),
+    /// A TAP's queues (at least one), each its own file descriptor.
+    Tap(Vec<Tap>),
     Packet(PacketSocket),
 }
 
+/// Queues per device at most: an epoll token carries the queue in its low bits.
+pub(crate) const QUEUE_BITS: u32 = 4;
+
 impl Io {
-    /// Reads one frame (with its virtio-net header).
-    pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+    /// Reads one frame (with its virtio-net header) from queue `q`.
+    pub fn recv(&self, q: usize, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
-            Io::Tap(t) => t.recv(buf),
+            Io::Tap(t) => t[q % t.len()].recv(buf),
             Io::Packet(p) => p.recv(buf),
         }
     }
 
-    /// Writes one frame behind a virtio-net header.
-    pub fn send(&self, hdr: &[u8], frame: &[u8]) -> std::io::Result<usize> {
+    /// Writes one frame behind a virtio-net header into queue `q` (modulo the queues there
+    /// are). A TAP steers the namespace's later packets of that flow to the queue its packets
+    /// were written to, so writing a flow to the queue it was read from keeps each flow on
+    /// one queue.
+    pub fn send(&self, q: usize, hdr: &[u8], frame: &[u8]) -> std::io::Result<usize> {
         match self {
-            Io::Tap(t) => t.send_vectored(hdr, frame),
+            Io::Tap(t) => t[q % t.len()].send_vectored(hdr, frame),
             Io::Packet(p) => p.send_vectored(hdr, frame),
+        }
+    }
+
+    /// How many queues the device has.
+    pub fn queues(&self) -> usize {
+        match self {
+            Io::Tap(t) => t.len(),
+            Io::Packet(_) => 1,
+        }
+    }
+
+    /// The file descriptor of queue `q`.
+    pub fn fd(&self, q: usize) -> BorrowedFd<'_> {
+        match self {
+            Io::Tap(t) => t[q % t.len()].as_fd(),
+            Io::Packet(p) => p.as_fd(),
         }
     }
 
@@ -99,10 +123,15 @@ impl Io {
     }
 }
 
+/// How device queues are watched: one pump thread at a time serves a queue (it re-arms the
+/// queue once the frames it read are written), so that frames of one queue keep their order.
+pub(crate) const WATCH: EpollFlags = EpollFlags::EPOLLIN.union(EpollFlags::EPOLLONESHOT);
+
 /// A device and the port it serves.
 pub struct Device {
     pub port: PortId,
-    pub io: Io,
+    /// Shared with the pump threads while they read or write it outside the data plane's lock.
+    pub io: Arc<Io>,
     spec: Spec,
     key: Key,
 }
@@ -119,9 +148,10 @@ pub struct Devices {
 }
 
 impl Devices {
-    /// The device read under epoll token `t`.
-    pub fn by_token(&self, t: u64) -> Option<&Device> {
-        self.by_token.get(&t)
+    /// The device read under epoll token `t`, and which of its queues.
+    pub fn by_token(&self, t: u64) -> Option<(&Device, usize)> {
+        let q = (t & ((1 << QUEUE_BITS) - 1)) as usize;
+        self.by_token.get(&(t >> QUEUE_BITS)).map(|d| (d, q))
     }
 
     /// The device of switch port `p`.
@@ -179,20 +209,22 @@ impl Devices {
     fn insert(&mut self, key: Key, port: PortId, spec: Spec, io: Io, epoll: &Epoll) {
         self.next_token += 1;
         let token = self.next_token;
-        let fd = match &io {
-            Io::Tap(t) => t.as_fd(),
-            Io::Packet(p) => p.as_fd(),
-        };
-        if let Err(e) = epoll.add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token)) {
-            tracing::warn!(device = ?key, "cannot watch the device: {e}");
-            return;
+        for q in 0..io.queues() {
+            let ev = EpollEvent::new(WATCH, token << QUEUE_BITS | q as u64);
+            if let Err(e) = epoll.add(io.fd(q), ev) {
+                tracing::warn!(device = ?key, "cannot watch the device: {e}");
+                for q in 0..q {
+                    let _ = epoll.delete(io.fd(q));
+                }
+                return;
+            }
         }
         self.tokens.insert(key.clone(), token);
         self.by_token.insert(
             token,
             Device {
                 port,
-                io,
+                io: Arc::new(io),
                 spec,
                 key,
             },
@@ -207,11 +239,12 @@ impl Devices {
             return;
         };
         self.ports.retain(|_, tok| *tok != t);
-        let _ = match &d.io {
-            Io::Tap(tap) => epoll.delete(tap.as_fd()),
-            Io::Packet(p) => epoll.delete(p.as_fd()),
-        };
-        if let Io::Tap(tap) = &d.io {
+        for q in 0..d.io.queues() {
+            let _ = epoll.delete(d.io.fd(q));
+        }
+        if let Io::Tap(queues) = &*d.io
+            && let Some(tap) = queues.first()
+        {
             // The management vNIC is removed by the uplink when it gives the NIC back.
             if d.key != Key::Management {
                 let _ = tap.set_persist(false);
@@ -416,9 +449,12 @@ fn open(spec: &Spec) -> Result<Io, HostError> {
 }
 
 /// In the TAP's namespace: open it (persistent) and give it its MAC, MTU, addresses and routes.
-fn make_tap(s: &TapSpec) -> Result<Tap, HostError> {
-    let tap = Tap::open(&s.name)?;
-    tap.set_persist(true)?;
+fn make_tap(s: &TapSpec) -> Result<Vec<Tap>, HostError> {
+    // A queue per pump thread, so that the threads can read one vNIC's flows side by side.
+    let tap = Tap::open_queues(&s.name, crate::pump::threads().min(1 << QUEUE_BITS))?;
+    if let Some(first) = tap.first() {
+        first.set_persist(true)?;
+    }
     if !s.configure {
         return Ok(tap);
     }

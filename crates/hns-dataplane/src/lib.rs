@@ -6,7 +6,7 @@
 //! takes the NIC over ([`uplink`]: the host's addresses and routes move to the management vNIC
 //! `vEthernet-<nic>`, as Windows does when it creates an external vSwitch), a host-attached
 //! endpoint becomes a TAP in the node's namespace, a pod endpoint a TAP in its namespace with
-//! its address, gateway, MTU and DNS. One thread ([`pump`]) carries the frames; another
+//! its address, gateway, MTU and DNS. A thread per core ([`pump`]) carries the frames; another
 //! ([`kernel`]) follows the host's routes and neighbours, which the compiler needs (next hops,
 //! provider addresses). TAPs are persistent: a restarted hnsd re-adopts them, and pods keep
 //! their interfaces while it is down.
@@ -134,13 +134,19 @@ impl Dataplane {
         service.set_inspector(inspector::inspector(Arc::downgrade(&shared)));
         service.set_operator(operator::operator(Arc::downgrade(&shared)));
         let mut threads = Vec::new();
-        let pump = Arc::clone(&shared);
-        threads.push(
-            thread::Builder::new()
-                .name("hns-pump".into())
-                .spawn(move || pump::run(&pump))
-                .map_err(|e| DataplaneError::Sys(format!("cannot start the pump thread: {e}")))?,
-        );
+        // One clock for every pump thread: flow records compare times taken by any of them.
+        let started = std::time::Instant::now();
+        for i in 0..pump::threads() {
+            let pump = Arc::clone(&shared);
+            threads.push(
+                thread::Builder::new()
+                    .name(format!("hns-pump-{i}"))
+                    .spawn(move || pump::run(&pump, started, i == 0))
+                    .map_err(|e| {
+                        DataplaneError::Sys(format!("cannot start pump thread {i}: {e}"))
+                    })?,
+            );
+        }
         let follower = Arc::clone(&shared);
         threads.push(
             thread::Builder::new()

@@ -38,6 +38,32 @@ impl Tap {
     /// Creates the TAP `name`, or attaches to it if it exists already (a persistent TAP left by
     /// an earlier run), with a virtio-net header, TCP offloads and non-blocking I/O.
     pub fn open(name: &str) -> Result<Tap, HostError> {
+        Tap::open_flags(name, 0)
+    }
+
+    /// Opens `queues` queues of the multiqueue TAP `name` (made if missing), each a file
+    /// descriptor of its own as [`Tap::open`] makes it: the kernel spreads the flows the
+    /// namespace sends over the queues, so that several threads can read one vNIC. A TAP left
+    /// single-queue by an earlier run is adopted as it is (one queue).
+    pub fn open_queues(name: &str, queues: usize) -> Result<Vec<Tap>, HostError> {
+        if queues <= 1 {
+            return Ok(vec![Tap::open(name)?]);
+        }
+        let first = match Tap::open_flags(name, libc::IFF_MULTI_QUEUE) {
+            Ok(t) => t,
+            Err(HostError::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {
+                return Ok(vec![Tap::open(name)?]);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut all = vec![first];
+        for _ in 1..queues {
+            all.push(Tap::open_flags(name, libc::IFF_MULTI_QUEUE)?);
+        }
+        Ok(all)
+    }
+
+    fn open_flags(name: &str, extra: libc::c_int) -> Result<Tap, HostError> {
         check_link_name(name)?;
         let file = OpenOptions::new()
             .read(true)
@@ -55,7 +81,7 @@ impl Tap {
         let fd = OwnedFd::from(file);
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
-            flags: (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short,
+            flags: (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR | extra) as libc::c_short,
             _pad: [0; 30],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());

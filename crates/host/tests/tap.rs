@@ -147,3 +147,84 @@ fn recv_would_block_when_nothing_waits() {
     let e = tap.recv(&mut buf).expect_err("nothing to read");
     assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
 }
+
+#[test]
+fn a_multiqueue_tap_spreads_the_namespaces_flows_over_its_queues() {
+    let t = TestNs::new("tapmq");
+    let (queues, socks) =
+        t.ns.run(|| {
+            let queues = Tap::open_queues("tmq0", 2)?;
+            let mut nl = Netlink::open()?;
+            let link = nl.link("tmq0")?.expect("the TAP");
+            nl.add_address(link.index, "10.9.1.1/24".parse().expect("net"))?;
+            nl.set_up(link.index, true)?;
+            nl.add_neighbor(link.index, "10.9.1.2".parse().expect("ip"), PEER_MAC)?;
+            let io = |e: std::io::Error| HostError::io("udp socket", e);
+            let socks = (0..32)
+                .map(|_| UdpSocket::bind("10.9.1.1:0").map_err(io))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((queues, socks))
+        })
+        .expect("set up the TAP");
+    assert_eq!(queues.len(), 2);
+    assert!(
+        t.ip(&["-d", "link", "show", "tmq0"])
+            .contains("multi_queue numqueues 2"),
+        "{}",
+        t.ip(&["-d", "link", "show", "tmq0"])
+    );
+    // 32 flows (source ports): the kernel picks a queue by each flow's hash, so both queues
+    // carry some (all on one would be a 1 in 2^31 chance).
+    for s in &socks {
+        s.send_to(b"mq", "10.9.1.2:9").expect("send");
+    }
+    let mut per_queue = [0usize; 2];
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut buf = [0u8; 2048];
+    while per_queue.iter().sum::<usize>() < socks.len() && std::time::Instant::now() < deadline {
+        for (q, tap) in queues.iter().enumerate() {
+            while let Ok(n) = tap.recv(&mut buf) {
+                if n > 10 && buf[..n].ends_with(b"mq") {
+                    per_queue[q] += 1;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        per_queue.iter().sum::<usize>(),
+        socks.len(),
+        "{per_queue:?}"
+    );
+    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
+}
+
+#[test]
+fn a_single_queue_tap_left_by_an_earlier_run_is_adopted_with_one_queue() {
+    let t = TestNs::new("tapsq");
+    let queues =
+        t.ns.run(|| {
+            let tap = Tap::open("tsq0")?;
+            tap.set_persist(true)?;
+            drop(tap);
+            // As above: a process another test forks may hold the descriptor for a moment.
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            let queues = loop {
+                match Tap::open_queues("tsq0", 2) {
+                    Err(e)
+                        if e.to_string().contains("another file descriptor holds it")
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    other => break other?,
+                }
+            };
+            if let Some(q) = queues.first() {
+                q.set_persist(false)?;
+            }
+            Ok(queues)
+        })
+        .expect("adopt the TAP");
+    assert_eq!(queues.len(), 1);
+}
