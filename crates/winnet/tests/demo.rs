@@ -431,7 +431,7 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
     require_root();
     let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let _down = Down;
-    let curl = || {
+    let curl_to = |url: &str| {
         Command::new("ip")
             .args([
                 "netns",
@@ -441,11 +441,12 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
                 "-sS",
                 "--max-time",
                 "5",
-                "http://10.244.1.10:8080/",
+                url,
             ])
             .output()
             .expect("curl")
     };
+    let curl = || curl_to("http://10.244.1.10:8080/");
     // Overlay: the Linux kernel's VXLAN device encapsulates (VNI 4096, UDP 4789) toward the
     // Windows node's provider address and decapsulates what the Windows switch sends back.
     let up = winnet(&["cluster", "up", "--mode", "overlay"]);
@@ -533,6 +534,28 @@ fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
             "to win-1's host MAC (its host-gw route)"
         );
     }
+
+    // The Linux pod through its own Service: `web` (10.96.1.1) has web-1, web-2 and web-3
+    // itself behind it, and linux-1's kube-proxy picks one at random. Connect until web-3 has
+    // answered itself (kube-proxy masquerades that hairpin; the bridge port sends it back the way
+    // it came); every connection must be answered. 40 tries miss web-3 with odds (2/3)^40.
+    let mut reached: Vec<String> = Vec::new();
+    while !reached.iter().any(|r| r.ends_with("to 10.244.3.10")) && reached.len() < 40 {
+        let out = curl_to("http://10.96.1.1:80/");
+        assert!(
+            out.status.success(),
+            "Linux pod -> ClusterIP, connection {} after {reached:?}: {}",
+            reached.len() + 1,
+            text(&out)
+        );
+        reached.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    assert!(
+        reached
+            .iter()
+            .any(|r| r == "from 10.244.3.1 to 10.244.3.10"),
+        "web-3 answered itself, masqueraded to its bridge's address: {reached:?}"
+    );
 }
 
 /// The start time of `pid` (`/proc/PID/stat` field 22), while it runs and is not a zombie.

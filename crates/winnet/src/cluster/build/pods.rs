@@ -125,10 +125,13 @@ impl Builder {
             };
             return cni_config(&net, &opts).map_err(|e| anyhow::anyhow!("{}", e.detail));
         }
-        // Debian's bridge plugin on the Linux node.
+        // Debian's bridge plugin on the Linux node, as flannel's CNI plugin delegates to it with
+        // kube-flannel's `cni-conf.json`: hairpinMode lets a pod reach itself through a Service
+        // (kube-proxy DNATs and masquerades the connection back to the pod, and the bridge, which
+        // sees it through br_netfilter, must send it out of the port it came in by).
         let mut conf = json!({
             "cniVersion": "1.0.0", "name": "cbr0", "type": "bridge", "bridge": "cni0",
-            "isGateway": true, "ipMasq": false, "mtu": env.mtu,
+            "isGateway": true, "ipMasq": false, "hairpinMode": true, "mtu": env.mtu,
             "ipam": {
                 "type": "host-local",
                 "ranges": [[{"subnet": subnet.to_string(), "rangeStart": host_of(subnet, u32::from(FIRST_POD)).to_string()}]],
