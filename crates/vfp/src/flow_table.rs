@@ -7,114 +7,26 @@
 //! record itself. That keeps the index at 11 to 21 bytes per key (8-byte words, 3/8 to 3/4 of
 //! them in use) instead of repeating a 40-byte key twice per connection.
 
-use crate::encap::Encap;
 use crate::flow_index::FlowIndex;
-use crate::headers::{FlowKey, Headers};
-use crate::nat::SnatAlloc;
-use crate::tcp_state::{FlowSide, TcpTracker};
-use crate::time::Timestamp;
-use std::sync::Arc;
-
-/// A cached connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowRecord {
-    /// The first packet's headers as it entered the switch at `port_a`.
-    pub orig: Headers,
-    /// Its headers as it left at `port_b`, after every layer on the way.
-    pub fin: Headers,
-    /// Outer headers added on the forward path (encapsulated towards the underlay).
-    pub fin_outer: Option<Arc<Encap>>,
-    /// Outer headers for replies, when the forward packet arrived encapsulated (and so its
-    /// replies must be encapsulated back); its VNI is part of the forward key.
-    pub rev_outer: Option<Arc<Encap>>,
-    /// Port the connection entered at.
-    pub port_a: u16,
-    /// Port the forward direction leaves at.
-    pub port_b: u16,
-    /// Generations of port_a, port_b and the switch topology when evaluated.
-    pub generation: [u32; 3],
-    /// When the last packet of either direction was seen.
-    pub last_seen: Timestamp,
-    /// TCP flags seen.
-    pub tcp: TcpTracker,
-    /// False for connections decided by a stateless rule: no reverse key.
-    pub stateful: bool,
-    /// Outer UDP source port for encapsulated packets of this flow.
-    pub entropy: u16,
-    /// SNAT ports held by this connection, released when it goes.
-    pub snat: [Option<SnatAlloc>; 2],
-    /// Packets seen (both directions).
-    pub packets: u64,
-    /// Bytes seen (both directions).
-    pub bytes: u64,
-}
-
-impl FlowRecord {
-    /// What packets of `side` become: their headers, their outer headers, and the port they
-    /// leave by.
-    #[inline(always)]
-    pub fn target(&self, side: FlowSide) -> (Headers, Option<&Arc<Encap>>, u16) {
-        match side {
-            FlowSide::Forward => (self.fin, self.fin_outer.as_ref(), self.port_b),
-            FlowSide::Reverse => (self.orig.reversed(), self.rev_outer.as_ref(), self.port_a),
-        }
-    }
-
-    /// The key packets of `side` arrive with.
-    #[inline(always)]
-    pub fn key(&self, side: FlowSide) -> FlowKey {
-        match side {
-            FlowSide::Forward => {
-                let vni = self.rev_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_a, vni, &self.orig)
-            }
-            FlowSide::Reverse => {
-                let vni = self.fin_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_b, vni, &self.fin.reversed())
-            }
-        }
-    }
-}
-
-impl FlowRecord {
-    /// True if packets of `side` arrive with `key`; compares in place rather than building the
-    /// key, as this runs on every lookup. One branch on the side (nearly always taken the same
-    /// way packet after packet) instead of selecting every field by it.
-    #[inline(always)]
-    fn has_key(&self, side: FlowSide, key: &FlowKey) -> bool {
-        let vni = |o: &Option<Arc<Encap>>| o.as_ref().map_or(0, |o| o.vni);
-        match side {
-            FlowSide::Forward => {
-                let h = &self.orig;
-                self.port_a == key.port
-                    && h.src_port == key.src_port
-                    && h.dst_port == key.dst_port
-                    && h.proto == key.proto
-                    && h.src_ip == key.src
-                    && h.dst_ip == key.dst
-                    && vni(&self.rev_outer) == key.vni
-            }
-            FlowSide::Reverse => {
-                let h = &self.fin;
-                self.port_b == key.port
-                    && h.dst_port == key.src_port
-                    && h.src_port == key.dst_port
-                    && h.proto == key.proto
-                    && h.dst_ip == key.src
-                    && h.src_ip == key.dst
-                    && vni(&self.fin_outer) == key.vni
-            }
-        }
-    }
-}
+pub use crate::flow_record::FlowRecord;
+use crate::headers::{FlowKey, hash_v4};
+use crate::tcp_state::FlowSide;
 
 const SIDE_BIT: u32 = 1 << 31;
 
-/// A slab entry, aligned to a cache line so that a record never straddles more lines than its
-/// size needs (a 184-byte record would otherwise touch up to four lines per lookup).
-#[derive(Debug, Clone, Default)]
+/// A slab entry, aligned to a cache line so that a record's first two lines (all the fast
+/// path reads) are two lines of memory. An empty slot holds a vacant record rather than being
+/// an `Option`: the compiler would choose where the `Option` keeps its tag, and a tag in the
+/// third line would cost every lookup a line.
+#[derive(Debug, Clone)]
 #[repr(align(64))]
-struct Slot(Option<FlowRecord>);
+struct Slot(FlowRecord);
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot(FlowRecord::vacant())
+    }
+}
 
 /// Slots per slab chunk (a power of two; 1024 x 192 bytes = 192 KiB).
 const CHUNK: usize = 1024;
@@ -254,8 +166,38 @@ impl FlowTable {
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
         for v in self.index.candidates(hash) {
             let (slot, side) = unpack(v);
-            if let Some(Slot(Some(r))) = self.slab.get(slot as usize)
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
                 && r.has_key(side, key)
+            {
+                return Some((slot, side));
+            }
+        }
+        None
+    }
+
+    /// The hash of a plain IPv4 frame's key (`FlowKey::hash_with` of the key `find_plain`
+    /// takes), from its fields as the wire holds them.
+    #[inline(always)]
+    pub(crate) fn hash_plain(&self, port: u16, proto: u8, addrs: [u8; 8], ports: [u8; 4]) -> u64 {
+        let (ports, addrs) = (u32::from_be_bytes(ports), u64::from_be_bytes(addrs));
+        hash_v4(self.seed, port, 0, proto, ports, addrs)
+    }
+
+    /// `find` for a plain IPv4 frame entering at `port` (VNI 0) with these fields as the wire
+    /// holds them (`FlowRecord::arrives_plain`); `hash` from `hash_plain`.
+    #[inline(always)]
+    pub(crate) fn find_plain(
+        &self,
+        port: u16,
+        proto: u8,
+        addrs: [u8; 8],
+        ports: [u8; 4],
+        hash: u64,
+    ) -> Option<(u32, FlowSide)> {
+        for v in self.index.candidates(hash) {
+            let (slot, side) = unpack(v);
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
+                && r.arrives_plain(side, port, proto, addrs, ports)
             {
                 return Some((slot, side));
             }
@@ -266,13 +208,15 @@ impl FlowTable {
     /// The record in `slot`.
     #[inline(always)]
     pub fn get(&self, slot: u32) -> Option<&FlowRecord> {
-        self.slab.get(slot as usize)?.0.as_ref()
+        let r = &self.slab.get(slot as usize)?.0;
+        (!r.is_vacant()).then_some(r)
     }
 
     /// The record in `slot`, writable (its keys must not change).
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> Option<&mut FlowRecord> {
-        self.slab.get_mut(slot as usize)?.0.as_mut()
+        let r = &mut self.slab.get_mut(slot as usize)?.0;
+        (!r.is_vacant()).then_some(r)
     }
 
     /// Installs a connection under its forward key and, if stateful, its reverse key. Records
@@ -280,7 +224,7 @@ impl FlowTable {
     /// they hold.
     pub fn insert(&mut self, rec: FlowRecord) -> Result<(u32, Vec<FlowRecord>), TableFull> {
         let mut displaced = Vec::new();
-        let sides: &[FlowSide] = if rec.stateful {
+        let sides: &[FlowSide] = if rec.stateful() {
             &[FlowSide::Forward, FlowSide::Reverse]
         } else {
             &[FlowSide::Forward]
@@ -302,7 +246,7 @@ impl FlowTable {
         };
         let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
         if let Some(s) = self.slab.get_mut(slot as usize) {
-            s.0 = Some(rec);
+            s.0 = rec;
         }
         for (&side, h) in sides.iter().zip(hashes) {
             self.index.insert(h, pack(slot, side));
@@ -313,7 +257,11 @@ impl FlowTable {
 
     /// Removes a connection and both its keys.
     pub fn remove(&mut self, slot: u32) -> Option<FlowRecord> {
-        let rec = self.slab.get_mut(slot as usize)?.0.take()?;
+        let s = self.slab.get_mut(slot as usize)?;
+        if s.0.is_vacant() {
+            return None;
+        }
+        let rec = std::mem::replace(&mut s.0, FlowRecord::vacant());
         for side in [FlowSide::Forward, FlowSide::Reverse] {
             let h = self.hash(&rec.key(side));
             self.index.remove(h, pack(slot, side));
@@ -326,7 +274,7 @@ impl FlowTable {
     /// Slots of every live connection.
     pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
         (0..self.slab.len)
-            .filter(|&i| self.slab.get(i).is_some_and(|s| s.0.is_some()))
+            .filter(|&i| self.slab.get(i).is_some_and(|s| !s.0.is_vacant()))
             .map(|i| i as u32)
     }
 
@@ -339,6 +287,7 @@ impl FlowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::Headers;
     use crate::wire::proto;
 
     fn rec(n: u16) -> FlowRecord {
@@ -353,22 +302,10 @@ mod tests {
         let mut fin = orig;
         fin.dst_ip = "10.1.0.5".parse().unwrap();
         fin.dst_port = 8080;
-        FlowRecord {
-            orig,
-            fin,
-            fin_outer: None,
-            rev_outer: None,
-            port_a: 1,
-            port_b: 2,
-            generation: [0; 3],
-            last_seen: Timestamp(0),
-            tcp: TcpTracker::default(),
-            stateful: true,
-            entropy: 0,
-            snat: [None, None],
-            packets: 0,
-            bytes: 0,
-        }
+        let mut r = FlowRecord::new(orig, fin);
+        r.port_a = 1;
+        r.port_b = 2;
+        r
     }
 
     fn find(t: &FlowTable, k: FlowKey) -> Option<(u32, FlowSide)> {
@@ -402,7 +339,7 @@ mod tests {
         assert_eq!(displaced.len(), 1);
         assert_eq!(t.len(), 2);
         let mut stateless = rec(9);
-        stateless.stateful = false;
+        stateless.set_stateful(false);
         t.remove(0);
         t.insert(stateless.clone()).unwrap();
         assert!(find(&t, stateless.key(FlowSide::Reverse)).is_none());
@@ -411,6 +348,6 @@ mod tests {
     #[test]
     fn record_fits_the_memory_budget_and_the_slab_never_moves_records() {
         // DESIGN.md §6: <= 256 bytes per cached flow; the index adds 2 x 8 bytes / its load.
-        assert!(std::mem::size_of::<Slot>() <= 200);
+        assert_eq!(std::mem::size_of::<Slot>(), 192);
     }
 }
