@@ -280,7 +280,7 @@ pub(crate) fn write_v4(
         .ok_or(WireError::Truncated)?;
     ip[12..20].copy_from_slice(&w.addrs);
     // A zero change leaves a checksum as it is (`patched`), so none is tested for.
-    let c = patched(u16::from_ne_bytes([ip[10], ip[11]]), u32::from(w.deltas[0]));
+    let c = patched(u16::from_ne_bytes([ip[10], ip[11]]), w.deltas[0]);
     ip[10..12].copy_from_slice(&c.to_ne_bytes());
     // The parse checked that TCP's 20-byte and UDP's 8-byte headers are there.
     match sum {
@@ -305,10 +305,7 @@ fn l4_write<const N: usize>(
         .ok_or(WireError::Truncated)?;
     h[..4].copy_from_slice(&w.ports);
     if let Some((at, udp)) = sum {
-        let mut n = patched(
-            u16::from_ne_bytes([h[at], h[at + 1]]),
-            u32::from(w.deltas[1]),
-        );
+        let mut n = patched(u16::from_ne_bytes([h[at], h[at + 1]]), w.deltas[1]);
         // UDP sends a sum of zero as all ones (RFC 768); the same in either byte order. (A
         // zero change leaves a non-zero sum non-zero, so this changes nothing then.)
         if udp && n == 0 {
@@ -319,12 +316,14 @@ fn l4_write<const N: usize>(
     Ok(())
 }
 
-/// `checksum::apply_delta` for a delta folded to 16 bits: `!check + delta` fits 17 bits, which
-/// `fold` folds exactly. The result equals patching by the unfolded delta (both are the sum
-/// modulo 0xffff, zero only for a zero sum), and a zero delta gives `check` back.
+/// `checksum::apply_delta` for a delta folded to 16 bits: `!check + delta` is at most 0x1fffe,
+/// which one fold brings to 16 bits (0xfffe + 1 at most). The result equals patching by the
+/// unfolded delta (both are the sum modulo 0xffff, zero only for a zero sum), and a zero delta
+/// gives `check` back.
 #[inline(always)]
-fn patched(check: u16, delta: u32) -> u16 {
-    !checksum::fold(u32::from(!check) + delta)
+fn patched(check: u16, delta: u16) -> u16 {
+    let s = u32::from(!check) + u32::from(delta);
+    !(((s & 0xffff) + (s >> 16)) as u16)
 }
 
 /// Rewrites an ICMP error travelling like a packet with headers `t`: the outer destination
