@@ -472,6 +472,10 @@ mod tests {
                 p[2..].copy_from_slice(&h.dst_port.to_be_bytes());
                 prop_assert_eq!(r.arrives_plain(side, port, h.proto, a, p), plain);
                 prop_assert!(!r.arrives_plain(side, port ^ 1, h.proto, a, p));
+                prop_assert!(!r.arrives_plain(side, port, h.proto ^ 1, a, p));
+                a[7] ^= 1;
+                prop_assert!(!r.arrives_plain(side, port, h.proto, a, p));
+                a[7] ^= 1;
                 p[3] ^= 1;
                 prop_assert!(!r.arrives_plain(side, port, h.proto, a, p));
             }

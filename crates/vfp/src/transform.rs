@@ -447,6 +447,24 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_udp_sum_patched_to_zero_is_sent_as_all_ones() {
+        // A checksum of 0x1234 and a change of 0x1234: !0x1234 + 0x1234 = 0xffff, which
+        // patches to zero.
+        let w = V4Write {
+            macs: [0; 12],
+            addrs: [0; 8],
+            ports: [0; 4],
+            deltas: [0, 0x1234],
+        };
+        for (udp, want) in [(true, 0xffff), (false, 0)] {
+            let mut h = [0u8; 8];
+            h[6..8].copy_from_slice(&0x1234u16.to_ne_bytes());
+            l4_write::<8>(&mut h, 0, &w, Some((6, udp))).expect("an 8-byte header");
+            assert_eq!(u16::from_ne_bytes([h[6], h[7]]), want, "udp {udp}");
+        }
+    }
+
     proptest! {
         /// Every address and port (unchanged, changed, 0 and 0xffff words), TCP and UDP with
         /// and without a checksum: the same bytes, checksums included, both ways.
@@ -458,6 +476,13 @@ mod tests {
             edge in proptest::option::of(prop_oneof![Just(0u32), Just(0xffff_ffff), Just(0xffff)]),
             kind in 0u8..3,
             payload in proptest::collection::vec(any::<u8>(), 0..40),
+            sums in proptest::option::of(prop_oneof![
+                any::<[u16; 2]>(),
+                Just([0xffff, 0xffff]),
+                Just([0, 0]),
+                Just([0xffff, 0]),
+                Just([0, 0xffff]),
+            ]),
         ) {
             let (mut to_addrs, mut to_ports) = to;
             for i in 0..2 {
@@ -481,6 +506,15 @@ mod tests {
             if kind == 2 {
                 // UDP without a checksum.
                 frame[40..42].fill(0);
+            }
+            if let Some([ip, l4]) = sums {
+                // Checksums as a corrupted (or crafted) frame may carry them, 0 and 0xffff
+                // included: both rewrites patch whatever is there.
+                frame[24..26].copy_from_slice(&ip.to_be_bytes());
+                let at = if kind == 0 { 34 + 16 } else { 34 + 6 };
+                if kind != 2 {
+                    frame[at..at + 2].copy_from_slice(&l4.to_be_bytes());
+                }
             }
             let cx = ParseContext { vxlan_port: 1, provider_addrs: &[] };
             let p = parse(&frame, &cx).expect("a frame the parse reads");
