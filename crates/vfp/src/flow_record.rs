@@ -518,6 +518,28 @@ mod tests {
             Some(r.plain_write(FlowSide::Reverse)),
             V4Write::to(a, p, &orig.reversed())
         );
+        // A side that arrives encapsulated (its key has the VNI) is not a plain frame's; a
+        // VNI of 0 is.
+        let (a, p) = wire(&orig);
+        let (ra, rp) = wire(&fin.reversed());
+        for (vni, plain) in [(4096, false), (0, true)] {
+            let outer = Some(Arc::new(Encap {
+                vni,
+                src_mac: MacAddr([2, 0, 0, 0, 2, 1]),
+                dst_mac: MacAddr([2, 0, 0, 0, 2, 2]),
+                src_ip: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 5)),
+                dst_ip: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 2)),
+                udp_port: 4789,
+            }));
+            let mut e = r.clone();
+            e.rev_outer = outer.clone();
+            assert_eq!(e.arrives_plain(FlowSide::Forward, 0, proto::TCP, a, p), plain);
+            assert!(e.arrives_plain(FlowSide::Reverse, 0, proto::TCP, ra, rp));
+            let mut e = r.clone();
+            e.fin_outer = outer;
+            assert_eq!(e.arrives_plain(FlowSide::Reverse, 0, proto::TCP, ra, rp), plain);
+            assert!(e.arrives_plain(FlowSide::Forward, 0, proto::TCP, a, p));
+        }
         assert!(FlowRecord::vacant().is_vacant());
         assert!(!FlowRecord::vacant().has_key(
             FlowSide::Forward,
