@@ -239,10 +239,8 @@ impl Plain {
 #[inline(always)]
 pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
     let h = bytes.first_chunk::<34>()?;
-    // Constant indexes into the 34-byte array: no bounds checks. EtherType IPv4 and IP
-    // version 4, as one word.
-    let w = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]);
-    if w & u32::from_ne_bytes([0xff, 0xff, 0xf0, 0]) != u32::from_ne_bytes([8, 0, 0x40, 0]) {
+    // Constant indexes into the 34-byte array: no bounds checks.
+    if h[12..14] != [8, 0] || h[14] >> 4 != 4 {
         return None;
     }
     let hl = usize::from(h[14] & 0x0f) * 4;
