@@ -533,11 +533,17 @@ mod tests {
             }));
             let mut e = r.clone();
             e.rev_outer = outer.clone();
-            assert_eq!(e.arrives_plain(FlowSide::Forward, 0, proto::TCP, a, p), plain);
+            assert_eq!(
+                e.arrives_plain(FlowSide::Forward, 0, proto::TCP, a, p),
+                plain
+            );
             assert!(e.arrives_plain(FlowSide::Reverse, 0, proto::TCP, ra, rp));
             let mut e = r.clone();
             e.fin_outer = outer;
-            assert_eq!(e.arrives_plain(FlowSide::Reverse, 0, proto::TCP, ra, rp), plain);
+            assert_eq!(
+                e.arrives_plain(FlowSide::Reverse, 0, proto::TCP, ra, rp),
+                plain
+            );
             assert!(e.arrives_plain(FlowSide::Forward, 0, proto::TCP, a, p));
         }
         assert!(FlowRecord::vacant().is_vacant());
