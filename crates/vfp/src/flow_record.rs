@@ -222,24 +222,42 @@ impl FlowRecord {
     }
 
     /// Address `i`: original source, original destination, final source, final destination.
+    #[inline]
     fn addr(&self, i: usize) -> IpAddr {
-        let mut block = [0u8; 64];
-        block[..8].copy_from_slice(&self.orig.addrs);
-        block[8..16].copy_from_slice(&self.fin.addrs);
-        block[16..].copy_from_slice(&self.wide);
-        let at = if self.kind & V6 == 0 { 4 * i } else { 16 * i };
+        let half = |i: usize| {
+            if i < 2 {
+                &self.orig.addrs
+            } else {
+                &self.fin.addrs
+            }
+        };
+        if self.kind & V6 == 0 {
+            let a = half(i);
+            let at = (i % 2) * 4;
+            return IpAddr::V4(Ipv4Addr::new(a[at], a[at + 1], a[at + 2], a[at + 3]));
+        }
+        // Sixteen bytes each: the first in `orig.addrs` and `fin.addrs`, the rest in `wide`.
+        let mut a = [0u8; 16];
+        if i == 0 {
+            a[..8].copy_from_slice(&self.orig.addrs);
+            a[8..].copy_from_slice(&self.fin.addrs);
+        } else {
+            a.copy_from_slice(&self.wide[16 * (i - 1)..16 * i]);
+        }
         if self.kind & (1 << i) != 0 {
-            let mut a = [0; 16];
-            a.copy_from_slice(&block[at..at + 16]);
             IpAddr::V6(Ipv6Addr::from(a))
         } else {
-            IpAddr::V4(Ipv4Addr::new(
-                block[at],
-                block[at + 1],
-                block[at + 2],
-                block[at + 3],
-            ))
+            IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
         }
+    }
+
+    /// Source and destination port of `s`.
+    #[inline]
+    fn ports(s: &Side) -> (u16, u16) {
+        (
+            u16::from_be_bytes([s.ports[0], s.ports[1]]),
+            u16::from_be_bytes([s.ports[2], s.ports[3]]),
+        )
     }
 
     fn headers(&self, s: &Side, proto: u8, first: usize) -> Headers {
@@ -248,14 +266,15 @@ impl FlowRecord {
             m.copy_from_slice(&s.macs[at..at + 6]);
             MacAddr(m)
         };
+        let (src_port, dst_port) = FlowRecord::ports(s);
         Headers {
             dst_mac: mac(0),
             src_mac: mac(6),
             src_ip: self.addr(first),
             dst_ip: self.addr(first + 1),
             proto,
-            src_port: u16::from_be_bytes([s.ports[0], s.ports[1]]),
-            dst_port: u16::from_be_bytes([s.ports[2], s.ports[3]]),
+            src_port,
+            dst_port,
         }
     }
 
@@ -300,29 +319,64 @@ impl FlowRecord {
 
     /// The key packets of `side` arrive with.
     pub fn key(&self, side: FlowSide) -> FlowKey {
+        let vni = |o: &Option<Arc<Encap>>| o.as_ref().map_or(0, |o| o.vni);
         match side {
             FlowSide::Forward => {
-                let vni = self.rev_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_a, vni, &self.orig())
+                let (src_port, dst_port) = FlowRecord::ports(&self.orig);
+                FlowKey {
+                    port: self.port_a,
+                    vni: vni(&self.rev_outer),
+                    proto: self.protos[0],
+                    src: self.addr(0),
+                    dst: self.addr(1),
+                    src_port,
+                    dst_port,
+                }
             }
             FlowSide::Reverse => {
-                let vni = self.fin_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_b, vni, &self.fin().reversed())
+                let (src_port, dst_port) = FlowRecord::ports(&self.fin);
+                FlowKey {
+                    port: self.port_b,
+                    vni: vni(&self.fin_outer),
+                    proto: self.protos[1],
+                    src: self.addr(3),
+                    dst: self.addr(2),
+                    src_port: dst_port,
+                    dst_port: src_port,
+                }
             }
         }
     }
 
-    /// True if packets of `side` arrive with `key` (never for an empty slot).
+    /// True if packets of `side` arrive with `key` (never for an empty slot). An IPv4 key is
+    /// compared as the fast path compares a frame (`arrives_plain`), where building the
+    /// record's key would build its headers.
     pub(crate) fn has_key(&self, side: FlowSide, key: &FlowKey) -> bool {
-        !self.is_vacant() && self.key(side) == *key
+        if self.is_vacant() {
+            return false;
+        }
+        if let (IpAddr::V4(s), IpAddr::V4(d)) = (key.src, key.dst)
+            && self.kind & V6 == 0
+        {
+            let (s, d) = (s.octets(), d.octets());
+            let (sp, dp) = (key.src_port.to_be_bytes(), key.dst_port.to_be_bytes());
+            let addrs = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
+            let ports = [sp[0], sp[1], dp[0], dp[1]];
+            let outer = match side {
+                FlowSide::Forward => &self.rev_outer,
+                FlowSide::Reverse => &self.fin_outer,
+            };
+            return self.same_v4(side, key.port, key.proto, addrs, ports)
+                && outer.as_ref().map_or(0, |o| o.vni) == key.vni;
+        }
+        self.key(side) == *key
     }
 
-    /// True if the frame of a plain IPv4 packet with these fields (`addrs`: source and
-    /// destination, `ports` likewise, as the wire holds them), entering at `port`, is a packet
-    /// of `side`: compared as a few words, where `has_key` builds the key. False for a
-    /// connection with an IPv6 address and for an empty slot.
+    /// True if the connection is IPv4 throughout and packets of `side` arrive at `port` with
+    /// protocol `proto` and these addresses and ports (as the wire holds them), whatever
+    /// their VNI.
     #[inline(always)]
-    pub(crate) fn arrives_plain(
+    fn same_v4(
         &self,
         side: FlowSide,
         port: u16,
@@ -339,16 +393,34 @@ impl FlowRecord {
                     && self.orig.ports == ports
                     && self.port_a == port
                     && self.protos[0] == proto
-                    && vni_is_zero(&self.rev_outer)
             }
             FlowSide::Reverse => {
                 swap_addrs(self.fin.addrs) == addrs
                     && swap_ports(self.fin.ports) == ports
                     && self.port_b == port
                     && self.protos[1] == proto
-                    && vni_is_zero(&self.fin_outer)
             }
         }
+    }
+
+    /// True if the frame of a plain IPv4 packet with these fields (`addrs`: source and
+    /// destination, `ports` likewise, as the wire holds them), entering at `port`, is a packet
+    /// of `side` (VNI 0): compared as a few words, where `has_key` takes a built key. False
+    /// for a connection with an IPv6 address and for an empty slot.
+    #[inline(always)]
+    pub(crate) fn arrives_plain(
+        &self,
+        side: FlowSide,
+        port: u16,
+        proto: u8,
+        addrs: [u8; 8],
+        ports: [u8; 4],
+    ) -> bool {
+        let outer = match side {
+            FlowSide::Forward => &self.rev_outer,
+            FlowSide::Reverse => &self.fin_outer,
+        };
+        self.same_v4(side, port, proto, addrs, ports) && vni_is_zero(outer)
     }
 
     /// What a packet of `side` of an IPv4 connection (`arrives_plain`) is rewritten to:
@@ -460,6 +532,26 @@ mod tests {
             prop_assert!(!r.is_vacant());
             prop_assert_eq!(r.key(FlowSide::Forward), FlowKey::of(3, 0, &orig));
             prop_assert_eq!(r.key(FlowSide::Reverse), FlowKey::of(4, 0, &fin.reversed()));
+            // `has_key` (which compares an IPv4 key in place) takes exactly the record's keys.
+            for side in [FlowSide::Forward, FlowSide::Reverse] {
+                let k = r.key(side);
+                prop_assert!(r.has_key(side, &k));
+                let flip = |a: IpAddr| match a {
+                    IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) ^ 1)),
+                    IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) ^ 1)),
+                };
+                for other in [
+                    FlowKey { vni: 1, ..k },
+                    FlowKey { port: k.port ^ 1, ..k },
+                    FlowKey { proto: k.proto ^ 1, ..k },
+                    FlowKey { src_port: k.src_port ^ 1, ..k },
+                    FlowKey { dst_port: k.dst_port ^ 1, ..k },
+                    FlowKey { src: flip(k.src), ..k },
+                    FlowKey { dst: flip(k.dst), ..k },
+                ] {
+                    prop_assert!(!r.has_key(side, &other), "{:?} has {:?}", side, other);
+                }
+            }
             let plain = !v6.contains(&true);
             // The plain comparison agrees with the key's, for IPv4 connections only.
             for (side, h, port) in [(FlowSide::Forward, orig, 3), (FlowSide::Reverse, fin.reversed(), 4)] {

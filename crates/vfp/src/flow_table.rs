@@ -229,9 +229,13 @@ impl FlowTable {
         } else {
             &[FlowSide::Forward]
         };
-        for &side in sides {
+        // Both keys' hashes, worked out once for the displacement and for the index.
+        let keys = [FlowSide::Forward, FlowSide::Reverse].map(|side| {
             let k = rec.key(side);
-            if let Some((slot, _)) = self.find(&k, self.hash(&k))
+            (self.hash(&k), k)
+        });
+        for (h, k) in keys.iter().take(sides.len()) {
+            if let Some((slot, _)) = self.find(k, *h)
                 && let Some(old) = self.remove(slot)
             {
                 displaced.push(old);
@@ -244,11 +248,10 @@ impl FlowTable {
             Some(s) => s,
             None => self.slab.push_empty() as u32,
         };
-        let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
         if let Some(s) = self.slab.get_mut(slot as usize) {
             s.0 = rec;
         }
-        for (&side, h) in sides.iter().zip(hashes) {
+        for (&side, (h, _)) in sides.iter().zip(keys) {
             self.index.insert(h, pack(slot, side));
         }
         self.live += 1;
