@@ -9,6 +9,7 @@
 
 use crate::flow_index::FlowIndex;
 pub use crate::flow_record::FlowRecord;
+use crate::flow_record::WireKey;
 use crate::headers::{FlowKey, hash_v4};
 use crate::tcp_state::FlowSide;
 
@@ -175,6 +176,42 @@ impl FlowTable {
         None
     }
 
+    /// The hash of a wire key (`FlowKey::hash_with` of the same key).
+    #[inline]
+    fn hash_wire(&self, k: &WireKey) -> u64 {
+        let (ports, addrs) = (u32::from_be_bytes(k.ports), u64::from_be_bytes(k.addrs));
+        hash_v4(self.seed, k.port, k.vni, k.proto, ports, addrs)
+    }
+
+    /// `find` for a wire key hashed to `hash`.
+    fn find_wire(&self, k: &WireKey, hash: u64) -> Option<(u32, FlowSide)> {
+        for v in self.index.candidates(hash) {
+            let (slot, side) = unpack(v);
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
+                && r.has_wire_key(side, k)
+            {
+                return Some((slot, side));
+            }
+        }
+        None
+    }
+
+    /// The hash of the key packets of `side` of `rec` arrive with, and the connection that
+    /// holds that key now, if any.
+    fn hash_and_find(&self, rec: &FlowRecord, side: FlowSide) -> (u64, Option<(u32, FlowSide)>) {
+        match rec.wire_key(side) {
+            Some(k) => {
+                let h = self.hash_wire(&k);
+                (h, self.find_wire(&k, h))
+            }
+            None => {
+                let k = rec.key(side);
+                let h = self.hash(&k);
+                (h, self.find(&k, h))
+            }
+        }
+    }
+
     /// The hash of a plain IPv4 frame's key (`FlowKey::hash_with` of the key `find_plain`
     /// takes), from its fields as the wire holds them.
     #[inline(always)]
@@ -229,13 +266,12 @@ impl FlowTable {
         } else {
             &[FlowSide::Forward]
         };
-        // Both keys' hashes, worked out once for the displacement and for the index.
-        let keys = [FlowSide::Forward, FlowSide::Reverse].map(|side| {
-            let k = rec.key(side);
-            (self.hash(&k), k)
-        });
-        for (h, k) in keys.iter().take(sides.len()) {
-            if let Some((slot, _)) = self.find(k, *h)
+        // Each key's hash, worked out once for the displacement and for the index.
+        let mut hashes = [0; 2];
+        for (&side, h) in sides.iter().zip(&mut hashes) {
+            let (hash, holder) = self.hash_and_find(&rec, side);
+            *h = hash;
+            if let Some((slot, _)) = holder
                 && let Some(old) = self.remove(slot)
             {
                 displaced.push(old);
@@ -251,7 +287,7 @@ impl FlowTable {
         if let Some(s) = self.slab.get_mut(slot as usize) {
             s.0 = rec;
         }
-        for (&side, (h, _)) in sides.iter().zip(keys) {
+        for (&side, h) in sides.iter().zip(hashes) {
             self.index.insert(h, pack(slot, side));
         }
         self.live += 1;
@@ -266,7 +302,10 @@ impl FlowTable {
         }
         let rec = std::mem::replace(&mut s.0, FlowRecord::vacant());
         for side in [FlowSide::Forward, FlowSide::Reverse] {
-            let h = self.hash(&rec.key(side));
+            let h = match rec.wire_key(side) {
+                Some(k) => self.hash_wire(&k),
+                None => self.hash(&rec.key(side)),
+            };
             self.index.remove(h, pack(slot, side));
         }
         self.free.push(slot);
@@ -346,6 +385,28 @@ mod tests {
         t.remove(0);
         t.insert(stateless.clone()).unwrap();
         assert!(find(&t, stateless.key(FlowSide::Reverse)).is_none());
+    }
+
+    #[test]
+    fn a_wire_key_hashes_as_its_flow_key() {
+        let t = FlowTable::new(10, 0x5eed);
+        for n in [0u16, 1, 80, 40_000, u16::MAX] {
+            let mut r = rec(n);
+            r.rev_outer = Some(std::sync::Arc::new(crate::encap::Encap {
+                vni: u32::from(n) << 4,
+                src_mac: crate::wire::MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: crate::wire::MacAddr([2, 0, 0, 0, 0, 2]),
+                src_ip: "192.168.1.5".parse().unwrap(),
+                dst_ip: "192.168.1.2".parse().unwrap(),
+                udp_port: 4789,
+            }));
+            for side in [FlowSide::Forward, FlowSide::Reverse] {
+                let k = r.wire_key(side).unwrap();
+                assert_eq!(t.hash_wire(&k), t.hash(&r.key(side)), "{side:?} of {n}");
+                assert_eq!(Some(k), WireKey::of(&r.key(side)));
+                assert!(r.has_wire_key(side, &k));
+            }
+        }
     }
 
     #[test]

@@ -212,15 +212,12 @@ fn field_delta<const N: usize>(old: &[u8; N], new: &[u8; N]) -> u32 {
     if old == new {
         return 0;
     }
-    old.chunks_exact(2)
-        .zip(new.chunks_exact(2))
-        .map(|(o, n)| {
-            checksum::delta16(
-                u16::from_ne_bytes([o[0], o[1]]),
-                u16::from_ne_bytes([n[0], n[1]]),
-            )
-        })
-        .sum()
+    let mut d = 0;
+    for i in (0..N).step_by(2) {
+        let word = |b: &[u8; N]| u16::from_ne_bytes([b[i], b[i + 1]]);
+        d += checksum::delta16(word(old), word(new));
+    }
+    d
 }
 
 impl V4Write {
@@ -236,9 +233,6 @@ impl V4Write {
         let new_addrs = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
         let (sp, dp) = (t.src_port.to_be_bytes(), t.dst_port.to_be_bytes());
         let new_ports = [sp[0], sp[1], dp[0], dp[1]];
-        let (old_s, old_d) = addrs.split_at(4);
-        let da = field_delta(&arr4(old_s), &s) + field_delta(&arr4(old_d), &d);
-        let dp = field_delta(&[ports[0], ports[1]], &sp) + field_delta(&[ports[2], ports[3]], &dp);
         let (dm, sm) = (t.dst_mac.0, t.src_mac.0);
         Some(V4Write {
             macs: [
@@ -246,17 +240,26 @@ impl V4Write {
             ],
             addrs: new_addrs,
             ports: new_ports,
-            deltas: [checksum::fold(da), checksum::fold(da + dp)],
+            deltas: V4Write::deltas(addrs, ports, new_addrs, new_ports),
         })
     }
-}
 
-/// The first four bytes of `b` (always four here: halves of an 8-byte array).
-#[inline(always)]
-fn arr4(b: &[u8]) -> [u8; 4] {
-    let mut a = [0; 4];
-    a.copy_from_slice(&b[..4]);
-    a
+    /// `deltas` of a rewrite from addresses `addrs` and ports `ports` to `new_addrs` and
+    /// `new_ports` (each source then destination, as the wire holds them).
+    #[inline(always)]
+    pub(crate) fn deltas(
+        addrs: [u8; 8],
+        ports: [u8; 4],
+        new_addrs: [u8; 8],
+        new_ports: [u8; 4],
+    ) -> [u16; 2] {
+        let half = |a: &[u8; 8], at: usize| [a[at], a[at + 1], a[at + 2], a[at + 3]];
+        let da = field_delta(&half(&addrs, 0), &half(&new_addrs, 0))
+            + field_delta(&half(&addrs, 4), &half(&new_addrs, 4));
+        let dp = field_delta(&[ports[0], ports[1]], &[new_ports[0], new_ports[1]])
+            + field_delta(&[ports[2], ports[3]], &[new_ports[2], new_ports[3]]);
+        [checksum::fold(da), checksum::fold(da + dp)]
+    }
 }
 
 /// Writes `w` into the IPv4 TCP/UDP packet at `o` in `b`, which must hold the Ethernet, the
