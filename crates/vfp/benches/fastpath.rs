@@ -275,7 +275,6 @@ fn report_memory(sw: &Switch) {
 fn new_flows(c: &mut Criterion) {
     let (mut sw, a) = node();
     sw.reserve_flows(BATCH);
-    let client = v4(0x0af4_010a);
     let mut round = 0u32;
     let mut g = c.benchmark_group("switch");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -284,14 +283,7 @@ fn new_flows(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 round = round.wrapping_add(1);
-                let pkts: Vec<Frame> = pick(BATCH, LBS)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        Frame::new(&frame(client, 1024 + i as u16, vip(l), 80, TcpFlags::SYN))
-                    })
-                    .collect();
-                let mut pkts = black_box(pkts);
+                let mut pkts = black_box(new_connection_frames());
                 let t = Instant::now();
                 for f in pkts.iter_mut() {
                     black_box(sw.process(a, f, Timestamp::from_secs(u64::from(round) * 1000)));
@@ -530,10 +522,32 @@ fn counted_floor_batch(table: &Floor, frames: &mut [Frame], originals: &[Vec<u8>
     table.run(frames, originals);
 }
 
-/// `FASTPATH_COUNT=N`: runs N batches of the fast path and of the floor and nothing else, for
-/// an instruction count that a busy machine does not change:
+/// One batch of first packets of new connections (the slow path and the flow install), out of
+/// line for the same reason.
+#[inline(never)]
+fn counted_new_batch(sw: &mut Switch, a: PortId, frames: &mut [Frame], now: Timestamp) {
+    for f in frames.iter_mut() {
+        black_box(sw.process(a, f, now));
+    }
+}
+
+/// The first packets of `BATCH` new connections (the same every round; `new_flows` expires
+/// them between rounds).
+fn new_connection_frames() -> Vec<Frame> {
+    let client = v4(0x0af4_010a);
+    pick(BATCH, LBS)
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| Frame::new(&frame(client, 1024 + i as u16, vip(l), 80, TcpFlags::SYN)))
+        .collect()
+}
+
+/// `FASTPATH_COUNT=N`: runs N batches of the fast path and of the floor, and N batches of new
+/// connections, and nothing else, for an instruction count that a busy machine does not
+/// change:
 /// `FASTPATH_COUNT=100 valgrind --tool=callgrind --toggle-collect='*counted_fast_batch*' BENCH`
-/// (instructions / (N x 1,024) = per packet; `*counted_floor_batch*` for the floor).
+/// (instructions / (N x 1,024) = per packet; `*counted_floor_batch*` for the floor,
+/// `*counted_new_batch*` for new connections).
 fn count_only(n: usize) {
     let (mut sw, a) = node_with_live_connections();
     let table = Floor::new();
@@ -548,6 +562,14 @@ fn count_only(n: usize) {
         (n * BATCH) as u64,
         "every packet hit"
     );
+    let (mut sw, a) = node();
+    sw.reserve_flows(BATCH);
+    for round in 1..=n as u64 {
+        let mut frames = new_connection_frames();
+        counted_new_batch(&mut sw, a, &mut frames, Timestamp::from_secs(round * 1000));
+        assert_eq!(sw.flows().len(), BATCH, "each packet created a connection");
+        sw.expire(Timestamp::from_secs(round * 1000 + 999));
+    }
 }
 
 criterion_group! {

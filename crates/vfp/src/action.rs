@@ -119,10 +119,11 @@ impl Prior {
     /// What the cached connection `r` chose; `slot` is where it still lies in the table, if it
     /// does.
     pub(crate) fn of(r: &FlowRecord, slot: Option<u32>) -> Prior {
+        let fin = r.fin();
         Prior {
-            dst: Some((r.fin.dst_ip, r.fin.dst_port)),
+            dst: Some((fin.dst_ip, fin.dst_port)),
             snat: r.snat,
-            remote: Some(Remote::of(&r.fin)),
+            remote: Some(Remote::of(&fin)),
             slot,
         }
     }
@@ -159,9 +160,9 @@ fn closed_holder(
     move |slot, port| {
         own != Some(slot)
             && flows.get(slot).is_some_and(|r| {
-                r.orig.proto == proto::TCP
+                r.proto() == proto::TCP
                     && r.tcp.takes_new_syn(syn)
-                    && Remote::of(&r.fin) == remote
+                    && Remote::of(&r.fin()) == remote
                     && r.snat.contains(&Some(SnatAlloc { pool, class, port }))
             })
     }
@@ -214,7 +215,7 @@ impl ActionCtx<'_> {
             && let Some(old) = self.flows.remove(slot)
         {
             self.counters.evicted += 1;
-            let old_remote = Remote::of(&old.fin);
+            let old_remote = Remote::of(&old.fin());
             for a in old.snat.into_iter().flatten() {
                 if a != taken.alloc {
                     self.pools.release(a, old_remote);

@@ -7,114 +7,27 @@
 //! record itself. That keeps the index at 11 to 21 bytes per key (8-byte words, 3/8 to 3/4 of
 //! them in use) instead of repeating a 40-byte key twice per connection.
 
-use crate::encap::Encap;
 use crate::flow_index::FlowIndex;
-use crate::headers::{FlowKey, Headers};
-use crate::nat::SnatAlloc;
-use crate::tcp_state::{FlowSide, TcpTracker};
-use crate::time::Timestamp;
-use std::sync::Arc;
-
-/// A cached connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowRecord {
-    /// The first packet's headers as it entered the switch at `port_a`.
-    pub orig: Headers,
-    /// Its headers as it left at `port_b`, after every layer on the way.
-    pub fin: Headers,
-    /// Outer headers added on the forward path (encapsulated towards the underlay).
-    pub fin_outer: Option<Arc<Encap>>,
-    /// Outer headers for replies, when the forward packet arrived encapsulated (and so its
-    /// replies must be encapsulated back); its VNI is part of the forward key.
-    pub rev_outer: Option<Arc<Encap>>,
-    /// Port the connection entered at.
-    pub port_a: u16,
-    /// Port the forward direction leaves at.
-    pub port_b: u16,
-    /// Generations of port_a, port_b and the switch topology when evaluated.
-    pub generation: [u32; 3],
-    /// When the last packet of either direction was seen.
-    pub last_seen: Timestamp,
-    /// TCP flags seen.
-    pub tcp: TcpTracker,
-    /// False for connections decided by a stateless rule: no reverse key.
-    pub stateful: bool,
-    /// Outer UDP source port for encapsulated packets of this flow.
-    pub entropy: u16,
-    /// SNAT ports held by this connection, released when it goes.
-    pub snat: [Option<SnatAlloc>; 2],
-    /// Packets seen (both directions).
-    pub packets: u64,
-    /// Bytes seen (both directions).
-    pub bytes: u64,
-}
-
-impl FlowRecord {
-    /// What packets of `side` become: their headers, their outer headers, and the port they
-    /// leave by.
-    #[inline(always)]
-    pub fn target(&self, side: FlowSide) -> (Headers, Option<&Arc<Encap>>, u16) {
-        match side {
-            FlowSide::Forward => (self.fin, self.fin_outer.as_ref(), self.port_b),
-            FlowSide::Reverse => (self.orig.reversed(), self.rev_outer.as_ref(), self.port_a),
-        }
-    }
-
-    /// The key packets of `side` arrive with.
-    #[inline(always)]
-    pub fn key(&self, side: FlowSide) -> FlowKey {
-        match side {
-            FlowSide::Forward => {
-                let vni = self.rev_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_a, vni, &self.orig)
-            }
-            FlowSide::Reverse => {
-                let vni = self.fin_outer.as_ref().map_or(0, |o| o.vni);
-                FlowKey::of(self.port_b, vni, &self.fin.reversed())
-            }
-        }
-    }
-}
-
-impl FlowRecord {
-    /// True if packets of `side` arrive with `key`; compares in place rather than building the
-    /// key, as this runs on every lookup. One branch on the side (nearly always taken the same
-    /// way packet after packet) instead of selecting every field by it.
-    #[inline(always)]
-    fn has_key(&self, side: FlowSide, key: &FlowKey) -> bool {
-        let vni = |o: &Option<Arc<Encap>>| o.as_ref().map_or(0, |o| o.vni);
-        match side {
-            FlowSide::Forward => {
-                let h = &self.orig;
-                self.port_a == key.port
-                    && h.src_port == key.src_port
-                    && h.dst_port == key.dst_port
-                    && h.proto == key.proto
-                    && h.src_ip == key.src
-                    && h.dst_ip == key.dst
-                    && vni(&self.rev_outer) == key.vni
-            }
-            FlowSide::Reverse => {
-                let h = &self.fin;
-                self.port_b == key.port
-                    && h.dst_port == key.src_port
-                    && h.src_port == key.dst_port
-                    && h.proto == key.proto
-                    && h.dst_ip == key.src
-                    && h.src_ip == key.dst
-                    && vni(&self.fin_outer) == key.vni
-            }
-        }
-    }
-}
+pub use crate::flow_record::FlowRecord;
+use crate::flow_record::WireKey;
+use crate::headers::{FlowKey, hash_v4};
+use crate::tcp_state::FlowSide;
 
 const SIDE_BIT: u32 = 1 << 31;
 
-/// A slab entry, aligned to a cache line so that a record never straddles more lines than its
-/// size needs (a 184-byte record would otherwise touch up to four lines per lookup).
-#[derive(Debug, Clone, Default)]
+/// A slab entry, aligned to a cache line so that a record's first two lines (all the fast
+/// path reads) are two lines of memory. An empty slot holds a vacant record rather than being
+/// an `Option`: the compiler would choose where the `Option` keeps its tag, and a tag in the
+/// third line would cost every lookup a line.
+#[derive(Debug, Clone)]
 #[repr(align(64))]
-struct Slot(Option<FlowRecord>);
+struct Slot(FlowRecord);
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot(FlowRecord::vacant())
+    }
+}
 
 /// Slots per slab chunk (a power of two; 1024 x 192 bytes = 192 KiB).
 const CHUNK: usize = 1024;
@@ -254,8 +167,74 @@ impl FlowTable {
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
         for v in self.index.candidates(hash) {
             let (slot, side) = unpack(v);
-            if let Some(Slot(Some(r))) = self.slab.get(slot as usize)
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
                 && r.has_key(side, key)
+            {
+                return Some((slot, side));
+            }
+        }
+        None
+    }
+
+    /// The hash of a wire key (`FlowKey::hash_with` of the same key).
+    #[inline]
+    fn hash_wire(&self, k: &WireKey) -> u64 {
+        let (ports, addrs) = (u32::from_be_bytes(k.ports), u64::from_be_bytes(k.addrs));
+        hash_v4(self.seed, k.port, k.vni, k.proto, ports, addrs)
+    }
+
+    /// `find` for a wire key hashed to `hash`.
+    fn find_wire(&self, k: &WireKey, hash: u64) -> Option<(u32, FlowSide)> {
+        for v in self.index.candidates(hash) {
+            let (slot, side) = unpack(v);
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
+                && r.has_wire_key(side, k)
+            {
+                return Some((slot, side));
+            }
+        }
+        None
+    }
+
+    /// The hash of the key packets of `side` of `rec` arrive with, and the connection that
+    /// holds that key now, if any.
+    fn hash_and_find(&self, rec: &FlowRecord, side: FlowSide) -> (u64, Option<(u32, FlowSide)>) {
+        match rec.wire_key(side) {
+            Some(k) => {
+                let h = self.hash_wire(&k);
+                (h, self.find_wire(&k, h))
+            }
+            None => {
+                let k = rec.key(side);
+                let h = self.hash(&k);
+                (h, self.find(&k, h))
+            }
+        }
+    }
+
+    /// The hash of a plain IPv4 frame's key (`FlowKey::hash_with` of the key `find_plain`
+    /// takes), from its fields as the wire holds them.
+    #[inline(always)]
+    pub(crate) fn hash_plain(&self, port: u16, proto: u8, addrs: [u8; 8], ports: [u8; 4]) -> u64 {
+        let (ports, addrs) = (u32::from_be_bytes(ports), u64::from_be_bytes(addrs));
+        hash_v4(self.seed, port, 0, proto, ports, addrs)
+    }
+
+    /// `find` for a plain IPv4 frame entering at `port` (VNI 0) with these fields as the wire
+    /// holds them (`FlowRecord::arrives_plain`); `hash` from `hash_plain`.
+    #[inline(always)]
+    pub(crate) fn find_plain(
+        &self,
+        port: u16,
+        proto: u8,
+        addrs: [u8; 8],
+        ports: [u8; 4],
+        hash: u64,
+    ) -> Option<(u32, FlowSide)> {
+        for v in self.index.candidates(hash) {
+            let (slot, side) = unpack(v);
+            if let Some(Slot(r)) = self.slab.get(slot as usize)
+                && r.arrives_plain(side, port, proto, addrs, ports)
             {
                 return Some((slot, side));
             }
@@ -266,13 +245,15 @@ impl FlowTable {
     /// The record in `slot`.
     #[inline(always)]
     pub fn get(&self, slot: u32) -> Option<&FlowRecord> {
-        self.slab.get(slot as usize)?.0.as_ref()
+        let r = &self.slab.get(slot as usize)?.0;
+        (!r.is_vacant()).then_some(r)
     }
 
     /// The record in `slot`, writable (its keys must not change).
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> Option<&mut FlowRecord> {
-        self.slab.get_mut(slot as usize)?.0.as_mut()
+        let r = &mut self.slab.get_mut(slot as usize)?.0;
+        (!r.is_vacant()).then_some(r)
     }
 
     /// Installs a connection under its forward key and, if stateful, its reverse key. Records
@@ -280,14 +261,17 @@ impl FlowTable {
     /// they hold.
     pub fn insert(&mut self, rec: FlowRecord) -> Result<(u32, Vec<FlowRecord>), TableFull> {
         let mut displaced = Vec::new();
-        let sides: &[FlowSide] = if rec.stateful {
+        let sides: &[FlowSide] = if rec.stateful() {
             &[FlowSide::Forward, FlowSide::Reverse]
         } else {
             &[FlowSide::Forward]
         };
-        for &side in sides {
-            let k = rec.key(side);
-            if let Some((slot, _)) = self.find(&k, self.hash(&k))
+        // Each key's hash, worked out once for the displacement and for the index.
+        let mut hashes = [0; 2];
+        for (&side, h) in sides.iter().zip(&mut hashes) {
+            let (hash, holder) = self.hash_and_find(&rec, side);
+            *h = hash;
+            if let Some((slot, _)) = holder
                 && let Some(old) = self.remove(slot)
             {
                 displaced.push(old);
@@ -300,9 +284,8 @@ impl FlowTable {
             Some(s) => s,
             None => self.slab.push_empty() as u32,
         };
-        let hashes = [rec.key(sides[0]), rec.key(FlowSide::Reverse)].map(|k| self.hash(&k));
         if let Some(s) = self.slab.get_mut(slot as usize) {
-            s.0 = Some(rec);
+            s.0 = rec;
         }
         for (&side, h) in sides.iter().zip(hashes) {
             self.index.insert(h, pack(slot, side));
@@ -313,9 +296,16 @@ impl FlowTable {
 
     /// Removes a connection and both its keys.
     pub fn remove(&mut self, slot: u32) -> Option<FlowRecord> {
-        let rec = self.slab.get_mut(slot as usize)?.0.take()?;
+        let s = self.slab.get_mut(slot as usize)?;
+        if s.0.is_vacant() {
+            return None;
+        }
+        let rec = std::mem::replace(&mut s.0, FlowRecord::vacant());
         for side in [FlowSide::Forward, FlowSide::Reverse] {
-            let h = self.hash(&rec.key(side));
+            let h = match rec.wire_key(side) {
+                Some(k) => self.hash_wire(&k),
+                None => self.hash(&rec.key(side)),
+            };
             self.index.remove(h, pack(slot, side));
         }
         self.free.push(slot);
@@ -326,7 +316,7 @@ impl FlowTable {
     /// Slots of every live connection.
     pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
         (0..self.slab.len)
-            .filter(|&i| self.slab.get(i).is_some_and(|s| s.0.is_some()))
+            .filter(|&i| self.slab.get(i).is_some_and(|s| !s.0.is_vacant()))
             .map(|i| i as u32)
     }
 
@@ -339,6 +329,7 @@ impl FlowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::Headers;
     use crate::wire::proto;
 
     fn rec(n: u16) -> FlowRecord {
@@ -353,22 +344,10 @@ mod tests {
         let mut fin = orig;
         fin.dst_ip = "10.1.0.5".parse().unwrap();
         fin.dst_port = 8080;
-        FlowRecord {
-            orig,
-            fin,
-            fin_outer: None,
-            rev_outer: None,
-            port_a: 1,
-            port_b: 2,
-            generation: [0; 3],
-            last_seen: Timestamp(0),
-            tcp: TcpTracker::default(),
-            stateful: true,
-            entropy: 0,
-            snat: [None, None],
-            packets: 0,
-            bytes: 0,
-        }
+        let mut r = FlowRecord::new(orig, fin);
+        r.port_a = 1;
+        r.port_b = 2;
+        r
     }
 
     fn find(t: &FlowTable, k: FlowKey) -> Option<(u32, FlowSide)> {
@@ -402,15 +381,37 @@ mod tests {
         assert_eq!(displaced.len(), 1);
         assert_eq!(t.len(), 2);
         let mut stateless = rec(9);
-        stateless.stateful = false;
+        stateless.set_stateful(false);
         t.remove(0);
         t.insert(stateless.clone()).unwrap();
         assert!(find(&t, stateless.key(FlowSide::Reverse)).is_none());
     }
 
     #[test]
+    fn a_wire_key_hashes_as_its_flow_key() {
+        let t = FlowTable::new(10, 0x5eed);
+        for n in [0u16, 1, 80, 40_000, u16::MAX] {
+            let mut r = rec(n);
+            r.rev_outer = Some(std::sync::Arc::new(crate::encap::Encap {
+                vni: u32::from(n) << 4,
+                src_mac: crate::wire::MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: crate::wire::MacAddr([2, 0, 0, 0, 0, 2]),
+                src_ip: "192.168.1.5".parse().unwrap(),
+                dst_ip: "192.168.1.2".parse().unwrap(),
+                udp_port: 4789,
+            }));
+            for side in [FlowSide::Forward, FlowSide::Reverse] {
+                let k = r.wire_key(side).unwrap();
+                assert_eq!(t.hash_wire(&k), t.hash(&r.key(side)), "{side:?} of {n}");
+                assert_eq!(Some(k), WireKey::of(&r.key(side)));
+                assert!(r.has_wire_key(side, &k));
+            }
+        }
+    }
+
+    #[test]
     fn record_fits_the_memory_budget_and_the_slab_never_moves_records() {
         // DESIGN.md §6: <= 256 bytes per cached flow; the index adds 2 x 8 bytes / its load.
-        assert!(std::mem::size_of::<Slot>() <= 200);
+        assert_eq!(std::mem::size_of::<Slot>(), 192);
     }
 }

@@ -41,6 +41,7 @@ pub mod disposition;
 pub mod encap;
 pub mod error;
 mod flow_index;
+mod flow_record;
 pub mod flow_table;
 pub mod forwarding;
 mod fragments;

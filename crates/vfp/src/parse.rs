@@ -173,11 +173,12 @@ fn parse_full(bytes: &[u8], cx: &ParseContext<'_>, p: &mut Parsed) -> Result<(),
 pub(crate) struct Plain {
     pub dst_mac: MacAddr,
     pub src_mac: MacAddr,
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    /// Source and destination address, as the wire holds them (the flow record keeps them so,
+    /// and compares them as one word).
+    pub addrs: [u8; 8],
     pub proto: u8,
-    pub src_port: u16,
-    pub dst_port: u16,
+    /// Source and destination port, as the wire holds them.
+    pub ports: [u8; 4],
     /// Offset of the TCP or UDP header (the IPv4 header is at 14).
     pub l4: usize,
     pub l4_kind: PlainL4,
@@ -196,26 +197,38 @@ pub(crate) enum PlainL4 {
 }
 
 impl Plain {
+    /// The source address.
+    #[inline(always)]
+    pub fn src(&self) -> Ipv4Addr {
+        let [a, b, c, d, ..] = self.addrs;
+        Ipv4Addr::new(a, b, c, d)
+    }
+
+    /// The destination address.
+    #[inline(always)]
+    pub fn dst(&self) -> Ipv4Addr {
+        let [.., a, b, c, d] = self.addrs;
+        Ipv4Addr::new(a, b, c, d)
+    }
+
+    /// The source port.
+    #[inline(always)]
+    pub fn src_port(&self) -> u16 {
+        u16::from_be_bytes([self.ports[0], self.ports[1]])
+    }
+
+    /// The destination port.
+    #[inline(always)]
+    pub fn dst_port(&self) -> u16 {
+        u16::from_be_bytes([self.ports[2], self.ports[3]])
+    }
+
     /// TCP flags, 0 for UDP.
     #[inline(always)]
     pub fn tcp_flags(&self) -> u8 {
         match self.l4_kind {
             PlainL4::Tcp { flags } => flags,
             PlainL4::Udp { .. } => 0,
-        }
-    }
-
-    /// The flow key of this frame entering at `port` (not encapsulated: VNI 0).
-    #[inline(always)]
-    pub fn flow_key(&self, port: u16) -> FlowKey {
-        FlowKey {
-            port,
-            vni: 0,
-            proto: self.proto,
-            src: IpAddr::V4(self.src),
-            dst: IpAddr::V4(self.dst),
-            src_port: self.src_port,
-            dst_port: self.dst_port,
         }
     }
 }
@@ -247,7 +260,7 @@ pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
             if thl < 20 || thl > seg.len() {
                 return None;
             }
-            ([t[0], t[1], t[2], t[3]], PlainL4::Tcp { flags: t[13] })
+            (*t.first_chunk::<4>()?, PlainL4::Tcp { flags: t[13] })
         }
         proto::UDP => {
             let u = seg.first_chunk::<8>()?;
@@ -256,18 +269,16 @@ pub(crate) fn plain(bytes: &[u8], vxlan_port: u16) -> Option<Plain> {
                 return None;
             }
             let checksum = u[6..8] != [0, 0];
-            ([u[0], u[1], u[2], u[3]], PlainL4::Udp { checksum })
+            (*u.first_chunk::<4>()?, PlainL4::Udp { checksum })
         }
         _ => return None,
     };
     Some(Plain {
         dst_mac: MacAddr([h[0], h[1], h[2], h[3], h[4], h[5]]),
         src_mac: MacAddr([h[6], h[7], h[8], h[9], h[10], h[11]]),
-        src: Ipv4Addr::from(*h[26..].first_chunk::<4>()?),
-        dst: Ipv4Addr::from(*h[30..].first_chunk::<4>()?),
+        addrs: *h[26..].first_chunk::<8>()?,
         proto,
-        src_port: u16::from_be_bytes([ports[0], ports[1]]),
-        dst_port: u16::from_be_bytes([ports[2], ports[3]]),
+        ports,
         l4,
         l4_kind,
     })
@@ -283,11 +294,11 @@ fn plain_ipv4(bytes: &[u8], vxlan_port: u16, p: &mut Parsed) -> bool {
     p.headers = Headers {
         dst_mac: x.dst_mac,
         src_mac: x.src_mac,
-        src_ip: IpAddr::V4(x.src),
-        dst_ip: IpAddr::V4(x.dst),
+        src_ip: IpAddr::V4(x.src()),
+        dst_ip: IpAddr::V4(x.dst()),
         proto: x.proto,
-        src_port: x.src_port,
-        dst_port: x.dst_port,
+        src_port: x.src_port(),
+        dst_port: x.dst_port(),
     };
     p.kind = Kind::Ip;
     p.l3 = 14;

@@ -86,7 +86,7 @@ pub struct Switch {
 }
 
 /// Rewrites `frame` the way the connection in `r` rewrites packets of `side`, and returns the
-/// port they leave by. The forward headers are used in place rather than copied (`target`).
+/// port they leave by.
 #[inline(always)]
 fn replay(
     r: &FlowRecord,
@@ -96,10 +96,11 @@ fn replay(
 ) -> Result<PortId, wire::WireError> {
     match side {
         FlowSide::Forward => {
-            transform::apply(frame, p, &r.fin, r.fin_outer.as_deref(), r.entropy).map(|()| r.port_b)
+            let t = r.fin();
+            transform::apply(frame, p, &t, r.fin_outer.as_deref(), r.entropy).map(|()| r.port_b)
         }
         FlowSide::Reverse => {
-            let t = r.orig.reversed();
+            let t = r.orig().reversed();
             transform::apply(frame, p, &t, r.rev_outer.as_deref(), r.entropy).map(|()| r.port_a)
         }
     }
@@ -139,7 +140,7 @@ fn evaluated_at(r: &FlowRecord, ports: [Option<u32>; 2], topo_gen: u32) -> bool 
 
 /// The idle timeout of the connection in `r`.
 fn timeout(t: &FlowTimeouts, r: &FlowRecord) -> Duration {
-    match r.orig.proto {
+    match r.proto() {
         proto::TCP => t.tcp(r.tcp.phase()),
         proto::UDP => t.udp,
         _ => t.other,
@@ -632,22 +633,19 @@ impl Switch {
         let key = FlowKey::of(from, p.vni(), &p.headers);
         let mut tcp = TcpTracker::default();
         tcp.observe(FlowSide::Forward, p.tcp_flags());
-        let rec = FlowRecord {
-            orig: start.inner,
-            fin: ev.after.inner,
-            fin_outer: ev.after.outer.clone(),
-            rev_outer: start.outer.as_ref().map(|o| Arc::new(o.reversed())),
-            port_a: from,
-            port_b: ev.to,
-            generation: self.generations(from, ev.to),
-            last_seen: now,
-            tcp,
-            stateful: ev.stateful,
-            entropy: encap::entropy_port(self.flows.hash(&key)),
-            snat: ev.snat,
-            packets: 1,
-            bytes: frame.len() as u64,
-        };
+        let mut rec = FlowRecord::new(start.inner, ev.after.inner);
+        rec.fin_outer = ev.after.outer.clone();
+        rec.rev_outer = start.outer.as_ref().map(|o| Arc::new(o.reversed()));
+        rec.port_a = from;
+        rec.port_b = ev.to;
+        rec.generation = self.generations(from, ev.to);
+        rec.last_seen = now;
+        rec.tcp = tcp;
+        rec.set_stateful(ev.stateful);
+        rec.entropy = encap::entropy_port(self.flows.hash(&key));
+        rec.snat = ev.snat;
+        rec.packets = 1;
+        rec.bytes = frame.len() as u64;
         let entropy = rec.entropy;
         let Some(slot) = self.install(rec) else {
             return Disposition::Drop(DropReason::FlowTableFull);
@@ -679,13 +677,13 @@ impl Switch {
 
     /// Inserts a record; on a full table releases its SNAT ports and counts the refusal.
     fn install(&mut self, rec: FlowRecord) -> Option<u32> {
-        let (snat, remote) = (rec.snat, Remote::of(&rec.fin));
+        let (snat, remote) = (rec.snat, Remote::of(&rec.fin()));
         match self.flows.insert(rec) {
             Ok((slot, displaced)) => {
                 self.counters.created += 1;
                 for old in displaced {
                     self.counters.evicted += 1;
-                    self.release(old.snat, Remote::of(&old.fin));
+                    self.release(old.snat, Remote::of(&old.fin()));
                 }
                 self.bind(snat, remote, slot);
                 Some(slot)
@@ -715,7 +713,7 @@ impl Switch {
 
     fn drop_record(&mut self, slot: u32) {
         if let Some(r) = self.flows.remove(slot) {
-            self.release(r.snat, Remote::of(&r.fin));
+            self.release(r.snat, Remote::of(&r.fin()));
         }
     }
 
@@ -727,14 +725,15 @@ impl Switch {
             return;
         };
         self.counters.reevaluated += 1;
+        let (orig, fin) = (old.orig(), old.fin());
         let start = PacketHeaders {
-            inner: old.orig,
+            inner: orig,
             outer: old.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
         };
         let prior = Prior {
-            dst: Some((old.fin.dst_ip, old.fin.dst_port)),
+            dst: Some((fin.dst_ip, fin.dst_port)),
             snat: old.snat,
-            remote: Some(Remote::of(&old.fin)),
+            remote: Some(Remote::of(&fin)),
             slot: Some(slot),
         };
         let ev = match pipeline::evaluate(
@@ -752,28 +751,33 @@ impl Switch {
                 return self.drop_record(slot);
             }
         };
-        self.release(ev.unused_prior, Remote::of(&old.fin));
+        self.release(ev.unused_prior, Remote::of(&fin));
         let gens = self.generations(old.port_a, ev.to);
-        let same = ev.after.inner == old.fin
+        let same = ev.after.inner == fin
             && ev.after.outer == old.fin_outer
             && ev.to == old.port_b
-            && ev.stateful == old.stateful;
+            && ev.stateful == old.stateful();
         if same && let Some(r) = self.flows.get_mut(slot) {
             r.generation = gens;
             r.snat = ev.snat;
-            self.bind(ev.snat, Remote::of(&old.fin), slot);
+            self.bind(ev.snat, Remote::of(&fin), slot);
             return;
         }
         self.flows.remove(slot);
-        let rec = FlowRecord {
-            fin: ev.after.inner,
-            fin_outer: ev.after.outer,
-            port_b: ev.to,
-            generation: gens,
-            stateful: ev.stateful,
-            snat: ev.snat,
-            ..old
-        };
+        // The same connection with its new final headers; the rest as it was.
+        let mut rec = FlowRecord::new(orig, ev.after.inner);
+        rec.fin_outer = ev.after.outer;
+        rec.rev_outer = old.rev_outer;
+        rec.port_a = old.port_a;
+        rec.port_b = ev.to;
+        rec.generation = gens;
+        rec.last_seen = old.last_seen;
+        rec.tcp = old.tcp;
+        rec.set_stateful(ev.stateful);
+        rec.entropy = old.entropy;
+        rec.snat = ev.snat;
+        rec.packets = old.packets;
+        rec.bytes = old.bytes;
         self.install(rec);
     }
 

@@ -51,13 +51,17 @@ pub struct TcpMark {
 }
 
 /// The TCP flags seen on a connection, and the forward side's FIN.
+///
+/// Ten bytes with byte alignment (the words kept as bytes), so that it fills the end of the
+/// flow record's first cache line without padding (`FlowRecord`'s layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
 pub struct TcpTracker {
     bits: u8,
     /// The sequence number after the forward FIN: the reverse side's `rcv_nxt` in TIME-WAIT.
-    fin_end: u32,
+    fin_end: [u8; 4],
     /// The forward FIN's timestamp, 0 when it carried none: the reverse side's `ts_recent`.
-    fin_tsval: u32,
+    fin_tsval: [u8; 4],
     fin_has_ts: bool,
 }
 
@@ -101,8 +105,8 @@ impl TcpTracker {
     /// Records the forward side's FIN segment (for `takes_new_syn`).
     pub fn forward_fin(&mut self, m: TcpMark) {
         self.bits |= FIN_MARKED;
-        self.fin_end = m.end;
-        self.fin_tsval = m.tsval.unwrap_or(0);
+        self.fin_end = m.end.to_ne_bytes();
+        self.fin_tsval = m.tsval.unwrap_or(0).to_ne_bytes();
         self.fin_has_ts = m.tsval.is_some();
     }
 
@@ -124,8 +128,10 @@ impl TcpTracker {
             return false;
         };
         match syn.tsval {
-            Some(ts) if self.fin_has_ts => (ts.wrapping_sub(self.fin_tsval) as i32) > 0,
-            _ => (syn.seq.wrapping_sub(self.fin_end) as i32) > 0,
+            Some(ts) if self.fin_has_ts => {
+                (ts.wrapping_sub(u32::from_ne_bytes(self.fin_tsval)) as i32) > 0
+            }
+            _ => (syn.seq.wrapping_sub(u32::from_ne_bytes(self.fin_end)) as i32) > 0,
         }
     }
 

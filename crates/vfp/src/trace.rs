@@ -219,11 +219,11 @@ impl Switch {
             return;
         };
         let orig = PacketHeaders {
-            inner: r.orig,
+            inner: r.orig(),
             outer: r.rev_outer.as_ref().map(|o| Arc::new(o.reversed())),
         };
         let fin = PacketHeaders {
-            inner: r.fin,
+            inner: r.fin(),
             outer: r.fin_outer.clone(),
         };
         let (inner, outer, to) = r.target(side);

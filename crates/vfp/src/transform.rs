@@ -5,16 +5,16 @@
 use crate::encap::{self, Encap};
 use crate::frame::Frame;
 use crate::headers::Headers;
-use crate::parse::{Embedded, L4Kind, Parsed, Plain, PlainL4};
-use crate::wire::{MacAddr, WireError, checksum, proto};
+use crate::parse::{Embedded, L4Kind, Parsed};
+use crate::wire::{WireError, checksum, proto};
 use std::net::IpAddr;
 
 /// Offsets of the packet proper after any outer headers were removed.
 #[derive(Clone, Copy)]
-struct Offsets {
-    eth: usize,
-    l3: usize,
-    l4: usize,
+pub(crate) struct Offsets {
+    pub eth: usize,
+    pub l3: usize,
+    pub l4: usize,
 }
 
 /// Rewrites the frame from its parsed headers to `target`: strips arrival encapsulation, sets
@@ -109,29 +109,27 @@ fn write_port(b: &mut [u8], off: usize, old: u16, new: u16) -> u32 {
 #[inline]
 fn rewrite(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), WireError> {
     let cur = &p.headers;
-    if let (IpAddr::V4(os), IpAddr::V4(od), IpAddr::V4(ns), IpAddr::V4(nd)) =
-        (cur.src_ip, cur.dst_ip, t.src_ip, t.dst_ip)
-    {
+    if let (IpAddr::V4(s), IpAddr::V4(d)) = (cur.src_ip, cur.dst_ip) {
         let sum = match p.l4_kind {
             L4Kind::Tcp { .. } => Some(Checksum::Tcp),
             L4Kind::Udp { checksum: true } => Some(Checksum::Udp),
             L4Kind::Udp { checksum: false } => Some(Checksum::None),
             _ => None,
         };
-        if let Some(sum) = sum {
-            let v4 = V4Rewrite {
-                macs: [t.dst_mac, t.src_mac],
-                addrs: [ne(os), ne(od), ne(ns), ne(nd)],
-                ports: [cur.src_port, cur.dst_port, t.src_port, t.dst_port],
-            };
-            return rewrite_v4(b, o, &v4, sum);
+        let (s, d) = (s.octets(), d.octets());
+        let addrs = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
+        let (sp, dp) = (cur.src_port.to_be_bytes(), cur.dst_port.to_be_bytes());
+        if let Some(sum) = sum
+            && let Some(w) = V4Write::to(addrs, [sp[0], sp[1], dp[0], dp[1]], t)
+        {
+            return write_v4(b, o, &w, sum);
         }
     }
     rewrite_any(b, p, o, t)
 }
 
 /// `rewrite` for any packet, field by field in network byte order (the IPv4 TCP/UDP case has
-/// its own, `rewrite_v4`, which the test `the_ipv4_rewrite_writes_what_the_general_one_does`
+/// its own, `V4Write` and `write_v4`, which the test `the_ipv4_rewrite_writes_what_the_general_one_does`
 /// holds to this one).
 fn rewrite_any(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), WireError> {
     let cur = &p.headers;
@@ -180,7 +178,7 @@ fn rewrite_any(b: &mut [u8], p: &Parsed, o: Offsets, t: &Headers) -> Result<(), 
 
 /// Which L4 checksum covers the addresses and ports a rewrite changes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Checksum {
+pub(crate) enum Checksum {
     /// TCP's, at offset 16.
     Tcp,
     /// UDP's, at offset 6.
@@ -189,128 +187,130 @@ enum Checksum {
     None,
 }
 
-/// What an IPv4 TCP/UDP rewrite writes: the destination and source MACs, the current and the
-/// new addresses (source, destination, new source, new destination), and the ports likewise.
-///
-/// Addresses are held as the wire's bytes read in the machine's order (`from_ne_bytes`), and
-/// the checksums patched in that order: the one's complement sum is
-/// independent of byte order (RFC 1071 §2(B)), so the bytes written are the same as by
-/// big-endian arithmetic, without swapping every value.
-struct V4Rewrite {
-    macs: [MacAddr; 2],
-    addrs: [u32; 4],
-    ports: [u16; 4],
+/// An IPv4 TCP/UDP rewrite as it is written: the new destination and source MACs, source and
+/// destination addresses, and source and destination ports, each as the wire holds them, and
+/// the changes to the IPv4 header checksum and the L4 checksum (`V4Write::to`). A flow record
+/// keeps what makes one for each direction of its connection, so that the fast path writes it
+/// without working it out again; the general path makes one per packet (`rewrite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct V4Write {
+    pub macs: [u8; 12],
+    pub addrs: [u8; 8],
+    pub ports: [u8; 4],
+    /// The IPv4 header checksum's change (the addresses) and the L4 checksum's (addresses
+    /// and ports), folded to 16 bits, in machine byte order: the one's complement sum is
+    /// independent of byte order (RFC 1071 §2(B)), so the bytes written are the same as by
+    /// big-endian arithmetic, without swapping every value.
+    pub deltas: [u16; 2],
 }
 
-/// An IPv4 address's wire bytes as a machine-order word.
+/// The one's-complement change of replacing the 16-bit words of `old` with those of `new`
+/// (machine byte order), or 0 if they are the same: an unchanged field adds nothing, as in
+/// `rewrite_any`, so that a checksum is patched exactly when something it covers changed.
 #[inline(always)]
-fn ne(a: std::net::Ipv4Addr) -> u32 {
-    u32::from_ne_bytes(a.octets())
+fn field_delta<const N: usize>(old: &[u8; N], new: &[u8; N]) -> u32 {
+    if old == new {
+        return 0;
+    }
+    let mut d = 0;
+    for i in (0..N).step_by(2) {
+        let word = |b: &[u8; N]| u16::from_ne_bytes([b[i], b[i + 1]]);
+        d += checksum::delta16(word(old), word(new));
+    }
+    d
 }
 
-/// Rewrites a frame the fast path read as `parse::Plain` (its bytes `b`) to the headers packets
-/// of one side of a connection leave with: `t`, or `t` reversed (a connection's replies leave
-/// with its first packet's headers reversed, read here in place rather than copied).
+impl V4Write {
+    /// The rewrite of a packet whose addresses are `addrs` and ports `ports` (source then
+    /// destination, as the wire holds them) to the headers `t`; `None` if `t` is not IPv4
+    /// (translating between address families is not something VFP layers express).
+    #[inline(always)]
+    pub(crate) fn to(addrs: [u8; 8], ports: [u8; 4], t: &Headers) -> Option<V4Write> {
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (t.src_ip, t.dst_ip) else {
+            return None;
+        };
+        let (s, d) = (s.octets(), d.octets());
+        let new_addrs = [s[0], s[1], s[2], s[3], d[0], d[1], d[2], d[3]];
+        let (sp, dp) = (t.src_port.to_be_bytes(), t.dst_port.to_be_bytes());
+        let new_ports = [sp[0], sp[1], dp[0], dp[1]];
+        let (dm, sm) = (t.dst_mac.0, t.src_mac.0);
+        Some(V4Write {
+            macs: [
+                dm[0], dm[1], dm[2], dm[3], dm[4], dm[5], sm[0], sm[1], sm[2], sm[3], sm[4], sm[5],
+            ],
+            addrs: new_addrs,
+            ports: new_ports,
+            deltas: V4Write::deltas(addrs, ports, new_addrs, new_ports),
+        })
+    }
+
+    /// `deltas` of a rewrite from addresses `addrs` and ports `ports` to `new_addrs` and
+    /// `new_ports` (each source then destination, as the wire holds them).
+    #[inline(always)]
+    pub(crate) fn deltas(
+        addrs: [u8; 8],
+        ports: [u8; 4],
+        new_addrs: [u8; 8],
+        new_ports: [u8; 4],
+    ) -> [u16; 2] {
+        let half = |a: &[u8; 8], at: usize| [a[at], a[at + 1], a[at + 2], a[at + 3]];
+        let da = field_delta(&half(&addrs, 0), &half(&new_addrs, 0))
+            + field_delta(&half(&addrs, 4), &half(&new_addrs, 4));
+        let dp = field_delta(&[ports[0], ports[1]], &[new_ports[0], new_ports[1]])
+            + field_delta(&[ports[2], ports[3]], &[new_ports[2], new_ports[3]]);
+        [checksum::fold(da), checksum::fold(da + dp)]
+    }
+}
+
+/// Writes `w` into the IPv4 TCP/UDP packet at `o` in `b`, which must hold the Ethernet, the
+/// IPv4 and the L4 header (`sum` says which L4 checksum covers the change), from fixed-size
+/// views of the headers (one bounds check each).
 #[inline(always)]
-pub(crate) fn rewrite_plain(
+pub(crate) fn write_v4(
     b: &mut [u8],
-    x: &Plain,
-    t: &Headers,
-    reversed: bool,
+    o: Offsets,
+    w: &V4Write,
+    sum: Checksum,
 ) -> Result<(), WireError> {
-    let (s, d) = if reversed {
-        (t.dst_ip, t.src_ip)
-    } else {
-        (t.src_ip, t.dst_ip)
-    };
-    // Translating between address families (NAT64) is not something VFP layers express.
-    let (IpAddr::V4(ns), IpAddr::V4(nd)) = (s, d) else {
-        return Err(WireError::Unsupported);
-    };
-    let (macs, new_ports) = if reversed {
-        ([t.src_mac, t.dst_mac], [t.dst_port, t.src_port])
-    } else {
-        ([t.dst_mac, t.src_mac], [t.src_port, t.dst_port])
-    };
-    let v4 = V4Rewrite {
-        macs,
-        addrs: [ne(x.src), ne(x.dst), ne(ns), ne(nd)],
-        ports: [x.src_port, x.dst_port, new_ports[0], new_ports[1]],
-    };
-    let sum = match x.l4_kind {
-        PlainL4::Tcp { .. } => Checksum::Tcp,
-        PlainL4::Udp { checksum: true } => Checksum::Udp,
-        PlainL4::Udp { checksum: false } => Checksum::None,
-    };
-    let o = Offsets {
-        eth: 0,
-        l3: 14,
-        l4: x.l4,
-    };
-    rewrite_v4(b, o, &v4, sum)
-}
-
-/// `rewrite` for the packets nearly all traffic is, IPv4 TCP or UDP: the same bytes written
-/// and the same checksum patches, from fixed-size views of the headers (one bounds check
-/// each), in machine byte order (see `V4Rewrite`).
-#[inline(always)]
-fn rewrite_v4(b: &mut [u8], o: Offsets, v: &V4Rewrite, sum: Checksum) -> Result<(), WireError> {
     let eth = b
         .get_mut(o.eth..)
         .and_then(|b| b.first_chunk_mut::<12>())
         .ok_or(WireError::Truncated)?;
-    eth[..6].copy_from_slice(&v.macs[0].0);
-    eth[6..].copy_from_slice(&v.macs[1].0);
+    *eth = w.macs;
     let ip = b
         .get_mut(o.l3..)
         .and_then(|b| b.first_chunk_mut::<20>())
         .ok_or(WireError::Truncated)?;
-    let [os, od, ns, nd] = v.addrs;
-    let mut d = 0u32;
-    if os != ns {
-        d += checksum::delta16((os >> 16) as u16, (ns >> 16) as u16)
-            + checksum::delta16(os as u16, ns as u16);
-        ip[12..16].copy_from_slice(&ns.to_ne_bytes());
-    }
-    if od != nd {
-        d += checksum::delta16((od >> 16) as u16, (nd >> 16) as u16)
-            + checksum::delta16(od as u16, nd as u16);
-        ip[16..20].copy_from_slice(&nd.to_ne_bytes());
-    }
-    if d != 0 {
-        let c = patched(u16::from_ne_bytes([ip[10], ip[11]]), d);
-        ip[10..12].copy_from_slice(&c.to_ne_bytes());
-    }
+    ip[12..20].copy_from_slice(&w.addrs);
+    // A zero change leaves a checksum as it is (`patched`), so none is tested for.
+    let c = patched(u16::from_ne_bytes([ip[10], ip[11]]), w.deltas[0]);
+    ip[10..12].copy_from_slice(&c.to_ne_bytes());
     // The parse checked that TCP's 20-byte and UDP's 8-byte headers are there.
     match sum {
-        Checksum::Tcp => l4_ports::<18>(b, o.l4, v.ports, d, Some((16, false))),
-        Checksum::Udp => l4_ports::<8>(b, o.l4, v.ports, d, Some((6, true))),
-        Checksum::None => l4_ports::<8>(b, o.l4, v.ports, d, None),
+        Checksum::Tcp => l4_write::<18>(b, o.l4, w, Some((16, false))),
+        Checksum::Udp => l4_write::<8>(b, o.l4, w, Some((6, true))),
+        Checksum::None => l4_write::<8>(b, o.l4, w, None),
     }
 }
 
-/// Writes the ports of the `N`-byte L4 header at `l4` (current source and destination, then
-/// new) and patches its checksum at `sum` (the offset, and whether it is UDP's) by `d` plus
-/// the ports' change.
+/// Writes the ports of `w` into the `N`-byte L4 header at `l4` and patches its checksum at
+/// `sum` (the offset, and whether it is UDP's).
 #[inline(always)]
-fn l4_ports<const N: usize>(
+fn l4_write<const N: usize>(
     b: &mut [u8],
     l4: usize,
-    [src, dst, new_src, new_dst]: [u16; 4],
-    d: u32,
+    w: &V4Write,
     sum: Option<(usize, bool)>,
 ) -> Result<(), WireError> {
     let h = b
         .get_mut(l4..)
         .and_then(|b| b.first_chunk_mut::<N>())
         .ok_or(WireError::Truncated)?;
-    let d = d + write_port_ne(h, 0, src, new_src) + write_port_ne(h, 2, dst, new_dst);
-    if let Some((at, udp)) = sum
-        && d != 0
-    {
-        let c = u16::from_ne_bytes([h[at], h[at + 1]]);
-        let mut n = patched(c, d);
-        // UDP sends a sum of zero as all ones (RFC 768); the same in either byte order.
+    h[..4].copy_from_slice(&w.ports);
+    if let Some((at, udp)) = sum {
+        let mut n = patched(u16::from_ne_bytes([h[at], h[at + 1]]), w.deltas[1]);
+        // UDP sends a sum of zero as all ones (RFC 768); the same in either byte order. (A
+        // zero change leaves a non-zero sum non-zero, so this changes nothing then.)
         if udp && n == 0 {
             n = 0xffff;
         }
@@ -319,22 +319,14 @@ fn l4_ports<const N: usize>(
     Ok(())
 }
 
-/// `checksum::apply_delta` for a delta of a few words (well below 2^32 - 2^16): the same
-/// value with one fold fewer, as one fold of the whole sum gives what folding the delta first
-/// and the sum then gives (both are the sum modulo 0xffff, zero only for a zero sum).
+/// `checksum::apply_delta` for a delta folded to 16 bits: `!check + delta` is at most 0x1fffe,
+/// which one fold brings to 16 bits (0xfffe + 1 at most). The result equals patching by the
+/// unfolded delta (both are the sum modulo 0xffff, zero only for a zero sum), and a zero delta
+/// gives `check` back.
 #[inline(always)]
-fn patched(check: u16, delta: u32) -> u16 {
-    !checksum::fold(u32::from(!check) + delta)
-}
-
-/// `write_port`, its checksum change in machine byte order (see `V4Rewrite`).
-#[inline(always)]
-fn write_port_ne(b: &mut [u8], off: usize, old: u16, new: u16) -> u32 {
-    if old == new {
-        return 0;
-    }
-    b[off..off + 2].copy_from_slice(&new.to_be_bytes());
-    checksum::delta16(old.to_be(), new.to_be())
+fn patched(check: u16, delta: u16) -> u16 {
+    let s = u32::from(!check) + u32::from(delta);
+    !(((s & 0xffff) + (s >> 16)) as u16)
 }
 
 /// Rewrites an ICMP error travelling like a packet with headers `t`: the outer destination
@@ -442,6 +434,7 @@ mod tests {
     use super::*;
     use crate::packet::{L4, Packet};
     use crate::parse::{ParseContext, parse};
+    use crate::wire::MacAddr;
     use proptest::prelude::*;
     use std::net::Ipv4Addr;
 
@@ -457,6 +450,24 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_udp_sum_patched_to_zero_is_sent_as_all_ones() {
+        // A checksum of 0x1234 and a change of 0x1234: !0x1234 + 0x1234 = 0xffff, which
+        // patches to zero.
+        let w = V4Write {
+            macs: [0; 12],
+            addrs: [0; 8],
+            ports: [0; 4],
+            deltas: [0, 0x1234],
+        };
+        for (udp, want) in [(true, 0xffff), (false, 0)] {
+            let mut h = [0u8; 8];
+            h[6..8].copy_from_slice(&0x1234u16.to_ne_bytes());
+            l4_write::<8>(&mut h, 0, &w, Some((6, udp))).expect("an 8-byte header");
+            assert_eq!(u16::from_ne_bytes([h[6], h[7]]), want, "udp {udp}");
+        }
+    }
+
     proptest! {
         /// Every address and port (unchanged, changed, 0 and 0xffff words), TCP and UDP with
         /// and without a checksum: the same bytes, checksums included, both ways.
@@ -468,6 +479,13 @@ mod tests {
             edge in proptest::option::of(prop_oneof![Just(0u32), Just(0xffff_ffff), Just(0xffff)]),
             kind in 0u8..3,
             payload in proptest::collection::vec(any::<u8>(), 0..40),
+            sums in proptest::option::of(prop_oneof![
+                any::<[u16; 2]>(),
+                Just([0xffff, 0xffff]),
+                Just([0, 0]),
+                Just([0xffff, 0]),
+                Just([0, 0xffff]),
+            ]),
         ) {
             let (mut to_addrs, mut to_ports) = to;
             for i in 0..2 {
@@ -491,6 +509,15 @@ mod tests {
             if kind == 2 {
                 // UDP without a checksum.
                 frame[40..42].fill(0);
+            }
+            if let Some([ip, l4]) = sums {
+                // Checksums as a corrupted (or crafted) frame may carry them, 0 and 0xffff
+                // included: both rewrites patch whatever is there.
+                frame[24..26].copy_from_slice(&ip.to_be_bytes());
+                let at = if kind == 0 { 34 + 16 } else { 34 + 6 };
+                if kind != 2 {
+                    frame[at..at + 2].copy_from_slice(&l4.to_be_bytes());
+                }
             }
             let cx = ParseContext { vxlan_port: 1, provider_addrs: &[] };
             let p = parse(&frame, &cx).expect("a frame the parse reads");

@@ -327,7 +327,7 @@ mod flow_table_model {
     use super::*;
     use std::collections::HashMap;
     use vfp::flow_table::{FlowRecord, FlowTable};
-    use vfp::tcp_state::{FlowSide, TcpTracker};
+    use vfp::tcp_state::FlowSide;
 
     fn rec(n: u16, stateful: bool) -> FlowRecord {
         let orig = Headers {
@@ -340,22 +340,11 @@ mod flow_table_model {
         };
         let mut fin = orig;
         fin.src_port = n.wrapping_add(10_000);
-        FlowRecord {
-            orig,
-            fin,
-            fin_outer: None,
-            rev_outer: None,
-            port_a: 0,
-            port_b: 1,
-            generation: [0; 3],
-            last_seen: Timestamp(0),
-            tcp: TcpTracker::default(),
-            stateful,
-            entropy: 0,
-            snat: [None, None],
-            packets: 0,
-            bytes: 0,
-        }
+        let mut r = FlowRecord::new(orig, fin);
+        r.port_a = 0;
+        r.port_b = 1;
+        r.set_stateful(stateful);
+        r
     }
 
     proptest! {

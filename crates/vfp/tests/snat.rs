@@ -440,7 +440,7 @@ fn translated(sw: &Switch) -> Vec<FlowRecord> {
     sw.flows()
         .slots()
         .filter_map(|s| sw.flows().get(s).cloned())
-        .filter(|r| r.fin.src_ip == ip(NODE))
+        .filter(|r| r.fin().src_ip == ip(NODE))
         .collect()
 }
 
@@ -450,7 +450,7 @@ fn check(n: &mut Node, now: Timestamp) -> Result<(), TestCaseError> {
     let records = translated(&n.sw);
     let mut tuples = HashSet::new();
     for r in &records {
-        let f = &r.fin;
+        let f = &r.fin();
         prop_assert!(
             tuples.insert((f.src_port, f.proto, f.dst_ip, f.dst_port)),
             "two cached connections translated to {f}"
@@ -459,33 +459,33 @@ fn check(n: &mut Node, now: Timestamp) -> Result<(), TestCaseError> {
     }
     let pool = n.sw.snat_pool(n.pool).unwrap();
     for (class, p) in [(0, proto::TCP), (1, proto::UDP)] {
-        let held = records.iter().filter(|r| r.fin.proto == p).count();
+        let held = records.iter().filter(|r| r.fin().proto == p).count();
         prop_assert_eq!(pool.usage(class).in_use, held);
-        for r in records.iter().filter(|r| r.fin.proto == p) {
-            let to = Remote::of(&r.fin);
+        for r in records.iter().filter(|r| r.fin().proto == p) {
+            let to = Remote::of(&r.fin());
             let n_to = records
                 .iter()
-                .filter(|o| Remote::of(&o.fin) == to && o.fin.proto == p);
+                .filter(|o| Remote::of(&o.fin()) == to && o.fin().proto == p);
             prop_assert_eq!(pool.in_use_to(class, to), n_to.count());
         }
     }
     for r in &records {
-        let t = n.sw.trace(n.uplink, &reply_to(&r.fin, ACK).build(), now);
+        let t = n.sw.trace(n.uplink, &reply_to(&r.fin(), ACK).build(), now);
         prop_assert_eq!(
             t.disposition,
             Disposition::Deliver(r.port_a),
             "reply to {}",
-            r.fin
+            r.fin()
         );
         prop_assert_eq!(t.cached.as_ref().map(|c| c.side), Some(FlowSide::Reverse));
         let back = t.output.unwrap().inner;
         prop_assert_eq!(
             (back.src_ip, back.src_port, back.dst_ip, back.dst_port),
             (
-                r.orig.dst_ip,
-                r.orig.dst_port,
-                r.orig.src_ip,
-                r.orig.src_port
+                r.orig().dst_ip,
+                r.orig().dst_port,
+                r.orig().src_ip,
+                r.orig().src_port
             )
         );
     }
@@ -507,8 +507,10 @@ fn send_checked(
     let sent = send(&mut n.sw, from, p, now);
     let after = translated(&n.sw);
     for r in &live {
-        let kept = after.iter().any(|a| a.orig == r.orig && a.fin == r.fin);
-        prop_assert!(kept, "a live connection lost its entry: {}", r.fin);
+        let kept = after
+            .iter()
+            .any(|a| a.orig() == r.orig() && a.fin() == r.fin());
+        prop_assert!(kept, "a live connection lost its entry: {}", r.fin());
     }
     check(n, now)?;
     Ok(sent)

@@ -10,11 +10,11 @@
 use super::{Switch, evaluated_at, idle_out};
 use crate::disposition::{Disposition, DropReason};
 use crate::frame::Frame;
-use crate::parse;
+use crate::parse::{self, PlainL4};
 use crate::port::{Port, PortId, PortKind};
 use crate::tcp_state::FlowSide;
 use crate::time::Timestamp;
-use crate::transform;
+use crate::transform::{self, Checksum, Offsets};
 use crate::wire::TcpFlags;
 
 /// Ports `a` and `b`, both writable; `None` if either is gone, or if they are one port (a
@@ -52,8 +52,10 @@ impl Switch {
         if x.dst_mac.is_group() || flags & PHASE_FLAGS != 0 {
             return None;
         }
-        let key = x.flow_key(from);
-        let (slot, side) = self.flows.find(&key, self.flows.hash(&key))?;
+        let hash = self.flows.hash_plain(from, x.proto, x.addrs, x.ports);
+        let (slot, side) = self
+            .flows
+            .find_plain(from, x.proto, x.addrs, x.ports, hash)?;
         let r = self.flows.get_mut(slot)?;
         let (pa, pb) = two(&mut self.ports, r.port_a, r.port_b)?;
         let timeouts = &self.config.timeouts;
@@ -72,29 +74,32 @@ impl Switch {
         if flags != 0 && side == FlowSide::Reverse {
             r.tcp.observe(side, flags);
         }
-        let (ingress, egress) = match side {
-            FlowSide::Forward => (pa, pb),
-            FlowSide::Reverse => (pb, pa),
+        let (ingress, egress, to, outer) = match side {
+            FlowSide::Forward => (pa, pb, r.port_b, r.fin_outer.as_ref()),
+            FlowSide::Reverse => (pb, pa, r.port_a, r.rev_outer.as_ref()),
         };
         // The counters `process_general` keeps (`fast`, `out_disposition`, `account`).
         self.counters.hits += 1;
         ingress.counters.rx_packets += 1;
         ingress.counters.rx_bytes += rx as u64;
         ingress.counters.fast_path += 1;
-        let (res, outer) = match side {
-            FlowSide::Forward => {
-                let res = transform::rewrite_plain(b, &x, &r.fin, false);
-                (res.map(|()| r.port_b), r.fin_outer.as_ref())
-            }
-            FlowSide::Reverse => {
-                let res = transform::rewrite_plain(b, &x, &r.orig, true);
-                (res.map(|()| r.port_a), r.rev_outer.as_ref())
-            }
+        // The rewrite `transform::rewrite` would work out, kept in the record (`plain_write`).
+        let sum = match x.l4_kind {
+            PlainL4::Tcp { .. } => Checksum::Tcp,
+            PlainL4::Udp { checksum: true } => Checksum::Udp,
+            PlainL4::Udp { checksum: false } => Checksum::None,
         };
+        let at = Offsets {
+            eth: 0,
+            l3: 14,
+            l4: x.l4,
+        };
+        let res = transform::write_v4(b, at, &r.plain_write(side), sum);
         let res = match (res, outer) {
-            (Ok(to), Some(e)) => self.outers.push(frame, e, r.entropy).map(|()| to),
+            (Ok(()), Some(e)) => self.outers.push(frame, e, r.entropy),
             (res, _) => res,
-        };
+        }
+        .map(|()| to);
         Some(match res {
             Ok(to) => {
                 egress.counters.tx_packets += 1;
