@@ -6,6 +6,11 @@
 //! queue — frames of one queue (and so of one flow) keep their order, while the system calls
 //! and copies (nearly all of a frame's cost) of different queues run on different cores. No
 //! allocation per frame: each thread reuses its batch of frame buffers.
+//!
+//! With io_uring (`Config::io_uring`, and a kernel that allows it) a thread reads a TAP
+//! queue's frames, and writes a batch's frames to TAPs, with one system call per round
+//! ([`crate::ring`]); otherwise, and for the uplink's socket, a `read()` and a `writev()`
+//! per frame.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +21,7 @@ use vfp::{Disposition, Frame, PortId, Timestamp};
 
 use crate::devices::{Io, WATCH};
 use crate::offload;
+use crate::ring::Ring;
 use crate::{Inner, Shared, WAKE};
 
 /// Frames read from one device before it is handed back to epoll (and another thread may take
@@ -41,6 +47,9 @@ struct Batch {
     hdrs: Vec<VnetHdr>,
     /// (frame, device) pairs to write once the switch has decided, in order.
     sends: Vec<(usize, Arc<Io>)>,
+    /// How many reads to ask io_uring for first: one more than the last batch had, so that a
+    /// queue with one frame waiting costs one read and a busy one a round or two.
+    reads: usize,
 }
 
 /// Runs until the data plane stops. `first` is the thread that also expires idle flows.
@@ -50,7 +59,9 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
         frames: (0..BATCH).map(|_| Frame::new(&[])).collect(),
         hdrs: vec![VnetHdr::default(); BATCH],
         sends: Vec::with_capacity(BATCH),
+        reads: 1,
     };
+    let mut ring = setup_ring(shared.io_uring, first);
     let mut expired = Instant::now();
     while !shared.stopping() {
         let n = match shared.epoll.wait(&mut events, EpollTimeout::from(200u16)) {
@@ -65,7 +76,7 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
             // The wake-up eventfd is only written to stop, and stays readable so that every
             // thread sees it.
             if ev.data() != WAKE {
-                serve(shared, ev.data(), &mut batch, started);
+                serve(shared, ev.data(), &mut batch, &mut ring, started);
             }
         }
         if first && expired.elapsed() >= EXPIRE_EVERY {
@@ -78,13 +89,55 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
     }
 }
 
+/// The thread's ring, when asked for and the kernel allows it; the first thread says which
+/// way the pump goes.
+fn setup_ring(wanted: bool, first: bool) -> Option<Ring> {
+    if !wanted {
+        if first {
+            tracing::info!("the pump reads and writes a frame per system call (io_uring off)");
+        }
+        return None;
+    }
+    match Ring::new() {
+        Ok(r) => {
+            if first {
+                tracing::info!("the pump batches its TAP reads and writes with io_uring");
+            }
+            Some(r)
+        }
+        Err(e) => {
+            if first {
+                tracing::warn!(
+                    "io_uring is not available ({e}): the pump reads and writes a frame per \
+                     system call"
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Gives up the thread's ring after it failed: the thread goes on with plain calls.
+fn ring_failed(ring: &mut Option<Ring>, e: &std::io::Error) {
+    tracing::warn!(
+        "io_uring failed ({e}): this pump thread reads and writes a frame per system call from now on"
+    );
+    *ring = None;
+}
+
 fn timestamp(started: Instant) -> Timestamp {
     Timestamp(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Serves the device queue under `token`: reads a batch, switches it, writes it out, re-arms
 /// the queue.
-fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
+fn serve(
+    shared: &Shared,
+    token: u64,
+    batch: &mut Batch,
+    ring: &mut Option<Ring>,
+    started: Instant,
+) {
     let Some((io, from, q)) = shared
         .lock()
         .devices
@@ -94,22 +147,13 @@ fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
         // Removed meanwhile: its registration went with it.
         return;
     };
-    let n = read(&io, q, from, batch);
+    let n = read(&io, q, from, batch, ring);
     if n > 0 {
         let (mtu, vxlan_port) = {
             let mut inner = shared.lock();
             switch(&mut inner, from, batch, n, timestamp(started))
         };
-        for (i, to) in batch.sends.drain(..) {
-            send(
-                &to,
-                q,
-                &batch.hdrs[i],
-                &mut batch.frames[i],
-                mtu,
-                vxlan_port,
-            );
-        }
+        write(batch, q, mtu, vxlan_port, ring);
     }
     // This thread still holds the device (`io`), so its descriptor cannot have been closed
     // and reused by another device: a failure here only means it was removed meanwhile.
@@ -119,7 +163,15 @@ fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
 }
 
 /// Reads up to a batch of frames from queue `q` of `io`; returns how many.
-fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch) -> usize {
+fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch, ring: &mut Option<Ring>) -> usize {
+    if let Some(r) = ring.as_mut()
+        && !io.is_uplink()
+    {
+        match read_ring(r, io, q, batch) {
+            Ok(n) => return n,
+            Err(e) => ring_failed(ring, &e),
+        }
+    }
     let mut n = 0;
     while n < BATCH {
         match batch.frames[n].read_with(VNET_HDR_LEN, FRAME_ROOM, |b| io.recv(q, b)) {
@@ -138,6 +190,65 @@ fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch) -> usize {
         n += 1;
     }
     n
+}
+
+/// Reads up to a batch of frames from the TAP queue `q` of `io` with io_uring, in rounds (one
+/// system call each) until a read finds the queue empty; returns how many.
+fn read_ring(ring: &mut Ring, io: &Io, q: usize, batch: &mut Batch) -> std::io::Result<usize> {
+    let mut n = 0;
+    let mut want = batch.reads;
+    while n < BATCH {
+        let end = (n + want).min(BATCH);
+        let (got, dry) = ring.read(io, q, &mut batch.frames[n..end], VNET_HDR_LEN, FRAME_ROOM)?;
+        for i in n..n + got {
+            batch.hdrs[i] =
+                VnetHdr::parse(batch.frames[i].prefix(VNET_HDR_LEN)).unwrap_or_default();
+        }
+        n += got;
+        if dry {
+            break;
+        }
+        want *= 2;
+    }
+    batch.reads = (n + 1).min(BATCH);
+    Ok(n)
+}
+
+/// Writes the frames the switch sent somewhere: to TAPs through the ring (one system call
+/// for the batch) when there is one, else (and to the uplink) one call per frame. A frame
+/// the ring has queued is written before any later frame goes out another way, so that
+/// every device sees its frames in the order the switch sent them.
+fn write(batch: &mut Batch, q: usize, mtu: usize, vxlan_port: u16, ring: &mut Option<Ring>) {
+    let Batch {
+        frames,
+        hdrs,
+        sends,
+        ..
+    } = batch;
+    for (i, to) in sends.drain(..) {
+        if let Some(r) = ring.as_mut() {
+            if !to.is_uplink() {
+                let out = offload::for_tap(&hdrs[i], frames[i].bytes_mut(), vxlan_port);
+                if let Err(e) = r.queue(to, q, out, i, frames) {
+                    ring_failed(ring, &e);
+                }
+                continue;
+            }
+            // The uplink's segmentation rewrites the frame in place, which a queued write
+            // of the same frame (a flood) must not see.
+            if r.pending()
+                && let Err(e) = r.flush(frames)
+            {
+                ring_failed(ring, &e);
+            }
+        }
+        send(&to, q, &hdrs[i], &mut frames[i], mtu, vxlan_port);
+    }
+    if let Some(r) = ring.as_mut()
+        && let Err(e) = r.flush(frames)
+    {
+        ring_failed(ring, &e);
+    }
 }
 
 /// Runs the first `n` frames of the batch through the switch and notes where each goes.
