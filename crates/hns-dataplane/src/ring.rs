@@ -327,12 +327,18 @@ mod tests {
         t.ip(&["link", "set", "rt0", "address", "02:00:00:00:00:01", "up"]);
         t.ip(&["addr", "add", "10.9.0.1/24", "dev", "rt0"]);
         t.ip(&[
-            "neigh", "add", "10.9.0.2", "lladdr", "02:00:00:00:00:02", "dev", "rt0", "nud",
+            "neigh",
+            "add",
+            "10.9.0.2",
+            "lladdr",
+            "02:00:00:00:00:02",
+            "dev",
+            "rt0",
+            "nud",
             "permanent",
         ]);
-        let (tx, rx) = t
-            .0
-            .run(|| {
+        let (tx, rx) =
+            t.0.run(|| {
                 let io = |e| host::HostError::io("bind a UDP socket in the namespace", e);
                 let tx = UdpSocket::bind("10.9.0.1:0").map_err(io)?;
                 let rx = UdpSocket::bind("10.9.0.1:7778").map_err(io)?;
@@ -347,7 +353,11 @@ mod tests {
         let (got, dry) = ring
             .read(&io, 0, &mut frames, VNET_HDR_LEN, 2048)
             .expect("read an empty queue");
-        assert_eq!((got, dry), (0, true), "an empty TAP queue read through the ring");
+        assert_eq!(
+            (got, dry),
+            (0, true),
+            "an empty TAP queue read through the ring"
+        );
 
         // The stack's datagrams to the peer leave by the TAP, numbered; the ring reads them
         // eight at a time and must see them in the order sent.
@@ -356,19 +366,31 @@ mod tests {
                 .expect("send to the peer");
         }
         let mut seen: Vec<u32> = Vec::new();
-        testkit::wait::until("every datagram read through the ring", Duration::from_secs(5), || {
-            let (got, _) = ring
-                .read(&io, 0, &mut frames, VNET_HDR_LEN, 2048)
-                .expect("read the TAP");
-            for f in &frames[..got] {
-                assert_eq!(f.prefix(VNET_HDR_LEN).len(), VNET_HDR_LEN, "the virtio-net header");
-                if let Some(p) = payload_to_peer(f.bytes()) {
-                    seen.push(u32::from_be_bytes(p.try_into().expect("a 4-byte number")));
+        testkit::wait::until(
+            "every datagram read through the ring",
+            Duration::from_secs(5),
+            || {
+                let (got, _) = ring
+                    .read(&io, 0, &mut frames, VNET_HDR_LEN, 2048)
+                    .expect("read the TAP");
+                for f in &frames[..got] {
+                    assert_eq!(
+                        f.prefix(VNET_HDR_LEN).len(),
+                        VNET_HDR_LEN,
+                        "the virtio-net header"
+                    );
+                    if let Some(p) = payload_to_peer(f.bytes()) {
+                        seen.push(u32::from_be_bytes(p.try_into().expect("a 4-byte number")));
+                    }
                 }
-            }
-            seen.len() >= FRAMES
-        });
-        assert_eq!(seen, (0..FRAMES as u32).collect::<Vec<_>>(), "the order read");
+                seen.len() >= FRAMES
+            },
+        );
+        assert_eq!(
+            seen,
+            (0..FRAMES as u32).collect::<Vec<_>>(),
+            "the order read"
+        );
 
         // Written: numbered datagrams to the stack's socket, queued together (more than a
         // ring's worth, so a flush happens on the way) and written by flushes.
@@ -387,7 +409,9 @@ mod tests {
             .expect("a read timeout");
         let mut buf = [0u8; 16];
         for want in 0..count as u32 {
-            let n = rx.recv(&mut buf).expect("a datagram written through the ring");
+            let n = rx
+                .recv(&mut buf)
+                .expect("a datagram written through the ring");
             assert_eq!(&buf[..n], want.to_be_bytes(), "datagram {want} in order");
         }
     }
