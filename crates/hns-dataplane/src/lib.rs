@@ -20,7 +20,7 @@ pub mod kernel;
 pub mod offload;
 mod operator;
 pub mod pump;
-mod ring;
+pub mod ring;
 mod tracer;
 pub mod uplink;
 

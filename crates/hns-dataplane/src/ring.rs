@@ -24,7 +24,7 @@ const ENTRIES: u32 = 64;
 
 /// One thread's ring and the writes queued on it. After an error the ring is left as it is
 /// (requests may still be queued in it, their buffers gone): drop it and use the plain calls.
-pub(crate) struct Ring {
+pub struct Ring {
     ring: IoUring,
     /// Writes waiting for [`Ring::flush`], in the order they must happen.
     writes: Vec<Write>,
@@ -50,7 +50,7 @@ struct Write {
 impl Ring {
     /// Sets up a ring, or says why there is none (an old kernel, `kernel.io_uring_disabled`,
     /// a seccomp filter).
-    pub(crate) fn new() -> io::Result<Ring> {
+    pub fn new() -> io::Result<Ring> {
         // One thread submits to and reaps from the ring: the kernel can skip its locking.
         let ring = IoUring::builder()
             .setup_single_issuer()
@@ -71,7 +71,7 @@ impl Ring {
     /// `capacity` bytes, as [`Frame::read_with`] reads one. The frames read are moved to the
     /// front, in the order the queue gave them; returns how many, and whether the queue ran
     /// dry (a read found no frame). An error means the ring cannot be used (nothing was read).
-    pub(crate) fn read(
+    pub fn read(
         &mut self,
         io: &Io,
         q: usize,
@@ -137,7 +137,7 @@ impl Ring {
 
     /// Queues `frames[frame]` behind the virtio-net header `hdr` to be written into queue `q`
     /// of the TAP `to` by the next [`Ring::flush`]. Flushes first when the ring is full.
-    pub(crate) fn queue(
+    pub fn queue(
         &mut self,
         to: Arc<Io>,
         q: usize,
@@ -153,14 +153,14 @@ impl Ring {
     }
 
     /// True when writes wait for [`Ring::flush`].
-    pub(crate) fn pending(&self) -> bool {
+    pub fn pending(&self) -> bool {
         !self.writes.is_empty()
     }
 
     /// Writes the queued frames, in the order queued, with one system call. A write the
     /// device refuses is lost, as with `writev()` (a full or downed TAP drops the frame); an
     /// error means the ring cannot be used, and the queued frames were not written.
-    pub(crate) fn flush(&mut self, frames: &[Frame]) -> io::Result<()> {
+    pub fn flush(&mut self, frames: &[Frame]) -> io::Result<()> {
         let n = self.writes.len();
         if n == 0 {
             return Ok(());
