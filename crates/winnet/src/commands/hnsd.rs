@@ -38,9 +38,8 @@ pub struct Args {
     dynamic_port_range: hns_client::switch::DynamicPortRange,
     /// Batch the data plane's TAP reads and writes with io_uring (one system call for a
     /// batch's frames instead of one per frame); where the kernel refuses io_uring, hnsd
-    /// says so and uses plain reads and writes. Off by default: on kernel 6.18 a frame cost
-    /// more through io_uring than through read()/writev() (BENCHMARKS.md).
-    #[arg(long, env = "WINNET_IO_URING", value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    /// says so and uses plain reads and writes. `false` always uses the plain calls.
+    #[arg(long, env = "WINNET_IO_URING", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     io_uring: bool,
 }
 
