@@ -29,6 +29,8 @@ use crate::{Inner, Shared, WAKE};
 const BATCH: usize = 32;
 /// Room for the largest frame a device hands over (a 64 KiB GSO segment and its headers).
 const FRAME_ROOM: usize = 65_536 + 256;
+/// Frames read with `read()` before the rest of a queue's batch is read through the ring.
+const PLAIN_FIRST: usize = 2;
 /// How often idle flows are expired.
 const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 /// More threads than this gain nothing: they would only wait for the switch's lock.
@@ -47,8 +49,8 @@ struct Batch {
     hdrs: Vec<VnetHdr>,
     /// (frame, device) pairs to write once the switch has decided, in order.
     sends: Vec<(usize, Arc<Io>)>,
-    /// How many reads to ask io_uring for first: one more than the last batch had, so that a
-    /// queue with one frame waiting costs one read and a busy one a round or two.
+    /// How many reads to ask io_uring for first: one more than it read for the last batch, so
+    /// that a busy queue costs a round or two.
     reads: usize,
 }
 
@@ -164,23 +166,44 @@ fn serve(
 
 /// Reads up to a batch of frames from queue `q` of `io`; returns how many.
 fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch, ring: &mut Option<Ring>) -> usize {
+    let tap_ring = ring.is_some() && !io.is_uplink();
+    // With a ring the first frames still come by read(): a call through io_uring costs more
+    // than a read() (the tap_io example), so a queue with a frame or two waiting (requests
+    // and answers) costs what it did without one, and only a busier queue goes on through it.
+    let first = if tap_ring { PLAIN_FIRST } else { BATCH };
+    let (n, dry) = read_plain(io, q, from, batch, 0, first);
+    if dry || n == BATCH {
+        return n;
+    }
     if let Some(r) = ring.as_mut()
         && !io.is_uplink()
     {
-        match read_ring(r, io, q, batch) {
+        match read_ring(r, io, q, batch, n) {
             Ok(n) => return n,
             Err(e) => ring_failed(ring, &e),
         }
     }
-    let mut n = 0;
-    while n < BATCH {
+    read_plain(io, q, from, batch, n, BATCH).0
+}
+
+/// Reads frames from queue `q` of `io` into the batch from frame `n` on, one `read()` each,
+/// until it holds `limit`; returns how many the batch holds and whether the queue ran dry.
+fn read_plain(
+    io: &Io,
+    q: usize,
+    from: PortId,
+    batch: &mut Batch,
+    mut n: usize,
+    limit: usize,
+) -> (usize, bool) {
+    while n < limit {
         match batch.frames[n].read_with(VNET_HDR_LEN, FRAME_ROOM, |b| io.recv(q, b)) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return (n, true),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 tracing::debug!(port = from, "device read failed: {e}");
-                break;
+                return (n, true);
             }
         }
         if batch.frames[n].is_empty() {
@@ -189,13 +212,20 @@ fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch, ring: &mut Option<Ri
         batch.hdrs[n] = VnetHdr::parse(batch.frames[n].prefix(VNET_HDR_LEN)).unwrap_or_default();
         n += 1;
     }
-    n
+    (n, false)
 }
 
-/// Reads up to a batch of frames from the TAP queue `q` of `io` with io_uring, in rounds (one
-/// system call each) until a read finds the queue empty; returns how many.
-fn read_ring(ring: &mut Ring, io: &Io, q: usize, batch: &mut Batch) -> std::io::Result<usize> {
-    let mut n = 0;
+/// Reads more frames (the batch holds `n`) from the TAP queue `q` of `io` with io_uring, in
+/// rounds (one system call each) until a read finds the queue empty; returns how many the
+/// batch holds.
+fn read_ring(
+    ring: &mut Ring,
+    io: &Io,
+    q: usize,
+    batch: &mut Batch,
+    start: usize,
+) -> std::io::Result<usize> {
+    let mut n = start;
     let mut want = batch.reads;
     while n < BATCH {
         let end = (n + want).min(BATCH);
@@ -210,14 +240,15 @@ fn read_ring(ring: &mut Ring, io: &Io, q: usize, batch: &mut Batch) -> std::io::
         }
         want *= 2;
     }
-    batch.reads = (n + 1).min(BATCH);
+    batch.reads = (n - start + 1).min(BATCH);
     Ok(n)
 }
 
 /// Writes the frames the switch sent somewhere: to TAPs through the ring (one system call
-/// for the batch) when there is one, else (and to the uplink) one call per frame. A frame
-/// the ring has queued is written before any later frame goes out another way, so that
-/// every device sees its frames in the order the switch sent them.
+/// for the batch) when there is one and more than one frame to write, else (and to the
+/// uplink) one call per frame. A frame the ring has queued is written before any later frame
+/// goes out another way, so that every device sees its frames in the order the switch sent
+/// them.
 fn write(batch: &mut Batch, q: usize, mtu: usize, vxlan_port: u16, ring: &mut Option<Ring>) {
     let Batch {
         frames,
@@ -225,8 +256,10 @@ fn write(batch: &mut Batch, q: usize, mtu: usize, vxlan_port: u16, ring: &mut Op
         sends,
         ..
     } = batch;
+    // One frame: a writev() costs less than a call through io_uring.
+    let batched = sends.len() > 1;
     for (i, to) in sends.drain(..) {
-        if let Some(r) = ring.as_mut() {
+        if batched && let Some(r) = ring.as_mut() {
             if !to.is_uplink() {
                 let out = offload::for_tap(&hdrs[i], frames[i].bytes_mut(), vxlan_port);
                 if let Err(e) = r.queue(to, q, out, i, frames) {
@@ -244,7 +277,8 @@ fn write(batch: &mut Batch, q: usize, mtu: usize, vxlan_port: u16, ring: &mut Op
         }
         send(&to, q, &hdrs[i], &mut frames[i], mtu, vxlan_port);
     }
-    if let Some(r) = ring.as_mut()
+    if batched
+        && let Some(r) = ring.as_mut()
         && let Err(e) = r.flush(frames)
     {
         ring_failed(ring, &e);
