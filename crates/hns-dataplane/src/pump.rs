@@ -7,10 +7,10 @@
 //! and copies (nearly all of a frame's cost) of different queues run on different cores. No
 //! allocation per frame: each thread reuses its batch of frame buffers.
 //!
-//! With io_uring (`Config::io_uring`, and a kernel that allows it) a thread reads a TAP
-//! queue's frames, and writes a batch's frames to TAPs, with one system call per round
-//! ([`crate::ring`]); otherwise, and for the uplink's socket, a `read()` and a `writev()`
-//! per frame.
+//! With io_uring (`Config::io_uring`, and a kernel that allows it) a thread reads a busy TAP
+//! queue's frames past the first two, and writes a batch of two or more frames to TAPs, with
+//! one system call per round ([`crate::ring`]); otherwise (a queue's first frames, a lone
+//! frame, the uplink's socket, no ring) a `read()` and a `writev()` per frame.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
