@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod offload;
 mod operator;
 pub mod pump;
+pub mod ring;
 mod tracer;
 pub mod uplink;
 
@@ -56,6 +57,9 @@ pub struct Config {
     pub nic: Option<String>,
     /// The ports the SNAT pools draw from (Windows' dynamic port range).
     pub dynamic_ports: hns_compiler::DynamicPortRange,
+    /// Batch the pump's TAP reads and writes with io_uring (plain calls where the kernel
+    /// does not allow it).
+    pub io_uring: bool,
 }
 
 /// Why the data plane could not start.
@@ -80,6 +84,8 @@ pub(crate) struct Shared {
     wake: EventFd,
     stop: AtomicBool,
     service: Weak<Service>,
+    /// [`Config::io_uring`].
+    pub(crate) io_uring: bool,
 }
 
 /// Everything behind the data plane's lock.
@@ -124,6 +130,7 @@ impl Dataplane {
             wake,
             stop: AtomicBool::new(false),
             service: Arc::downgrade(service),
+            io_uring: config.io_uring,
         });
         let observer = Arc::clone(&shared);
         service.observe(Box::new(move |state, changes| {

@@ -6,6 +6,11 @@
 //! queue — frames of one queue (and so of one flow) keep their order, while the system calls
 //! and copies (nearly all of a frame's cost) of different queues run on different cores. No
 //! allocation per frame: each thread reuses its batch of frame buffers.
+//!
+//! With io_uring (`Config::io_uring`, and a kernel that allows it) a thread reads a busy TAP
+//! queue's frames past the first two, and writes a batch of two or more frames to TAPs, with
+//! one system call per round ([`crate::ring`]); otherwise (a queue's first frames, a lone
+//! frame, the uplink's socket, no ring) a `read()` and a `writev()` per frame.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +21,7 @@ use vfp::{Disposition, Frame, PortId, Timestamp};
 
 use crate::devices::{Io, WATCH};
 use crate::offload;
+use crate::ring::Ring;
 use crate::{Inner, Shared, WAKE};
 
 /// Frames read from one device before it is handed back to epoll (and another thread may take
@@ -23,6 +29,8 @@ use crate::{Inner, Shared, WAKE};
 const BATCH: usize = 32;
 /// Room for the largest frame a device hands over (a 64 KiB GSO segment and its headers).
 const FRAME_ROOM: usize = 65_536 + 256;
+/// Frames read with `read()` before the rest of a queue's batch is read through the ring.
+const PLAIN_FIRST: usize = 2;
 /// How often idle flows are expired.
 const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 /// More threads than this gain nothing: they would only wait for the switch's lock.
@@ -41,6 +49,9 @@ struct Batch {
     hdrs: Vec<VnetHdr>,
     /// (frame, device) pairs to write once the switch has decided, in order.
     sends: Vec<(usize, Arc<Io>)>,
+    /// How many reads to ask io_uring for first: one more than it read for the last batch, so
+    /// that a busy queue costs a round or two.
+    reads: usize,
 }
 
 /// Runs until the data plane stops. `first` is the thread that also expires idle flows.
@@ -50,7 +61,9 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
         frames: (0..BATCH).map(|_| Frame::new(&[])).collect(),
         hdrs: vec![VnetHdr::default(); BATCH],
         sends: Vec::with_capacity(BATCH),
+        reads: 1,
     };
+    let mut ring = setup_ring(shared.io_uring, first);
     let mut expired = Instant::now();
     while !shared.stopping() {
         let n = match shared.epoll.wait(&mut events, EpollTimeout::from(200u16)) {
@@ -65,7 +78,7 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
             // The wake-up eventfd is only written to stop, and stays readable so that every
             // thread sees it.
             if ev.data() != WAKE {
-                serve(shared, ev.data(), &mut batch, started);
+                serve(shared, ev.data(), &mut batch, &mut ring, started);
             }
         }
         if first && expired.elapsed() >= EXPIRE_EVERY {
@@ -78,13 +91,55 @@ pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
     }
 }
 
+/// The thread's ring, when asked for and the kernel allows it; the first thread says which
+/// way the pump goes.
+fn setup_ring(wanted: bool, first: bool) -> Option<Ring> {
+    if !wanted {
+        if first {
+            tracing::info!("the pump reads and writes a frame per system call (io_uring off)");
+        }
+        return None;
+    }
+    match Ring::new() {
+        Ok(r) => {
+            if first {
+                tracing::info!("the pump batches its TAP reads and writes with io_uring");
+            }
+            Some(r)
+        }
+        Err(e) => {
+            if first {
+                tracing::warn!(
+                    "io_uring is not available ({e}): the pump reads and writes a frame per \
+                     system call"
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Gives up the thread's ring after it failed: the thread goes on with plain calls.
+fn ring_failed(ring: &mut Option<Ring>, e: &std::io::Error) {
+    tracing::warn!(
+        "io_uring failed ({e}): this pump thread reads and writes a frame per system call from now on"
+    );
+    *ring = None;
+}
+
 fn timestamp(started: Instant) -> Timestamp {
     Timestamp(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Serves the device queue under `token`: reads a batch, switches it, writes it out, re-arms
 /// the queue.
-fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
+fn serve(
+    shared: &Shared,
+    token: u64,
+    batch: &mut Batch,
+    ring: &mut Option<Ring>,
+    started: Instant,
+) {
     let Some((io, from, q)) = shared
         .lock()
         .devices
@@ -94,22 +149,13 @@ fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
         // Removed meanwhile: its registration went with it.
         return;
     };
-    let n = read(&io, q, from, batch);
+    let n = read(&io, q, from, batch, ring);
     if n > 0 {
         let (mtu, vxlan_port) = {
             let mut inner = shared.lock();
             switch(&mut inner, from, batch, n, timestamp(started))
         };
-        for (i, to) in batch.sends.drain(..) {
-            send(
-                &to,
-                q,
-                &batch.hdrs[i],
-                &mut batch.frames[i],
-                mtu,
-                vxlan_port,
-            );
-        }
+        write(batch, q, mtu, vxlan_port, ring);
     }
     // This thread still holds the device (`io`), so its descriptor cannot have been closed
     // and reused by another device: a failure here only means it was removed meanwhile.
@@ -119,16 +165,45 @@ fn serve(shared: &Shared, token: u64, batch: &mut Batch, started: Instant) {
 }
 
 /// Reads up to a batch of frames from queue `q` of `io`; returns how many.
-fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch) -> usize {
-    let mut n = 0;
-    while n < BATCH {
+fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch, ring: &mut Option<Ring>) -> usize {
+    let tap_ring = ring.is_some() && !io.is_uplink();
+    // With a ring the first frames still come by read(): a call through io_uring costs more
+    // than a read() (the tap_io example), so a queue with a frame or two waiting (requests
+    // and answers) costs what it did without one, and only a busier queue goes on through it.
+    let first = if tap_ring { PLAIN_FIRST } else { BATCH };
+    let (n, dry) = read_plain(io, q, from, batch, 0, first);
+    if dry || n == BATCH {
+        return n;
+    }
+    if let Some(r) = ring.as_mut()
+        && !io.is_uplink()
+    {
+        match read_ring(r, io, q, batch, n) {
+            Ok(n) => return n,
+            Err(e) => ring_failed(ring, &e),
+        }
+    }
+    read_plain(io, q, from, batch, n, BATCH).0
+}
+
+/// Reads frames from queue `q` of `io` into the batch from frame `n` on, one `read()` each,
+/// until it holds `limit`; returns how many the batch holds and whether the queue ran dry.
+fn read_plain(
+    io: &Io,
+    q: usize,
+    from: PortId,
+    batch: &mut Batch,
+    mut n: usize,
+    limit: usize,
+) -> (usize, bool) {
+    while n < limit {
         match batch.frames[n].read_with(VNET_HDR_LEN, FRAME_ROOM, |b| io.recv(q, b)) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return (n, true),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 tracing::debug!(port = from, "device read failed: {e}");
-                break;
+                return (n, true);
             }
         }
         if batch.frames[n].is_empty() {
@@ -137,7 +212,77 @@ fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch) -> usize {
         batch.hdrs[n] = VnetHdr::parse(batch.frames[n].prefix(VNET_HDR_LEN)).unwrap_or_default();
         n += 1;
     }
-    n
+    (n, false)
+}
+
+/// Reads more frames (the batch holds `n`) from the TAP queue `q` of `io` with io_uring, in
+/// rounds (one system call each) until a read finds the queue empty; returns how many the
+/// batch holds.
+fn read_ring(
+    ring: &mut Ring,
+    io: &Io,
+    q: usize,
+    batch: &mut Batch,
+    start: usize,
+) -> std::io::Result<usize> {
+    let mut n = start;
+    let mut want = batch.reads;
+    while n < BATCH {
+        let end = (n + want).min(BATCH);
+        let (got, dry) = ring.read(io, q, &mut batch.frames[n..end], VNET_HDR_LEN, FRAME_ROOM)?;
+        for i in n..n + got {
+            batch.hdrs[i] =
+                VnetHdr::parse(batch.frames[i].prefix(VNET_HDR_LEN)).unwrap_or_default();
+        }
+        n += got;
+        if dry {
+            break;
+        }
+        want *= 2;
+    }
+    batch.reads = (n - start + 1).min(BATCH);
+    Ok(n)
+}
+
+/// Writes the frames the switch sent somewhere: to TAPs through the ring (one system call
+/// for the batch) when there is one and more than one frame to write, else (and to the
+/// uplink) one call per frame. A frame the ring has queued is written before any later frame
+/// goes out another way, so that every device sees its frames in the order the switch sent
+/// them.
+fn write(batch: &mut Batch, q: usize, mtu: usize, vxlan_port: u16, ring: &mut Option<Ring>) {
+    let Batch {
+        frames,
+        hdrs,
+        sends,
+        ..
+    } = batch;
+    // One frame: a writev() costs less than a call through io_uring.
+    let batched = sends.len() > 1;
+    for (i, to) in sends.drain(..) {
+        if batched && let Some(r) = ring.as_mut() {
+            if !to.is_uplink() {
+                let out = offload::for_tap(&hdrs[i], frames[i].bytes_mut(), vxlan_port);
+                if let Err(e) = r.queue(to, q, out, i, frames) {
+                    ring_failed(ring, &e);
+                }
+                continue;
+            }
+            // The uplink's segmentation rewrites the frame in place, which a queued write
+            // of the same frame (a flood) must not see.
+            if r.pending()
+                && let Err(e) = r.flush(frames)
+            {
+                ring_failed(ring, &e);
+            }
+        }
+        send(&to, q, &hdrs[i], &mut frames[i], mtu, vxlan_port);
+    }
+    if batched
+        && let Some(r) = ring.as_mut()
+        && let Err(e) = r.flush(frames)
+    {
+        ring_failed(ring, &e);
+    }
 }
 
 /// Runs the first `n` frames of the batch through the switch and notes where each goes.

@@ -36,6 +36,11 @@ pub struct Args {
     /// num=M` sets it: at least 255 ports, from port 1025, ending at 65535 at most.
     #[arg(long, value_name = "start=N,num=M", default_value_t)]
     dynamic_port_range: hns_client::switch::DynamicPortRange,
+    /// Batch the data plane's TAP reads and writes with io_uring (one system call for a
+    /// batch's frames instead of one per frame); where the kernel refuses io_uring, hnsd
+    /// says so and uses plain reads and writes. `false` always uses the plain calls.
+    #[arg(long, env = "WINNET_IO_URING", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    io_uring: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -54,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         state_dir: args.state_dir.clone(),
         nic: args.nic.clone(),
         dynamic_ports: args.dynamic_port_range,
+        io_uring: args.io_uring,
     });
     let config = HnsdConfig {
         server: hns::server::Config {
