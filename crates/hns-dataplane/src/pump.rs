@@ -54,6 +54,13 @@ struct Batch {
     reads: usize,
 }
 
+impl Batch {
+    /// Keeps frame `i`'s virtio-net header, read in front of it.
+    fn take_header(&mut self, i: usize) {
+        self.hdrs[i] = VnetHdr::parse(self.frames[i].prefix(VNET_HDR_LEN)).unwrap_or_default();
+    }
+}
+
 /// Runs until the data plane stops. `first` is the thread that also expires idle flows.
 pub(crate) fn run(shared: &Shared, started: Instant, first: bool) {
     let mut events = vec![EpollEvent::empty(); 8];
@@ -175,9 +182,7 @@ fn read(io: &Io, q: usize, from: PortId, batch: &mut Batch, ring: &mut Option<Ri
     if dry || n == BATCH {
         return n;
     }
-    if let Some(r) = ring.as_mut()
-        && !io.is_uplink()
-    {
+    if tap_ring && let Some(r) = ring.as_mut() {
         match read_ring(r, io, q, batch, n) {
             Ok(n) => return n,
             Err(e) => ring_failed(ring, &e),
@@ -209,7 +214,7 @@ fn read_plain(
         if batch.frames[n].is_empty() {
             continue;
         }
-        batch.hdrs[n] = VnetHdr::parse(batch.frames[n].prefix(VNET_HDR_LEN)).unwrap_or_default();
+        batch.take_header(n);
         n += 1;
     }
     (n, false)
@@ -231,8 +236,7 @@ fn read_ring(
         let end = (n + want).min(BATCH);
         let (got, dry) = ring.read(io, q, &mut batch.frames[n..end], VNET_HDR_LEN, FRAME_ROOM)?;
         for i in n..n + got {
-            batch.hdrs[i] =
-                VnetHdr::parse(batch.frames[i].prefix(VNET_HDR_LEN)).unwrap_or_default();
+            batch.take_header(i);
         }
         n += got;
         if dry {

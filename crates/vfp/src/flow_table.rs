@@ -165,10 +165,21 @@ impl FlowTable {
     /// Finds the connection a packet with `key` (hashed to `hash`) belongs to.
     #[inline(always)]
     pub fn find(&self, key: &FlowKey, hash: u64) -> Option<(u32, FlowSide)> {
+        self.find_by(hash, |r, side| r.has_key(side, key))
+    }
+
+    /// The first candidate of `hash` whose record and side `matches` says is the one. Generic,
+    /// and always inlined, so that each caller's comparison runs in this loop (no call).
+    #[inline(always)]
+    fn find_by(
+        &self,
+        hash: u64,
+        matches: impl Fn(&FlowRecord, FlowSide) -> bool,
+    ) -> Option<(u32, FlowSide)> {
         for v in self.index.candidates(hash) {
             let (slot, side) = unpack(v);
             if let Some(Slot(r)) = self.slab.get(slot as usize)
-                && r.has_key(side, key)
+                && matches(r, side)
             {
                 return Some((slot, side));
             }
@@ -185,15 +196,7 @@ impl FlowTable {
 
     /// `find` for a wire key hashed to `hash`.
     fn find_wire(&self, k: &WireKey, hash: u64) -> Option<(u32, FlowSide)> {
-        for v in self.index.candidates(hash) {
-            let (slot, side) = unpack(v);
-            if let Some(Slot(r)) = self.slab.get(slot as usize)
-                && r.has_wire_key(side, k)
-            {
-                return Some((slot, side));
-            }
-        }
-        None
+        self.find_by(hash, |r, side| r.has_wire_key(side, k))
     }
 
     /// The hash of the key packets of `side` of `rec` arrive with, and the connection that
@@ -231,6 +234,8 @@ impl FlowTable {
         ports: [u8; 4],
         hash: u64,
     ) -> Option<(u32, FlowSide)> {
+        // `find_by`'s loop written out: through it the fast path ran 3 instructions more per
+        // packet (callgrind, 393.3 -> 396.3).
         for v in self.index.candidates(hash) {
             let (slot, side) = unpack(v);
             if let Some(Slot(r)) = self.slab.get(slot as usize)
