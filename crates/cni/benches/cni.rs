@@ -271,7 +271,7 @@ fn make_node(s: &mut Scratch) {
 fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) -> PathBuf {
     let d = s.dir.path();
     let mut cmd = HnsdCommand::new(winnet, d)
-        // The profile BENCHMARKS.md's figures were measured under.
+        // The profile the figures of docs/benchmarks/cni.md were measured under.
         .profile("ws2022")
         .state_dir(d.join(name))
         .socket(d.join(format!("{name}.sock")))
