@@ -116,12 +116,13 @@ impl EtcdManager {
         {
             self.mine = Some((l.subnet, *id));
             if self.renew().await.is_ok() {
-                if l.attrs != *attrs {
-                    self.publish(attrs).await?;
+                let attrs = attrs.keeping_vtep_mac_of(&l.attrs);
+                if l.attrs != attrs {
+                    self.publish(&attrs).await?;
                 }
                 return Ok(Lease {
                     subnet: l.subnet,
-                    attrs: *attrs,
+                    attrs,
                 });
             }
         }

@@ -86,14 +86,15 @@ impl KubeManager {
             )));
         }
         let have = node.metadata.annotations.clone().unwrap_or_default();
+        let attrs = match LeaseAttrs::from_annotations(&have) {
+            Some(Ok(published)) => attrs.keeping_vtep_mac_of(&published),
+            _ => *attrs,
+        };
         let want = attrs.to_annotations();
         if want.iter().any(|(k, v)| have.get(k) != Some(v)) {
-            self.publish(attrs).await?;
+            self.publish(&attrs).await?;
         }
-        Ok(Lease {
-            subnet,
-            attrs: *attrs,
-        })
+        Ok(Lease { subnet, attrs })
     }
 
     /// Writes `attrs` into this Node's annotations.

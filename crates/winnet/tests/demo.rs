@@ -7,15 +7,11 @@
 mod local_cluster;
 
 use hns::Profile;
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 use testkit::capture::Capture;
 
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The local cluster has fixed names: one test at a time.
-static CLUSTER: Mutex<()> = Mutex::new(());
 
 /// What the cluster may leave behind: namespaces named wn-*, its directory.
 fn leftovers() -> Vec<String> {
@@ -47,7 +43,7 @@ impl Drop for Down {
 #[test]
 fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     for mode in ["l2bridge", "overlay"] {
         for profile in Profile::ALL {
@@ -165,7 +161,7 @@ fn without_root_the_demo_runs_in_memory_and_says_so() {
 #[test]
 fn the_simulated_and_the_real_demo_list_the_same_flows_with_the_same_addresses() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     for mode in ["l2bridge", "overlay"] {
         let json = |simulate: bool| -> Vec<serde_json::Value> {
@@ -231,7 +227,7 @@ fn the_simulated_and_the_real_demo_list_the_same_flows_with_the_same_addresses()
 #[test]
 fn with_dsr_the_backend_sees_the_client_pod_on_a_cluster_ip() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("dsr.yaml");
@@ -429,7 +425,7 @@ fn vtep_mac(name: &str) -> Vec<u8> {
 #[test]
 fn the_linux_node_talks_to_windows_nodes_in_standard_frames_its_kernel_makes() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     let curl_to = |url: &str| {
         Command::new("ip")
@@ -569,7 +565,7 @@ fn running_since(pid: u64) -> Option<u64> {
 #[test]
 fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     let up = winnet(&["cluster", "up", "--mode", "l2bridge"]);
     assert!(up.status.success(), "{}", text(&up));
@@ -668,7 +664,7 @@ fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
 #[test]
 fn the_ipv6_rows_work_on_l2bridge_and_on_overlay_only_where_the_profile_lifts_the_limit() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     for mode in ["l2bridge", "overlay"] {
         for profile in ["ws2025", "unrestricted"] {
@@ -757,7 +753,7 @@ const LOCAL_INGRESS: &str =
 #[test]
 fn dsr_preserve_destination_and_the_health_check_node_port_with_real_packets_and_in_memory() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _down = Down;
     for mode in ["l2bridge", "overlay"] {
         let up = winnet(&["cluster", "up", "--mode", mode]);

@@ -2,8 +2,8 @@
 //! cluster reports nothing; each problem, made to happen behind the components' backs, is named
 //! with the right objects; `--fix` repairs what it claims, refuses what would cut a live pod
 //! off, and a second run is clean; a bundle read without root gives the same doctor and trace
-//! output as the live node. Root only; run under `flock /tmp/winnet-cluster.lock` (the cluster
-//! has fixed names).
+//! output as the live node. Root only; one test of the cluster at a time on the machine
+//! (`local_cluster::one_at_a_time`: the cluster has fixed names).
 
 mod local_cluster;
 
@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 use serde_json::Value;
 
 const SOCK: &str = "/run/winnet/cluster/win-1/hns.sock";
@@ -19,9 +19,6 @@ const SOCK: &str = "/run/winnet/cluster/win-1/hns.sock";
 const LEAKED: &str = "hcn-0d0c7e57-0000-4000-8000-000000000018";
 /// The same, with a process in it: a live pod's, which `--fix` must not remove.
 const BUSY: &str = "hcn-0d0c7e57-0000-4000-8000-000000000019";
-
-/// The local cluster has fixed names: one test of this binary at a time.
-static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Takes the cluster down and removes what the test made when dropped (a failing test leaves
 /// nothing): its processes, and the namespaces of HostComputeNamespaces it made through hnsd
@@ -145,7 +142,7 @@ fn winnet_as_nobody(args: &[&str]) -> Output {
 #[test]
 fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_same() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     // nobody reads the bundle from here.
     std::fs::set_permissions(
@@ -561,7 +558,7 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
 #[test]
 fn on_ws2022_overlay_the_nodeport_problem_missing_encap_and_flannel_route_are_named() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     let _down = Down(Vec::new(), Vec::new());
     ok(
@@ -756,7 +753,7 @@ fn load_balancers() -> Vec<Value> {
 #[test]
 fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut down = Down(Vec::new(), Vec::new());
     ok(
@@ -1331,7 +1328,7 @@ fn port_rules(port: &str) -> Vec<(String, Value)> {
 #[test]
 fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     // Windows takes no fewer than 255 ports: neither does hnsd.
     let small = winnet(&[
         "cluster",
