@@ -176,6 +176,35 @@ fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
     }
 }
 
+/// Loopback DSR's policy is an `OutBoundNAT` that names the pod's own address: in a config
+/// without the general OutBoundNAT it translates the hairpin only, and the pod's other
+/// connections (to a pod on another node) keep its address.
+#[test]
+fn the_loopback_dsr_policy_alone_translates_only_the_hairpin() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut c = Cluster::new(2, Profile::Ws2025).unwrap();
+        match backend {
+            Backend::HostGw => c.flannel_host_gw().unwrap(),
+            Backend::Vxlan => c.flannel_vxlan().unwrap(),
+        }
+        let looped = PodOptions {
+            loopback_dsr: true,
+            no_outbound_nat: true,
+            ..PodOptions::default()
+        };
+        let pod = c.add_pod(0, "looped", looped).unwrap();
+        let remote = c.add_pod(1, "remote", PodOptions::default()).unwrap();
+        let mut svc = Service::tcp("default/self", ip("10.96.0.72"), 80, 8080, vec![pod]);
+        svc.dsr = true;
+        c.add_service(&svc).unwrap();
+        let (own, remote_ip) = (c.ip_of(pod).unwrap(), c.ip_of(remote).unwrap());
+        let ex = c.tcp_syn(pod, remote_ip, 8080);
+        delivered(&ex, remote, own, remote_ip, 8080);
+        let ex = c.tcp_syn(pod, ip("10.96.0.72"), 80);
+        delivered(&ex, pod, addr::node(0), own, 8080);
+    }
+}
+
 #[test]
 fn preserve_dip_delivers_with_the_vip_as_destination() {
     let mut t = topo(Backend::HostGw, Profile::Ws2022);

@@ -41,11 +41,7 @@ pub struct SimCluster {
 
 /// Builds `t` in memory.
 pub fn build(t: &Topology) -> anyhow::Result<SimCluster> {
-    let opts = PodOptions {
-        cluster_dns: true,
-        ..PodOptions::default()
-    };
-    build_with(t, opts)
+    build_with(t, PodOptions::cluster())
 }
 
 /// Builds `t` in memory, its pods' CNI config made with `opts`.
@@ -536,9 +532,8 @@ mod tests {
             let mut sim = build(&t).expect("cluster");
             assert_eq!(mismatched(&mut sim, &t), Vec::<String>::new(), "{mode}");
             let opts = PodOptions {
-                cluster_dns: true,
                 no_outbound_nat: true,
-                ..PodOptions::default()
+                ..PodOptions::cluster()
             };
             let mut broken = build_with(&t, opts).expect("cluster");
             let bad = mismatched(&mut broken, &t);
