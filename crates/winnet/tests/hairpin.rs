@@ -82,7 +82,7 @@ fn hairpin(file: &str, mode: &str, what: &str) -> (String, Vec<String>) {
             reached.len() < 60,
             "{what}: never back to itself: {reached:?}"
         );
-        let host = if reached.len() % 2 == 0 {
+        let host = if reached.len().is_multiple_of(2) {
             VIP
         } else {
             "web.default.svc.cluster.local"
