@@ -237,9 +237,10 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
             Proto::Tcp,
         );
         // With DSR (kube-proxy's --enable-dsr, where HNS has DSR) the backend sees the client
-        // pod itself.
+        // pod itself — unless the client is one of the Service's backends and the load balancer
+        // sends it back to itself, which loopback DSR translates to the node's address.
         let dsr = state.topology.as_ref().is_some_and(|t| t.dsr) && profile.features().dsr;
-        out.push(if dsr {
+        out.push(if dsr && !client.name.starts_with(&s.selector) {
             to_cluster_ip.seen_as(ip(client.ip))
         } else {
             to_cluster_ip

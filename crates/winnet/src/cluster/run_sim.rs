@@ -41,11 +41,7 @@ pub struct SimCluster {
 
 /// Builds `t` in memory.
 pub fn build(t: &Topology) -> anyhow::Result<SimCluster> {
-    let opts = PodOptions {
-        cluster_dns: true,
-        ..PodOptions::default()
-    };
-    build_with(t, opts)
+    build_with(t, PodOptions::cluster())
 }
 
 /// Builds `t` in memory, its pods' CNI config made with `opts`.
@@ -466,6 +462,75 @@ mod tests {
         }
     }
 
+    /// Connects from `client` to its own Service `web` (the first, at `vip`) until the load
+    /// balancer has sent it back to itself three times, every other connection by the
+    /// Service's FQDN through the pod's resolver; the first connection that was not answered.
+    fn hairpin(sim: &mut SimCluster, client: &str, vip: IpAddr) -> Result<(), String> {
+        let fqdn = "web.default.svc.cluster.local";
+        let from = sim.who[client];
+        let (mut itself, mut tries) = (0, 0);
+        while itself < 3 {
+            tries += 1;
+            if tries > 60 {
+                return Err(format!("{tries} connections, none back to {client}"));
+            }
+            let to = if tries % 2 == 0 {
+                let r = sim_dns::resolve(&mut sim.cluster, from, &sim.rules[client], fqdn)
+                    .map_err(|e| format!("{fqdn}: {e}"))?;
+                IpAddr::V4(r.address.ok_or(format!("{fqdn}: not resolved"))?)
+            } else {
+                vip
+            };
+            let e = sim.cluster.tcp_syn(from, to, 80);
+            let (ok, detail) = describe(&e, Proto::Tcp);
+            if !ok || to != vip {
+                return Err(format!("connection {tries} to {to}: {detail}"));
+            }
+            if e.receiver() == Some(from) {
+                itself += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pod that is one of its own Service's backends (`web-client` among `web`'s pods)
+    /// reaches itself through the Service: connections to the ClusterIP and to the Service's
+    /// FQDN are all answered, several of them by the pod itself, in both modes, single- and
+    /// dual-stack (win-bridge / win-overlay, sdnbridge), with DSR and without; and the
+    /// cluster's flow matrix matches.
+    #[test]
+    fn a_pod_reaches_itself_through_its_own_service_in_memory() {
+        let vip = IpAddr::V4(lab::topology::cluster_ip(0).expect("a ClusterIP"));
+        let mut failed = Vec::new();
+        for mode in ["l2bridge", "overlay"] {
+            for dual in [false, true] {
+                for dsr in [true, false] {
+                    let text = format!(
+                        "mode: {mode}\nprofile: ws2025\ndsr: {dsr}\ndualStack: {dual}\nnodes:\n\
+                         - {{name: win-1, os: windows, pods: [web-1, web-client]}}\n\
+                         - {{name: win-2, os: windows, pods: [web-2]}}\n\
+                         services:\n\
+                         - {{name: web, selector: web, port: 80, targetPort: 8080}}\n"
+                    );
+                    let t = Topology::parse(&text, "hairpin").expect("topology");
+                    let mut sim = build(&t).expect("cluster");
+                    let what = format!("{mode}, dual-stack {dual}, DSR {dsr}");
+                    // The matrix of such a cluster holds (run first, as `winnet demo` runs it: its
+                    // ClusterIP row may be the hairpin, which comes from the node's address).
+                    failed.extend(
+                        mismatched(&mut sim, &t)
+                            .iter()
+                            .map(|m| format!("{what}: {m}")),
+                    );
+                    if let Err(e) = hairpin(&mut sim, "web-client", vip) {
+                        failed.push(format!("{what}: {e}"));
+                    }
+                }
+            }
+        }
+        assert_eq!(failed, Vec::<String>::new());
+    }
+
     /// The simulated matrix is the CNI plugin's doing: the same pods with the plugin's
     /// OutBoundNAT policy left out of its output leave with their own address, which the
     /// outside cannot answer, and the matrix's rows to the outside fail.
@@ -476,9 +541,8 @@ mod tests {
             let mut sim = build(&t).expect("cluster");
             assert_eq!(mismatched(&mut sim, &t), Vec::<String>::new(), "{mode}");
             let opts = PodOptions {
-                cluster_dns: true,
                 no_outbound_nat: true,
-                ..PodOptions::default()
+                ..PodOptions::cluster()
             };
             let mut broken = build_with(&t, opts).expect("cluster");
             let bad = mismatched(&mut broken, &t);

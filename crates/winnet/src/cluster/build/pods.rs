@@ -119,11 +119,8 @@ impl Builder {
                 ipam_dir: &ipam_dir,
                 subnet6: self.network_v6(i)?.map(IpNet::V6),
             };
-            let opts = PodOptions {
-                cluster_dns: true,
-                ..PodOptions::default()
-            };
-            return cni_config(&net, &opts).map_err(|e| anyhow::anyhow!("{}", e.detail));
+            return cni_config(&net, &PodOptions::cluster())
+                .map_err(|e| anyhow::anyhow!("{}", e.detail));
         }
         // Debian's bridge plugin on the Linux node, as flannel's CNI plugin delegates to it with
         // kube-flannel's `cni-conf.json`: hairpinMode lets a pod reach itself through a Service
