@@ -24,6 +24,9 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/flannel";
 /// The flannel plugin.
 pub struct Flannel;
 
+/// The field that names the delegate plugin.
+const DELEGATE_TYPE: &str = "delegate.type";
+
 /// A flannel config.
 #[derive(Clone, Debug)]
 pub struct FlannelConf {
@@ -47,13 +50,15 @@ impl FlannelConf {
             .map(|d| d.map().clone())
             .unwrap_or_default();
         let d = Obj::root(&delegate);
-        if let Some(t) = d.get("type")
-            && !t.is_string()
-        {
-            return Err(CniError::config(
-                "delegate.type",
-                "must be a string, e.g. \"win-bridge\"",
-            ));
+        match d.get("type") {
+            Some(Value::String(t)) => invoke::check_plugin_name(DELEGATE_TYPE, t)?,
+            Some(_) => {
+                return Err(CniError::config(
+                    DELEGATE_TYPE,
+                    "must be a string, e.g. \"win-bridge\"",
+                ));
+            }
+            None => {}
         }
         for key in ["name", "ipam"] {
             if d.has(key) {
@@ -127,11 +132,14 @@ fn sandbox(req: &Request<'_>) -> String {
         .to_string()
 }
 
+/// The delegate's `type`, checked again: a saved config is a file on the node, not this call's.
 fn delegate_type(conf: &Map<String, Value>) -> Result<String, CniError> {
-    Obj::root(conf)
-        .str("type")?
-        .map(String::from)
-        .ok_or_else(|| CniError::config("delegate.type", "missing in the saved delegate config"))
+    let t = Obj::root(conf)
+        .str("type")
+        .map_err(|e| CniError::new(e.code, format!("delegate.{}", e.msg)))?
+        .ok_or_else(|| CniError::config(DELEGATE_TYPE, "missing in the saved delegate config"))?;
+    invoke::check_plugin_name(DELEGATE_TYPE, t)?;
+    Ok(t.to_string())
 }
 
 fn run_delegate(
