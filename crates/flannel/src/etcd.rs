@@ -161,7 +161,6 @@ impl EtcdManager {
                 l.attrs.public_ip
             );
         }
-        let mut leases = leases;
         for attempt in 0..ACQUIRE_ATTEMPTS {
             let taken: Vec<Ipv4Net> = leases.iter().map(|(l, _)| l.subnet).collect();
             let rand = if attempt == 0 { 0 } else { random() };
