@@ -12,8 +12,10 @@
 //!   scratch "host" namespace.
 //! - Debian's host-local alone: the floor both pay.
 //! - For reference, win-bridge against a second hnsd without a data plane (no `--node-netns`):
-//!   the same HNS calls without devices, so the difference to the first row is what making and
-//!   removing the TAP costs. Its CNI_NETNS is the scratch host namespace (no TAP is made there).
+//!   the HNS calls without devices, so the difference to the first row is what making and
+//!   removing the TAP costs. Its CNI_NETNS is an HCN namespace by ID, made once (as containerd
+//!   on Windows passes one): a netns path would need the pod's vNIC, which only a data plane
+//!   makes, and the first row's ADD also creates the pod's HCN namespace.
 //!
 //! Pod namespaces: by default each win-bridge and bridge iteration gets a fresh one, made with
 //! `ip netns add` before the timed ADD and removed after the DEL, outside the timed region (as a
@@ -43,6 +45,8 @@ const PREFIX: &str = "winnet-cnibench-";
 const NODE_NS: &str = "winnet-cnibench-node";
 const HOST_NS: &str = "winnet-cnibench-host";
 const RUN_NETNS: &str = "/run/netns";
+/// The HCN namespace of the reference row's pods.
+const BARE_NS: &str = "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
 
 /// Set by SIGINT or SIGTERM; the loops then stop by panicking, which unwinds into the cleanup.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -168,6 +172,8 @@ enum PodNetns {
     Fresh(String),
     /// One namespace for the whole run.
     Reuse(String),
+    /// An HCN namespace by ID, for the whole run: no Linux namespace, no vNIC.
+    Hcn(&'static str),
 }
 
 #[derive(Default)]
@@ -190,11 +196,13 @@ fn add_del(s: &mut Scratch, n: usize, p: &Plugin, env: &[(&str, &str)], times: &
         let ns = match &p.pods {
             Some(PodNetns::Fresh(prefix)) => Some(format!("{prefix}{seq}")),
             Some(PodNetns::Reuse(name)) => Some(name.clone()),
-            None => None,
+            Some(PodNetns::Hcn(_)) | None => None,
         };
         let netns = match (&p.pods, &ns) {
             (Some(PodNetns::Fresh(_)), Some(name)) => s.netns(name),
             (_, Some(name)) => format!("{RUN_NETNS}/{name}"),
+            (Some(PodNetns::Hcn(id)), None) => id.to_string(),
+            // host-local never enters it.
             _ => format!("{RUN_NETNS}/{HOST_NS}"),
         };
         let mut e: Vec<(&str, &str)> = env.to_vec();
@@ -320,6 +328,21 @@ fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, datapla
     );
 }
 
+/// The HCN namespace (`ID`, type Guest) the pods of the hnsd called `name` are added to.
+fn create_namespace(s: &Scratch, winnet: &Path, name: &str, socket: &Path, id: &str) {
+    let file = s.dir.path().join("ns.json");
+    std::fs::write(&file, format!(r#"{{"ID":"{id}","Type":"Guest"}}"#))
+        .expect("write the namespace");
+    let ok = Command::new(winnet)
+        .args(["hns", "create", "namespaces", "-f"])
+        .arg(&file)
+        .env("HNS_SOCKET", socket)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run winnet hns");
+    assert!(ok.success(), "create namespace:\n{}", s.hnsd_log(name));
+}
+
 /// Leftovers of a killed run.
 fn sweep() {
     for entry in std::fs::read_dir(RUN_NETNS).into_iter().flatten().flatten() {
@@ -361,6 +384,7 @@ fn main() {
     testkit::cmd::ok(Command::new(&winnet).arg("install-cni").arg(&bin));
     create_network(&s, &winnet, "hnsd", &socket, true);
     create_network(&s, &winnet, "hnsd-bare", &bare_socket, false);
+    create_namespace(&s, &winnet, "hnsd-bare", &bare_socket, BARE_NS);
 
     // A scratch "host" for bridge's Linux bridge; the plugins are spawned from it.
     let host_path = s.netns(HOST_NS);
@@ -437,7 +461,7 @@ fn main() {
         path: bin.join("win-bridge"),
         conf: win_conf("ipam-bare"),
         env: hns_env(&bare_socket, "state-bare"),
-        pods: None,
+        pods: Some(PodNetns::Hcn(BARE_NS)),
     };
 
     // Warm up each (page cache, first connection), then measure, interleaved in rounds so a

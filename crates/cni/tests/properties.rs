@@ -172,6 +172,93 @@ proptest! {
     }
 }
 
+/// A value for a `CNI_*` variable: good ones, near misses and noise.
+fn env_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "ADD",
+            "DEL",
+            "CHECK",
+            "STATUS",
+            "GC",
+            "VERSION",
+            "add",
+            "pod1",
+            "bad/id",
+            "none",
+            "container:pod1",
+            "container:",
+            "container:a/b",
+            "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D",
+            "/proc/self/ns/net",
+            "/proc/self/ns/uts",
+            "/etc/passwd",
+            "/tmp",
+            "/dev/null",
+            "/nonexistent/netns",
+            "eth0",
+            "eth0:1",
+            "..",
+            "a b",
+            "averyveryverylongname",
+            "/usr/lib/cni",
+            "K8S_POD_NAME=p;K8S_POD_NAMESPACE=n",
+            "=;;=",
+            "",
+        ])
+        .prop_map(String::from),
+        "[ -~]{0,20}",
+        ".{0,8}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// Whatever the runtime sets, reading the environment answers: valid arguments, or code 4
+    /// naming the variable; and CNI_NETNS is then a shape ADD accepts or an error naming it.
+    #[test]
+    fn the_cni_environment_never_panics_and_errors_name_the_variable(
+        vars in prop::collection::vec((prop::sample::select(vec![
+            "CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH", "CNI_ARGS",
+            "CNI_NETNS_OVERRIDE",
+        ]), env_value()), 0..9),
+    ) {
+        let env = Env::from_pairs(vars);
+        let args = match cni::protocol::Args::from_env(&env) {
+            Ok(args) => args,
+            Err(e) => {
+                prop_assert_eq!(e.code, cni::Code::INVALID_ENVIRONMENT);
+                prop_assert!(e.msg.contains("CNI_"), "{}", e.msg);
+                return Ok(());
+            }
+        };
+        use cni::protocol::Command;
+        if matches!(args.command, Command::Add | Command::Del | Command::Check) {
+            prop_assert!(cni::config::is_valid_name(&args.container_id), "{:?}", args);
+            prop_assert!(!args.ifname.is_empty() && args.ifname.len() <= 15, "{:?}", args);
+            prop_assert!(!args.ifname.contains(['/', ':']), "{:?}", args);
+        }
+        let _ = args.cni_path();
+        let _ = args.cni_arg("K8S_POD_NAME");
+        match cni::netns::NetNs::parse(&args.netns) {
+            Ok(ns) => {
+                if let Err(e) = ns.check_for_add() {
+                    prop_assert!(
+                        matches!(e.code, cni::Code::INVALID_ENVIRONMENT | cni::Code::INVALID_NETNS),
+                        "{:?}", e
+                    );
+                    prop_assert!(e.msg.contains("CNI_NETNS"), "{}", e.msg);
+                }
+            }
+            Err(e) => {
+                prop_assert_eq!(e.code, cni::Code::INVALID_ENVIRONMENT);
+                prop_assert!(e.msg.contains("CNI_NETNS"), "{}", e.msg);
+            }
+        }
+    }
+}
+
 #[test]
 fn an_unreachable_hnsd_is_try_again_later_and_nothing_is_written() {
     let plugin = cni::plugins::by_name("win-bridge").unwrap();

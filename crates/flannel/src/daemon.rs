@@ -131,7 +131,7 @@ impl Daemon {
         let mut lease = loop {
             let got = match &mut manager {
                 Manager::Etcd(m) => m.acquire(&conf, &attrs, previous).await,
-                Manager::Kube(m) => m.acquire(&attrs).await,
+                Manager::Kube(m) => m.acquire(conf.network, &attrs).await,
             };
             match got {
                 Ok(l) => break l,
