@@ -100,8 +100,14 @@ pub fn key<K: ::kube::Resource>(o: &K) -> String {
     )
 }
 
-/// Logs the read errors that are new in `after`, and that reading works again when the last
-/// one went: what a source says when it keeps its last good objects.
+/// Sends `objects` to the consumers, logging the read errors that are new and, when the last
+/// one went, that reading works again: what a source says when it keeps its last good objects.
+/// False when no one listens any more.
+pub(crate) fn publish(out: &watch::Sender<Arc<Objects>>, objects: Arc<Objects>) -> bool {
+    report_errors(&out.borrow().errors, &objects.errors);
+    out.send(objects).is_ok()
+}
+
 pub(crate) fn report_errors(before: &[String], after: &[String]) {
     for e in after.iter().filter(|e| !before.contains(e)) {
         tracing::warn!("{e}; the last good objects are kept");

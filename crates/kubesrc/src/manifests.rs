@@ -357,11 +357,10 @@ pub fn watch(dir: PathBuf, poll: Duration) -> channel::Receiver<Arc<Objects>> {
                 return;
             };
             folder = update.0;
-            if let Some(objects) = update.1 {
-                crate::report_errors(&tx.borrow().errors, &objects.errors);
-                if tx.send(objects).is_err() {
-                    return;
-                }
+            if let Some(objects) = update.1
+                && !crate::publish(&tx, objects)
+            {
+                return;
             }
             if tx.is_closed() {
                 return;
@@ -427,7 +426,10 @@ mod tests {
         std::fs::write(dir.path().join("c.yaml"), SVC.replace("web", "api")).unwrap();
         assert!(folder.refresh());
         let third = folder.objects();
-        assert_eq!(services(&third), ["default/api", "default/db", "default/web"]);
+        assert_eq!(
+            services(&third),
+            ["default/api", "default/db", "default/web"]
+        );
         let f = std::fs::File::options()
             .write(true)
             .open(dir.path().join("c.yaml"))
@@ -489,7 +491,10 @@ mod tests {
         write_still(&dir.path().join("b.yaml"), &SVC.replace("web", "other"), 60);
         let mut folder = Folder::new(dir.path().to_path_buf());
         let good = folder.objects();
-        assert_eq!(services(&good), ["default/db", "default/other", "default/web"]);
+        assert_eq!(
+            services(&good),
+            ["default/db", "default/other", "default/web"]
+        );
         let half = &two[..two.len() - 12];
         for (i, bad) in [
             "",
@@ -527,7 +532,11 @@ mod tests {
     fn a_file_that_never_read_whole_holds_the_folder_unsynced() {
         let dir = folder_dir();
         write_still(&dir.path().join("a.yaml"), SVC, 20);
-        write_still(&dir.path().join("b.yaml"), "kind: Service\nmetadata: {name: x", 20);
+        write_still(
+            &dir.path().join("b.yaml"),
+            "kind: Service\nmetadata: {name: x",
+            20,
+        );
         let mut folder = Folder::new(dir.path().to_path_buf());
         let o = folder.objects();
         assert!(!o.synced, "b.yaml has never been read whole");
@@ -560,5 +569,147 @@ mod tests {
             .unwrap();
         assert!(folder.refresh(), "still now: taken");
         assert_eq!(services(&folder.objects()), ["default/we"]);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Services `name-0..n` at 10.96.0.x, in kubectl's block YAML, one document each.
+        fn block_yaml(name: &str, n: usize) -> String {
+            (0..n)
+                .map(|i| {
+                    format!(
+                        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}-{i}\n  namespace: default\nspec:\n  clusterIP: 10.96.0.{}\n  ports:\n  - port: 80\n    protocol: TCP\n",
+                        i + 1
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("---\n")
+        }
+
+        /// The same as one JSON document per object (what `yaml_stream` in the tests writes).
+        fn json_docs(name: &str, n: usize) -> String {
+            (0..n)
+                .map(|i| {
+                    format!(
+                        "---\n{{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{{\"name\":\"{name}-{i}\",\"namespace\":\"default\"}},\"spec\":{{\"clusterIP\":\"10.96.1.{}\"}}}}\n",
+                        i + 1
+                    )
+                })
+                .collect()
+        }
+
+        /// A folder whose `a.yaml` was read whole with `good`, and whose `b.yaml` holds one
+        /// Service nobody touches.
+        fn folder_with(good: &str) -> (tempfile::TempDir, Folder) {
+            let dir = folder_dir();
+            write_still(&dir.path().join("a.yaml"), good, 100);
+            write_still(&dir.path().join("b.yaml"), &block_yaml("other", 1), 100);
+            let folder = Folder::new(dir.path().to_path_buf());
+            (dir, folder)
+        }
+
+        /// Writes `bytes` over `a.yaml` (still, so it is read) and refreshes.
+        fn overwrite(dir: &Path, folder: &mut Folder, bytes: &[u8]) -> Objects {
+            let file = dir.join("a.yaml");
+            std::fs::write(&file, bytes).unwrap();
+            let f = std::fs::File::options().write(true).open(&file).unwrap();
+            f.set_modified(std::time::SystemTime::now() - Duration::from_secs(10))
+                .unwrap();
+            folder.refresh();
+            folder.objects()
+        }
+
+        /// Text that is YAML-ish: pieces of manifests and YAML syntax in any order.
+        fn yamlish() -> impl Strategy<Value = String> {
+            let piece = prop_oneof![
+                Just("kind: Service\n".to_string()),
+                Just("kind: EndpointSlice\n".to_string()),
+                Just("kind: List\nitems:\n".to_string()),
+                Just("apiVersion: v1\n".to_string()),
+                Just("metadata: {name: web}\n".to_string()),
+                Just("metadata:\n  name: x\n".to_string()),
+                Just("spec: {clusterIP: 10.96.0.9}\n".to_string()),
+                Just("---\n".to_string()),
+                Just("- ".to_string()),
+                Just("{".to_string()),
+                Just("\"".to_string()),
+                Just("  ".to_string()),
+                Just("# c\n".to_string()),
+                "[a-z:{}\\[\\], \\-\n]{0,12}",
+            ];
+            prop::collection::vec(piece, 0..12).prop_map(|p| p.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+            /// Whatever is written over a file that was read whole (a prefix of its next
+            /// version cut at any byte, YAML-ish text, bytes that are not UTF-8), the folder
+            /// holds either the file's last good objects, with an error naming the file, or
+            /// exactly what a whole clean read of the new text gives; the other file is
+            /// untouched; nothing panics.
+            #[test]
+            fn a_file_is_taken_whole_or_its_last_good_objects_are_kept(
+                n in 1usize..5,
+                cut in any::<prop::sample::Index>(),
+                text in yamlish(),
+                bytes in prop::collection::vec(any::<u8>(), 0..64),
+                pick in 0u8..3,
+            ) {
+                let good = block_yaml("web", n);
+                let next = block_yaml("api", n + 1);
+                let written: Vec<u8> = match pick {
+                    0 => next.as_bytes()[..cut.index(next.len() + 1)].to_vec(),
+                    1 => text.into_bytes(),
+                    _ => bytes,
+                };
+                let (dir, mut folder) = folder_with(&good);
+                let before = folder.objects();
+                let after = overwrite(dir.path(), &mut folder, &written);
+                prop_assert!(after.synced);
+                let whole = std::str::from_utf8(&written)
+                    .ok()
+                    .map(|t| parse(t, "x"))
+                    .filter(|(o, errors)| errors.is_empty() && !(o.is_empty() && o.problems.is_empty()));
+                match whole {
+                    Some((o, _)) => {
+                        let mut expected = o.services.keys().cloned().collect::<Vec<_>>();
+                        expected.push("default/other-0".into());
+                        expected.sort();
+                        prop_assert_eq!(after.services.keys().cloned().collect::<Vec<_>>(), expected);
+                        prop_assert!(after.errors.is_empty(), "{:?}", after.errors);
+                    }
+                    None => {
+                        prop_assert_eq!(&after.services, &before.services);
+                        prop_assert!(after.errors.len() == 1 && after.errors[0].contains("a.yaml"), "{:?}", after.errors);
+                    }
+                }
+            }
+
+            /// A stream of one JSON document per object cut at any byte: the file's Services
+            /// are its last good ones or the new documents that were written whole, never an
+            /// object cut short.
+            #[test]
+            fn a_json_stream_cut_anywhere_never_yields_a_cut_object(
+                n in 1usize..6,
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let (dir, mut folder) = folder_with(&json_docs("web", 2));
+                let before = folder.objects();
+                let next = json_docs("api", n);
+                let written = &next.as_bytes()[..cut.index(next.len() + 1)];
+                let after = overwrite(dir.path(), &mut folder, written);
+                let names: Vec<String> = after.services.keys().filter(|k| *k != "default/other-0").cloned().collect();
+                let kept = after.services == before.services;
+                let whole_prefix = (0..=n).any(|k| {
+                    let mut want: Vec<String> = (0..k).map(|i| format!("default/api-{i}")).collect();
+                    want.sort();
+                    names == want
+                });
+                prop_assert!(kept || (whole_prefix && !names.is_empty()), "{names:?} from {:?}", String::from_utf8_lossy(written));
+            }
+        }
     }
 }
