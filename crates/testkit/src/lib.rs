@@ -5,6 +5,7 @@
 //! as a dev-dependency, never published.
 
 pub mod cmd;
+pub mod http;
 pub mod kube;
 pub mod root;
 pub mod wait;
