@@ -31,9 +31,10 @@ pub fn encode(
     });
     let opt_len = opt.as_ref().map_or(0, opt_size);
     let limit = limit.clamp(512, usize::from(u16::MAX));
+    // What the records may take; the OPT record is written after them, into what is left.
+    let budget = limit - opt_len;
     let mut buf = Vec::with_capacity(limit.min(4096));
     let mut enc = BinEncoder::new(&mut buf);
-    enc.set_max_size(u16::try_from(limit - opt_len).unwrap_or(u16::MAX));
     let place = enc.place::<Header>().ok()?;
     let mut counts = [0u16; 4];
     if let Some(q) = query {
@@ -44,19 +45,24 @@ pub fn encode(
     'sections: for (section, records) in sections.iter().enumerate() {
         for record in *records {
             let respelled = query.and_then(|q| respell(record, q));
-            match enc.emit_all(std::iter::once(respelled.as_ref().unwrap_or(record))) {
-                Ok(_) => counts[section + 1] += 1,
-                // Rolled back to the end of the last whole record.
-                Err(ProtoError::NotAllRecordsWritten { .. }) => {
-                    cut = true;
-                    break 'sections;
-                }
+            let before = enc.offset();
+            // Measured after compression, as written (a name is compressed once written).
+            let fits = match respelled.as_ref().unwrap_or(record).emit(&mut enc) {
+                Ok(()) => enc.offset() <= budget,
+                Err(ProtoError::MaxBufferSizeExceeded(_)) => false,
                 Err(_) => return None,
+            };
+            if !fits {
+                // Nothing is written after this but the OPT record (the root name, never a
+                // pointer), so the cut record's name pointers are never used.
+                enc.set_offset(before);
+                cut = true;
+                break 'sections;
             }
+            counts[section + 1] += 1;
         }
     }
     if let Some(opt) = &opt {
-        enc.set_max_size(u16::try_from(limit).unwrap_or(u16::MAX));
         opt.emit(&mut enc).ok()?;
         counts[3] += 1;
     }
@@ -142,11 +148,20 @@ mod tests {
             assert!(!m.answers.is_empty() && m.answers.len() < 5000);
             assert_eq!(m.edns.map(|e| e.max_payload()), Some(1232));
             // As many as fit: one more would not.
+            let k = m.answers.len();
+            let more = &answers[..=k];
+            let again = encode(
+                metadata(),
+                Some(&query),
+                [more, &[], &[]],
+                Some(&edns),
+                limit,
+            )
+            .expect("encoded");
+            let again = Message::from_vec(&again).unwrap();
             assert!(
-                bytes.len() + 16 > limit,
-                "{limit}: {} records in {} bytes",
-                m.answers.len(),
-                bytes.len()
+                again.metadata.truncation && again.answers.len() == k,
+                "{limit}: {k}"
             );
         }
         // What fits is not cut and has no TC.
@@ -162,7 +177,8 @@ mod tests {
         meta.response_code = ResponseCode::BADVERS;
         let bytes = encode(meta, None, [&[], &[], &[]], Some(&Edns::new()), 512).unwrap();
         let m = Message::from_vec(&bytes).unwrap();
-        assert_eq!(m.metadata.response_code, ResponseCode::BADVERS);
+        // BADVERS and BADSIG share code 16.
+        assert_eq!(u16::from(m.metadata.response_code), 16);
         assert_eq!(m.edns.map(|e| e.version()), Some(0));
     }
 

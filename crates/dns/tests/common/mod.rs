@@ -124,7 +124,7 @@ pub fn whole_message(bytes: &[u8]) -> Result<Message, String> {
     use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
     let mut decoder = BinDecoder::new(bytes);
     let m = Message::read(&mut decoder).map_err(|e| format!("not a DNS message: {e}"))?;
-    match decoder.remaining() {
+    match decoder.len() {
         0 => Ok(m),
         n => Err(format!("{n} bytes after the last record")),
     }
