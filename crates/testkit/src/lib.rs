@@ -5,6 +5,7 @@
 //! captured on a bridge port. Dev-only: used as a dev-dependency, never published.
 
 pub mod cmd;
+pub mod http;
 pub mod kube;
 pub mod lock;
 pub mod root;
