@@ -854,8 +854,9 @@ async fn names_longer_than_windows_allows_are_refused() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = network(&h).await;
     let before = dump(&h.client()).await;
-    // 256 UTF-16 units is the most an interface alias holds; a name of 2 MB is refused too.
-    for name in ["n".repeat(257), "é".repeat(257), "x".repeat(2 << 20)] {
+    // 256 UTF-16 units is the most an interface alias holds; a name of 2 MB (the most a body
+    // may carry) is refused too.
+    for name in ["n".repeat(257), "é".repeat(257), "x".repeat(2_000_000)] {
         let doc = json!({"Name": name, "Type": "NAT"});
         let err = post(&h, Kind::Network, &doc).await.unwrap_err();
         assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "network name");
