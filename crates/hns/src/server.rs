@@ -176,7 +176,10 @@ async fn accept_failed(e: io::Error) -> io::Result<()> {
     ) {
         return Ok(());
     }
-    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
+    if matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    ) {
         tracing::warn!(error = %e, "cannot accept a connection; trying again in 100 ms");
         tokio::time::sleep(Duration::from_millis(100)).await;
         return Ok(());

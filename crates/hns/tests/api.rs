@@ -837,13 +837,21 @@ async fn a_body_that_is_not_a_json_object_is_refused() {
                 panic!("{err}")
             };
             assert_eq!(*status, 400, "POST /{kind} {body}: {error}");
-            assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "POST /{kind} {body}");
+            assert_eq!(
+                err.code(),
+                Some(HResult::E_INVALIDARG),
+                "POST /{kind} {body}"
+            );
             assert!(error.contains("JSON object"), "says what to send: {error}");
         }
     }
     let patched = h
         .client()
-        .call(Method::PATCH, &format!("/networks/{net}"), Some(b"[]".to_vec()))
+        .call(
+            Method::PATCH,
+            &format!("/networks/{net}"),
+            Some(b"[]".to_vec()),
+        )
         .await;
     assert_eq!(code(patched), HResult::E_INVALIDARG);
     assert_eq!(dump(&h.client()).await, before, "nothing was made");
@@ -866,8 +874,12 @@ async fn names_longer_than_windows_allows_are_refused() {
         assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "endpoint name");
     }
     assert_eq!(dump(&h.client()).await, before, "nothing was made");
-    let longest = post(&h, Kind::Network, &json!({"Name": "n".repeat(256), "Type": "NAT"}))
-        .await
-        .expect("a name of 256 characters is taken");
+    let longest = post(
+        &h,
+        Kind::Network,
+        &json!({"Name": "n".repeat(256), "Type": "NAT"}),
+    )
+    .await
+    .expect("a name of 256 characters is taken");
     assert_eq!(longest["Name"].as_str().map(str::len), Some(256));
 }

@@ -62,7 +62,12 @@ async fn the_files_and_directories_hnsd_makes_are_private_and_a_clean_stop_remov
     };
     let running = hns::server::spawn(&config).expect("hnsd starts");
     running.client().get_version().await.expect("hnsd answers");
-    for d in [&run, &dir.path().join("run"), &state, &dir.path().join("lib")] {
+    for d in [
+        &run,
+        &dir.path().join("run"),
+        &state,
+        &dir.path().join("lib"),
+    ] {
         assert_eq!(mode(d), 0o700, "{} (made by hnsd)", d.display());
     }
     assert_eq!(mode(&state.join("hns.redb")), 0o600, "the store");

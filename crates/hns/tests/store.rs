@@ -167,7 +167,10 @@ async fn an_object_stored_under_another_id_or_unreadable_is_refused() {
             json!({"ID": Guid::new_v4(), "Name": "moved", "Type": "NAT",
                    "SchemaVersion": {"Major": 2, "Minor": 0}}),
         ),
-        ("not-a-guid".to_string(), json!({"Name": "x", "Type": "NAT"})),
+        (
+            "not-a-guid".to_string(),
+            json!({"Name": "x", "Type": "NAT"}),
+        ),
         (Guid::new_v4().to_string(), json!([])),
     ] {
         let dir = store_with_objects().await;
@@ -189,18 +192,31 @@ async fn store_with_damage(dir: &Path) -> (Guid, Guid, Guid, Guid) {
         let tx = db.begin_read().expect("read");
         let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("endpoints");
         let t = tx.open_table(def).expect("endpoints");
-        let first = redb::ReadableTable::iter(&t).expect("rows").next().expect("one").expect("row");
+        let first = redb::ReadableTable::iter(&t)
+            .expect("rows")
+            .next()
+            .expect("one")
+            .expect("row");
         first.0.value().parse::<Guid>().expect("an ID")
     };
     drop(db);
     let (orphan, lb1, lb2) = (Guid::new_v4(), Guid::new_v4(), Guid::new_v4());
-    put_raw(&file, "endpoints", &orphan.to_string(),
-        &json!({"ID": orphan, "HostComputeNetwork": Guid::new_v4(), "SchemaVersion": {"Major": 2, "Minor": 0}}));
+    put_raw(
+        &file,
+        "endpoints",
+        &orphan.to_string(),
+        &json!({"ID": orphan, "HostComputeNetwork": Guid::new_v4(), "SchemaVersion": {"Major": 2, "Minor": 0}}),
+    );
     for (id, eps, port) in [(lb1, vec![whole, orphan], 80), (lb2, vec![orphan], 81)] {
-        put_raw(&file, "loadbalancers", &id.to_string(), &json!({
+        put_raw(
+            &file,
+            "loadbalancers",
+            &id.to_string(),
+            &json!({
             "ID": id, "HostComputeEndpoints": eps, "FrontendVIPs": ["10.96.0.10"],
             "PortMappings": [{"Protocol": 6, "InternalPort": 8080, "ExternalPort": port}],
-            "SchemaVersion": {"Major": 2, "Minor": 0}}));
+            "SchemaVersion": {"Major": 2, "Minor": 0}}),
+        );
     }
     put_raw(&file, "networks", "not-a-guid", &json!({"Name": "x"}));
     (whole, orphan, lb1, lb2)
@@ -218,18 +234,39 @@ async fn repair_keeps_what_is_whole_and_says_what_it_dropped() {
     for id in [orphan.to_string(), lb2.to_string(), "not-a-guid".into()] {
         assert!(text.contains(&id), "the report names {id}:\n{text}");
     }
-    let copy = report.damaged_copy.clone().expect("the damaged file is kept");
-    assert_eq!(std::fs::read(&copy).expect("the copy"), damaged, "kept as it was");
+    let copy = report
+        .damaged_copy
+        .clone()
+        .expect("the damaged file is kept");
+    assert_eq!(
+        std::fs::read(&copy).expect("the copy"),
+        damaged,
+        "kept as it was"
+    );
 
     // The repaired store opens, with every whole object and the load balancer minus the orphan.
-    let running = hns::server::spawn(&config(dir.path())).expect("hnsd starts on the repaired store");
+    let running =
+        hns::server::spawn(&config(dir.path())).expect("hnsd starts on the repaired store");
     let client = running.client();
-    let eps: Vec<Guid> = client.list_endpoints().await.expect("endpoints").iter().map(|e| e.id).collect();
+    let eps: Vec<Guid> = client
+        .list_endpoints()
+        .await
+        .expect("endpoints")
+        .iter()
+        .map(|e| e.id)
+        .collect();
     assert_eq!(eps, vec![whole]);
     assert_eq!(client.list_networks().await.expect("networks").len(), 1);
     let lbs = client.list_load_balancers().await.expect("load balancers");
-    assert_eq!(lbs.len(), 1, "the load balancer over the orphan alone is dropped");
-    assert_eq!((lbs[0].id, lbs[0].host_compute_endpoints.clone()), (lb1, vec![whole]));
+    assert_eq!(
+        lbs.len(),
+        1,
+        "the load balancer over the orphan alone is dropped"
+    );
+    assert_eq!(
+        (lbs[0].id, lbs[0].host_compute_endpoints.clone()),
+        (lb1, vec![whole])
+    );
     running.stop().await.expect("stops");
 
     let again = hns::store::repair(&file).expect("a second repair");
@@ -241,12 +278,28 @@ async fn repair_of_a_store_redb_cannot_read_keeps_the_file_and_starts_empty() {
     for cut in [0u64, 100] {
         let dir = store_with_objects().await;
         let file = store_file(dir.path());
-        std::fs::OpenOptions::new().write(true).open(&file).and_then(|f| f.set_len(cut)).expect("truncate");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_len(cut))
+            .expect("truncate");
         let report = hns::store::repair(&file).expect("the repair runs");
         assert!(report.unreadable.is_some(), "{report}");
-        assert_eq!(std::fs::metadata(report.damaged_copy.as_ref().expect("kept")).expect("copy").len(), cut);
+        assert_eq!(
+            std::fs::metadata(report.damaged_copy.as_ref().expect("kept"))
+                .expect("copy")
+                .len(),
+            cut
+        );
         let running = hns::server::spawn(&config(dir.path())).expect("hnsd starts");
-        assert!(running.client().list_networks().await.expect("list").is_empty());
+        assert!(
+            running
+                .client()
+                .list_networks()
+                .await
+                .expect("list")
+                .is_empty()
+        );
         running.stop().await.expect("stops");
     }
 }
@@ -265,11 +318,18 @@ fn store_without_schema(file: &Path, net: &serde_json::Value) {
     std::fs::create_dir_all(file.parent().expect("dir")).expect("state dir");
     let db = redb::Database::create(file).expect("create");
     let tx = db.begin_write().expect("write");
-    for name in ["networks", "endpoints", "namespaces", "loadbalancers", "routes"] {
+    for name in [
+        "networks",
+        "endpoints",
+        "namespaces",
+        "loadbalancers",
+        "routes",
+    ] {
         let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
         let mut t = tx.open_table(def).expect("table");
         if name == "networks" {
-            t.insert(net["ID"].as_str().expect("ID"), net.to_string().as_bytes()).expect("insert");
+            t.insert(net["ID"].as_str().expect("ID"), net.to_string().as_bytes())
+                .expect("insert");
         }
     }
     tx.commit().expect("commit");
@@ -280,24 +340,40 @@ async fn a_migration_is_preceded_by_a_backup_of_the_store_as_it_was() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = store_file(dir.path());
     let id = Guid::new_v4();
-    let net = json!({"ID": id, "Name": "old", "Type": "NAT", "SchemaVersion": {"Major": 2, "Minor": 0}});
+    let net =
+        json!({"ID": id, "Name": "old", "Type": "NAT", "SchemaVersion": {"Major": 2, "Minor": 0}});
     store_without_schema(&file, &net);
     let before = std::fs::read(&file).expect("the old store");
 
     let running = hns::server::spawn(&config(dir.path())).expect("hnsd starts on the old store");
-    let n = running.client().get_network_by_id(id).await.expect("its network is served");
+    let n = running
+        .client()
+        .get_network_by_id(id)
+        .await
+        .expect("its network is served");
     assert_eq!(n.name, "old");
     running.stop().await.expect("stops");
 
     let backups = hns::store::backups(&file);
     assert_eq!(backups.len(), 1, "one backup: {backups:?}");
-    assert_eq!(std::fs::read(&backups[0]).expect("the backup"), before, "the store as it was");
+    assert_eq!(
+        std::fs::read(&backups[0]).expect("the backup"),
+        before,
+        "the store as it was"
+    );
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&backups[0]).expect("backup").permissions().mode();
+    let mode = std::fs::metadata(&backups[0])
+        .expect("backup")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "the backup is private");
 
     // Migrated once: the next start takes no second backup.
-    hns::server::spawn(&config(dir.path())).expect("starts").stop().await.expect("stops");
+    hns::server::spawn(&config(dir.path()))
+        .expect("starts")
+        .stop()
+        .await
+        .expect("stops");
     assert_eq!(hns::store::backups(&file).len(), 1);
 }
 
@@ -309,7 +385,10 @@ async fn a_store_of_a_newer_schema_is_refused_and_kept() {
         let db = redb::Database::open(&file).expect("open");
         let tx = db.begin_write().expect("write");
         let def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
-        tx.open_table(def).expect("meta").insert("schema", hns::store::SCHEMA + 1).expect("insert");
+        tx.open_table(def)
+            .expect("meta")
+            .insert("schema", hns::store::SCHEMA + 1)
+            .expect("insert");
         tx.commit().expect("commit");
     }
     let before = std::fs::read(&file).expect("store");
@@ -318,5 +397,9 @@ async fn a_store_of_a_newer_schema_is_refused_and_kept() {
         Err(e) => e.to_string(),
     };
     assert!(message.contains("newer"), "{message}");
-    assert_eq!(std::fs::read(&file).expect("store"), before, "left as it was");
+    assert_eq!(
+        std::fs::read(&file).expect("store"),
+        before,
+        "left as it was"
+    );
 }

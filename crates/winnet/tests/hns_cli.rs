@@ -151,6 +151,13 @@ async fn list_prints_a_column_wider_than_65535_characters() {
         .lines()
         .find(|l| l.contains("wide"))
         .unwrap_or_else(|| panic!("the network is listed: {out}"));
-    assert!(row.len() > 65_535, "the whole subnet column: {} bytes", row.len());
-    assert!(row.ends_with("10.33.111.0/24"), "the last subnet is printed");
+    assert!(
+        row.len() > 65_535,
+        "the whole subnet column: {} bytes",
+        row.len()
+    );
+    assert!(
+        row.ends_with("10.33.111.0/24"),
+        "the last subnet is printed"
+    );
 }

@@ -422,10 +422,15 @@ async fn sigterm_with_a_half_sent_request_stops_after_a_bounded_grace() {
     let (state, socket) = (dir.path().join("state"), dir.path().join("hns.sock"));
     let mut hnsd = winnet_hnsd(&state, &socket, &dir.path().join("hnsd.log")).start();
     let mut half = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
-    half.write_all(b"POST /networks HTTP/1.1\r\nHost: hns\r\nContent-Length: 400\r\n\r\n{\"Name\":")
-        .expect("send half a request");
+    half.write_all(
+        b"POST /networks HTTP/1.1\r\nHost: hns\r\nContent-Length: 400\r\n\r\n{\"Name\":",
+    )
+    .expect("send half a request");
     // The request has reached hnsd once it is being served: another call still works.
-    Client::new(&socket).get_version().await.expect("hnsd answers");
+    Client::new(&socket)
+        .get_version()
+        .await
+        .expect("hnsd answers");
 
     // SAFETY: kill(2) on our own child, which is not yet reaped.
     assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
@@ -435,8 +440,13 @@ async fn sigterm_with_a_half_sent_request_stops_after_a_bounded_grace() {
             hnsd.log()
         )
     });
-    assert!(status.success(), "hnsd stopped with {status}:\n{}", hnsd.log());
-    half.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    assert!(
+        status.success(),
+        "hnsd stopped with {status}:\n{}",
+        hnsd.log()
+    );
+    half.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let mut rest = Vec::new();
     half.read_to_end(&mut rest)
         .expect("the half-sent connection is closed, not left hanging");

@@ -80,15 +80,22 @@ impl State {
                 ));
             }
         }
-        found.extend(self.endpoints.values().filter_map(|e| self.endpoint_problem(e)));
+        found.extend(
+            self.endpoints
+                .values()
+                .filter_map(|e| self.endpoint_problem(e)),
+        );
         for ns in self.namespaces.values() {
             let stray: Vec<Guid> = ns
                 .endpoint_ids()
-                .filter(|ep| self.endpoints.get(ep).map(|e| e.host_compute_namespace) != Some(ns.id))
+                .filter(|ep| {
+                    self.endpoints.get(ep).map(|e| e.host_compute_namespace) != Some(ns.id)
+                })
                 .collect();
             if let Some(first) = stray.first() {
                 let mut kept = ns.clone();
-                kept.resources.retain(|r| !r.data.id.is_some_and(|id| stray.contains(&id)));
+                kept.resources
+                    .retain(|r| !r.data.id.is_some_and(|id| stray.contains(&id)));
                 found.push(Problem::new(
                     Kind::Namespace,
                     ns.id,
@@ -98,18 +105,29 @@ impl State {
             }
         }
         for lb in self.load_balancers.values() {
-            if let Some(f) = frontends(lb).into_iter().find(|f| self.frontends.get(f) != Some(&lb.id)) {
+            if let Some(f) = frontends(lb)
+                .into_iter()
+                .find(|f| self.frontends.get(f) != Some(&lb.id))
+            {
                 found.push(Problem::new(
                     Kind::LoadBalancer,
                     lb.id,
-                    format!("protocol {} port {} is also load balanced by another", f.protocol, f.port),
+                    format!(
+                        "protocol {} port {} is also load balanced by another",
+                        f.protocol, f.port
+                    ),
                     Fix::Drop,
                 ));
                 continue;
             }
             let mut kept = lb.clone();
-            kept.host_compute_endpoints.retain(|ep| self.endpoints.contains_key(ep));
-            if let Some(missing) = lb.host_compute_endpoints.iter().find(|ep| !self.endpoints.contains_key(ep)) {
+            kept.host_compute_endpoints
+                .retain(|ep| self.endpoints.contains_key(ep));
+            if let Some(missing) = lb
+                .host_compute_endpoints
+                .iter()
+                .find(|ep| !self.endpoints.contains_key(ep))
+            {
                 let fix = if kept.host_compute_endpoints.is_empty() {
                     Fix::Drop
                 } else {
@@ -124,9 +142,14 @@ impl State {
             }
         }
         for r in self.routes.values() {
-            if let Some(missing) = r.host_compute_endpoints.iter().find(|ep| !self.endpoints.contains_key(ep)) {
+            if let Some(missing) = r
+                .host_compute_endpoints
+                .iter()
+                .find(|ep| !self.endpoints.contains_key(ep))
+            {
                 let mut kept = r.clone();
-                kept.host_compute_endpoints.retain(|ep| self.endpoints.contains_key(ep));
+                kept.host_compute_endpoints
+                    .retain(|ep| self.endpoints.contains_key(ep));
                 found.push(Problem::new(
                     Kind::Route,
                     r.id,
@@ -150,7 +173,10 @@ impl State {
         {
             return drop(format!("its address {ip} is also held by another endpoint"));
         }
-        if let Some(mac) = e.mac_address.filter(|m| !e.is_remote() && self.macs.get(&(net, *m)) != Some(&e.id)) {
+        if let Some(mac) = e
+            .mac_address
+            .filter(|m| !e.is_remote() && self.macs.get(&(net, *m)) != Some(&e.id))
+        {
             return drop(format!("its MAC {mac} is also held by another endpoint"));
         }
         let ns = e.host_compute_namespace;

@@ -129,9 +129,11 @@ impl Store {
                 "redb's integrity check found pages that do not match their checksums (the file was changed outside hnsd, or the disk lost writes)",
             ));
         }
-        let problems = examined.contents.problems.into_iter().chain(
-            State::holding(Profile::default(), examined.contents.objects).problems(),
-        );
+        let problems = examined
+            .contents
+            .problems
+            .into_iter()
+            .chain(State::holding(Profile::default(), examined.contents.objects).problems());
         let problems: Vec<Problem> = problems.collect();
         if !problems.is_empty() {
             return Err(damaged(path, &listed(&problems)));
@@ -150,12 +152,10 @@ impl Store {
             let backup = backup(path, &bytes, examined.schema)?;
             tracing::info!(store = %path.display(), backup = %backup.display(), from = examined.schema, to = SCHEMA, "backed up the store before migrating it");
         }
-        let db = Database::builder()
-            .create_file(file)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => in_use(path),
-                other => db_err(other),
-            })?;
+        let db = Database::builder().create_file(file).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => in_use(path),
+            other => db_err(other),
+        })?;
         let store = Store {
             db,
             path: path.into(),
@@ -283,7 +283,10 @@ fn read_row(kind: Kind, key: &str, bytes: &[u8]) -> Result<Object, Problem> {
     let obj = Object::from_stored(kind, bytes)
         .map_err(|e| problem(format!("it does not read as a {} ({e})", kind.singular())))?;
     if obj.id() != id {
-        return Err(problem(format!("it is stored under {id} but says it is {}", obj.id())));
+        return Err(problem(format!(
+            "it is stored under {id} but says it is {}",
+            obj.id()
+        )));
     }
     obj.validate()
         .map_err(|e| problem(format!("it is not valid: {e}")))?;
@@ -291,7 +294,11 @@ fn read_row(kind: Kind, key: &str, bytes: &[u8]) -> Result<Object, Problem> {
 }
 
 fn listed(problems: &[Problem]) -> String {
-    let mut text: Vec<String> = problems.iter().take(LISTED).map(Problem::to_string).collect();
+    let mut text: Vec<String> = problems
+        .iter()
+        .take(LISTED)
+        .map(Problem::to_string)
+        .collect();
     if problems.len() > LISTED {
         text.push(format!("and {} more", problems.len() - LISTED));
     }

@@ -122,10 +122,19 @@ pub fn repair(path: &Path) -> Result<Repair, StoreError> {
     }
     let copy = unused(path, "damaged", "");
     std::fs::rename(path, &copy).map_err(|e| {
-        super::io_err(&format!("move the damaged store to {} from", copy.display()), path, e)
+        super::io_err(
+            &format!("move the damaged store to {} from", copy.display()),
+            path,
+            e,
+        )
     })?;
     report.damaged_copy = Some(copy);
-    create(path, &objects).map_err(|e| damaged(path, &format!("the repair could not write the new store: {e}")))?;
+    create(path, &objects).map_err(|e| {
+        damaged(
+            path,
+            &format!("the repair could not write the new store: {e}"),
+        )
+    })?;
     Ok(report)
 }
 

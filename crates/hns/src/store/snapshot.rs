@@ -40,7 +40,10 @@ impl StorageBackend for Snapshot {
         let bytes = self.bytes.read().unwrap_or_else(|p| p.into_inner());
         let start = usize::try_from(offset).map_err(|_| past_end())?;
         let end = start.checked_add(len).ok_or_else(past_end)?;
-        bytes.get(start..end).map(<[u8]>::to_vec).ok_or_else(past_end)
+        bytes
+            .get(start..end)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(past_end)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
