@@ -553,3 +553,72 @@ fn wait_serving(mut hnsd: HnsdProcess, socket: &Path) -> Result<HnsdProcess, Str
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A truncated store: `winnet hnsd` refuses it (an error naming the file and `--repair`, no
+/// panic, no socket left), `winnet hnsd --repair` says what it kept and keeps the damaged file,
+/// and hnsd then starts.
+#[tokio::test]
+async fn a_truncated_store_is_refused_and_repair_brings_hnsd_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (state, socket, log) = (
+        dir.path().join("state"),
+        dir.path().join("hns.sock"),
+        dir.path().join("hnsd.log"),
+    );
+    let mut hnsd = winnet_hnsd(&state, &socket, &log).start();
+    Client::new(&socket)
+        .create_network(&network_doc())
+        .await
+        .expect("create the network");
+    // SAFETY: kill(2) on our own child, which is not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
+    hnsd.wait_exit(Duration::from_secs(30)).expect("hnsd stops");
+    let store = state.join("hns.redb");
+    let len = std::fs::metadata(&store).expect("the store").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&store)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate the store");
+
+    let mut refused = winnet_hnsd(&state, &socket, &log).spawn();
+    let status = refused
+        .wait_exit(Duration::from_secs(30))
+        .expect("hnsd exits instead of serving");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "an error, not a panic:\n{}",
+        refused.log()
+    );
+    let message = refused.log();
+    assert!(
+        message.contains(&store.display().to_string()) && message.contains("--repair"),
+        "names the store and the recovery:\n{message}"
+    );
+    assert!(!message.contains("panicked at crates"), "{message}");
+    assert!(!socket.exists(), "no socket left behind");
+
+    let repair = std::process::Command::new(env!("CARGO_BIN_EXE_winnet"))
+        .args(["hnsd", "--repair", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("run winnet hnsd --repair");
+    let report = String::from_utf8_lossy(&repair.stdout);
+    assert!(
+        repair.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&repair.stderr)
+    );
+    assert!(
+        report.contains("repaired") && report.contains("hns.redb.damaged"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::metadata(state.join("hns.redb.damaged"))
+            .expect("kept")
+            .len(),
+        len / 2
+    );
+    drop(winnet_hnsd(&state, &socket, &log).start());
+}

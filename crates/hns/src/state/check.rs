@@ -128,16 +128,12 @@ impl State {
                 .iter()
                 .find(|ep| !self.endpoints.contains_key(ep))
             {
-                let fix = if kept.host_compute_endpoints.is_empty() {
-                    Fix::Drop
-                } else {
-                    Fix::Keep(Object::LoadBalancer(kept))
-                };
+                // Kept even with no backend left, as deleting its last endpoint leaves it.
                 found.push(Problem::new(
                     Kind::LoadBalancer,
                     lb.id,
                     format!("its backend endpoint {missing} does not exist"),
-                    fix,
+                    Fix::Keep(Object::LoadBalancer(kept)),
                 ));
             }
         }

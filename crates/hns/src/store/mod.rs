@@ -236,9 +236,10 @@ fn write_changes(tx: &redb::WriteTransaction, changes: &[Change]) -> Result<(), 
     Ok(())
 }
 
-/// Every row of every table, each parsed, validated and checked against its key.
-fn read_objects(db: &Database) -> Result<Contents, redb::Error> {
-    let tx = db.begin_read()?;
+/// Every row of every table, each parsed, validated and checked against its key. The error is
+/// redb's, when it cannot read the store at all.
+fn read_objects(db: &Database) -> Result<Contents, String> {
+    let tx = db.begin_read().map_err(|e| e.to_string())?;
     let mut contents = Contents::default();
     for kind in Kind::ALL {
         let t = match tx.open_table(table(kind)) {
@@ -249,11 +250,16 @@ fn read_objects(db: &Database) -> Result<Contents, redb::Error> {
                 continue;
             }
         };
-        for row in t.iter()? {
+        for row in t.iter().map_err(|e| e.to_string())? {
             match row {
                 Ok((k, v)) => match read_row(kind, k.value(), v.value()) {
                     Ok(obj) => contents.objects.push(obj),
-                    Err(p) => contents.problems.push(p),
+                    Err(what) => contents.problems.push(Problem::new(
+                        kind,
+                        k.value(),
+                        what,
+                        crate::state::Fix::Drop,
+                    )),
                 },
                 Err(e) => {
                     contents.problems.push(unreadable_table(kind, e));
@@ -274,22 +280,22 @@ fn unreadable_table(kind: Kind, e: impl std::fmt::Display) -> Problem {
     )
 }
 
-/// One stored object: its key is its ID, it parses, and it is one the API would take.
-fn read_row(kind: Kind, key: &str, bytes: &[u8]) -> Result<Object, Problem> {
-    let problem = |what: String| Problem::new(kind, key, what, crate::state::Fix::Drop);
+/// One stored object: its key is its ID, it parses, and it is one the API would take. The
+/// error says which of these it is not.
+fn read_row(kind: Kind, key: &str, bytes: &[u8]) -> Result<Object, String> {
     let id: hcn::Guid = key
         .parse()
-        .map_err(|e| problem(format!("its key is not an ID ({e})")))?;
+        .map_err(|e| format!("its key is not an ID ({e})"))?;
     let obj = Object::from_stored(kind, bytes)
-        .map_err(|e| problem(format!("it does not read as a {} ({e})", kind.singular())))?;
+        .map_err(|e| format!("it does not read as a {} ({e})", kind.singular()))?;
     if obj.id() != id {
-        return Err(problem(format!(
+        return Err(format!(
             "it is stored under {id} but says it is {}",
             obj.id()
-        )));
+        ));
     }
     obj.validate()
-        .map_err(|e| problem(format!("it is not valid: {e}")))?;
+        .map_err(|e| format!("it is not valid: {e}"))?;
     Ok(obj)
 }
 
