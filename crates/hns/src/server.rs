@@ -61,12 +61,13 @@ pub async fn run(
     serve(listener, service, shutdown).await
 }
 
-/// Binds the socket and loads the store: everything that can fail before serving. A data
-/// plane subscribes to the service between this and [`serve`]; if it cannot start, give the
-/// socket up with [`abandon`].
+/// Claims the socket, loads the store and binds the socket: everything that can fail before
+/// serving. The socket is bound last, so a client that can connect finds the store open and
+/// locked. A data plane subscribes to the service between this and [`serve`]; if it cannot
+/// start, give the socket up with [`abandon`].
 pub fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
     // Refuse a live socket before touching the state dir, so the message names the real cause.
-    let listener = bind(&config.socket)?;
+    let claim = claim(&config.socket)?;
     let opened = private_dir(&config.state_dir)
         .map_err(|source| ServerError::StateDir {
             path: config.state_dir.clone(),
@@ -74,10 +75,17 @@ pub fn open(config: &Config) -> Result<(Listener, Arc<Service>), ServerError> {
         })
         .and_then(|()| Ok(Store::open(&config.state_dir.join(FILE_NAME))?))
         .and_then(|store| Ok(Service::start(store, config.profile)?));
-    match opened {
-        Ok(service) => Ok((listener, Arc::new(service))),
+    let service = match opened {
+        Ok(service) => service,
         Err(e) => {
-            listener.close();
+            claim.lock.release();
+            return Err(e);
+        }
+    };
+    match claim.bind() {
+        Ok(listener) => Ok((listener, Arc::new(service))),
+        Err(e) => {
+            service.shutdown();
             Err(e)
         }
     }
@@ -247,43 +255,75 @@ fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
-/// Binds `path` with mode 0600. One hnsd per socket: an exclusive lock on `<path>.lock`, held
-/// for the listener's life, makes the check and the bind one step, so two hnsd started at the
-/// same moment cannot both win. What is at `path` is replaced only if it is a socket of this
-/// user that nobody listens on (a killed hnsd's); anything else is refused and left alone.
+/// Binds `path` with mode 0600 (see [`claim`]).
 pub fn bind(path: &Path) -> Result<Listener, ServerError> {
-    let bind_err = |source| ServerError::Bind {
-        path: path.into(),
-        source,
-    };
+    claim(path)?.bind()
+}
+
+/// Makes `path` this hnsd's to bind. One hnsd per socket: an exclusive lock on `<path>.lock`,
+/// held for the listener's life, makes the check and the bind one step, so two hnsd started at
+/// the same moment cannot both win. What is at `path` is replaced only if it is a socket of this
+/// user that nobody listens on (a killed hnsd's); anything else is refused and left alone.
+pub fn claim(path: &Path) -> Result<Claim, ServerError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        private_dir(dir).map_err(bind_err)?;
+        private_dir(dir).map_err(|source| ServerError::Bind {
+            path: path.into(),
+            source,
+        })?;
     }
     let lock = SocketLock::take(path)?;
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(bind_err(e)),
-        Ok(meta) => {
-            if let Err(e) = replace_stale(path, &meta) {
-                lock.release();
-                return Err(e);
-            }
-        }
-    }
-    let bound = UnixListener::bind(path)
-        .and_then(|l| {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map(|()| l)
-        })
-        .map_err(bind_err);
-    match bound {
-        Ok(listener) => Ok(Listener {
-            listener,
+    let stale = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(ServerError::Bind {
+            path: path.into(),
+            source,
+        }),
+        Ok(meta) => replace_stale(path, &meta),
+    };
+    match stale {
+        Ok(()) => Ok(Claim {
             socket: path.into(),
             lock,
         }),
         Err(e) => {
             lock.release();
             Err(e)
+        }
+    }
+}
+
+/// A socket path no other hnsd can take (its lock held) and nothing occupies.
+#[derive(Debug)]
+pub struct Claim {
+    socket: PathBuf,
+    lock: SocketLock,
+}
+
+impl Claim {
+    /// Binds the socket, mode 0600.
+    pub fn bind(self) -> Result<Listener, ServerError> {
+        let Claim { socket, lock } = self;
+        let bound = UnixListener::bind(&socket).and_then(|l| {
+            let private = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+            if private.is_err() {
+                // Ours, just made: not left behind.
+                let _ = std::fs::remove_file(&socket);
+            }
+            private.map(|()| l)
+        });
+        match bound {
+            Ok(listener) => Ok(Listener {
+                listener,
+                socket,
+                lock,
+            }),
+            Err(source) => {
+                lock.release();
+                Err(ServerError::Bind {
+                    path: socket,
+                    source,
+                })
+            }
         }
     }
 }
