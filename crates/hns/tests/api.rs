@@ -952,3 +952,66 @@ async fn resolve_names_the_endpoint_and_says_when_no_pod_has_a_dns_client() {
     assert_eq!(e.code(), Some(HResult::E_INVALIDARG), "{e}");
     assert!(e.to_string().contains("Type:"), "{e}");
 }
+
+#[tokio::test]
+async fn a_body_that_is_not_a_json_object_is_refused() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let before = dump(&h.client()).await;
+    for kind in Kind::ALL {
+        for body in ["[]", "[{\"Name\":\"x\"}]", "null", "7", "\"cbr0\"", "true"] {
+            let err = h
+                .client()
+                .call(Method::POST, &format!("/{kind}"), Some(body.into()))
+                .await
+                .expect_err("a document that is not an object is refused");
+            let hns_client::ClientError::Hns { status, error, .. } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(*status, 400, "POST /{kind} {body}: {error}");
+            assert_eq!(
+                err.code(),
+                Some(HResult::E_INVALIDARG),
+                "POST /{kind} {body}"
+            );
+            assert!(error.contains("JSON object"), "says what to send: {error}");
+        }
+    }
+    let patched = h
+        .client()
+        .call(
+            Method::PATCH,
+            &format!("/networks/{net}"),
+            Some(b"[]".to_vec()),
+        )
+        .await;
+    assert_eq!(code(patched), HResult::E_INVALIDARG);
+    assert_eq!(dump(&h.client()).await, before, "nothing was made");
+}
+
+#[tokio::test]
+async fn names_longer_than_windows_allows_are_refused() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let before = dump(&h.client()).await;
+    // 256 UTF-16 units is the most an interface alias holds; a name of 2 MB (the most a body
+    // may carry) is refused too.
+    for name in ["n".repeat(257), "é".repeat(257), "x".repeat(2_000_000)] {
+        let doc = json!({"Name": name, "Type": "NAT"});
+        let err = post(&h, Kind::Network, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "network name");
+        assert!(err.to_string().contains("Name"), "names the field: {err}");
+        let doc = json!({"Name": name, "HostComputeNetwork": net});
+        let err = post(&h, Kind::Endpoint, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "endpoint name");
+    }
+    assert_eq!(dump(&h.client()).await, before, "nothing was made");
+    let longest = post(
+        &h,
+        Kind::Network,
+        &json!({"Name": "n".repeat(256), "Type": "NAT"}),
+    )
+    .await
+    .expect("a name of 256 characters is taken");
+    assert_eq!(longest["Name"].as_str().map(str::len), Some(256));
+}

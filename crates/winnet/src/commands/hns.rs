@@ -326,16 +326,22 @@ fn print_table(kind: Kind, items: &[Value]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
+            *w = (*w).max(cell.chars().count());
         }
     }
+    // Padded by hand: a format width stops at 65,535 and a cell (a network's subnets, say) can
+    // be longer.
     let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
+        let mut text = String::new();
+        for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            text.push_str(cell);
+            let pad = width.saturating_sub(cell.chars().count());
+            text.extend(std::iter::repeat_n(' ', pad));
+        }
+        println!("{}", text.trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {
