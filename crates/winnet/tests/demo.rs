@@ -595,6 +595,17 @@ fn every_node_runs_flanneld_on_the_clusters_etcd_and_down_stops_them_all() {
     let status = winnet(&["cluster", "status"]);
     let st = text(&status);
     assert!(status.status.success(), "{st}");
+    // With its reader gone (`winnet cluster status | head -1`), status ends quietly: no panic,
+    // no "Broken pipe", the status a shell gives a program the closed pipe ended.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let closed = Command::new(env!("CARGO_BIN_EXE_winnet"))
+        .args(["cluster", "status"])
+        .stdout(writer)
+        .output()
+        .expect("run winnet cluster status");
+    assert_eq!(closed.status.code(), Some(141), "{}", text(&closed));
+    assert!(closed.stderr.is_empty(), "{}", text(&closed));
     for node in state["nodes"].as_array().expect("nodes") {
         let subnet: ipnet::Ipv4Net = node["subnet"]
             .as_str()
