@@ -186,7 +186,15 @@ pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
     } else {
-        outln!("{}", check::render(&outcomes, a.markdown))?;
+        let header = state
+            .topology
+            .as_ref()
+            .map(|t| cluster::render::header(t, false))
+            .unwrap_or_default();
+        outln!(
+            "{}",
+            cluster::render::render(&outcomes, &header, a.markdown)
+        )?;
     }
     let bad = outcomes.iter().filter(|o| !o.matches).count();
     let expected_failures = outcomes

@@ -88,7 +88,11 @@ fn simulate(t: &cluster::Topology, a: &Args) -> anyhow::Result<()> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
     } else {
-        outln!("{}", cluster::check::render(&outcomes, a.markdown))?;
+        let header = cluster::render::header(t, true);
+        outln!(
+            "{}",
+            cluster::render::render(&outcomes, &header, a.markdown)
+        )?;
     }
     let ran = outcomes.iter().filter(|o| o.skipped.is_none()).count();
     let bad = outcomes.iter().filter(|o| !o.matches).count();
