@@ -213,28 +213,19 @@ fn the_verbs_that_read_a_nodes_switch_end_quietly() {
     ];
     ends_quietly(&trace);
     for form in ["--summary", "--json"] {
-        let mut args = trace.to_vec();
-        args.push(form);
-        ends_quietly(&args);
+        ends_quietly(&[&trace[..], &[form]].concat());
     }
     ends_quietly(&["vfpctrl", "--hns-socket", &s, "--list-port"]);
-    ends_quietly(&[
+    let rules = [
         "vfpctrl",
         "--hns-socket",
         &s,
         "--port",
         "pa_cbr0",
         "--list-rule",
-    ]);
-    ends_quietly(&[
-        "vfpctrl",
-        "--hns-socket",
-        &s,
-        "--port",
-        "pa_cbr0",
-        "--list-rule",
-        "--json",
-    ]);
+    ];
+    ends_quietly(&rules);
+    ends_quietly(&[&rules[..], &["--json"]].concat());
     // A Linux pod's walk (glibc's rules, by the namespace's resolv.conf, which the lab removes
     // with the namespace); it prints as a Windows pod's walk does.
     let conf = std::path::Path::new("/etc/netns").join(&ns);

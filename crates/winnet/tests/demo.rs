@@ -211,16 +211,8 @@ fn the_default_demo_fits_120_columns_and_shows_the_backend_limit_per_profile() {
                 );
                 assert!(happened.contains("works: SYN-ACK"), "{args:?}: {happened}");
             }
-            let md = winnet(&[
-                "demo",
-                "--simulate",
-                "--markdown",
-                "--mode",
-                mode,
-                "--profile",
-                profile,
-            ]);
-            let md = String::from_utf8_lossy(&md.stdout).into_owned();
+            let md =
+                String::from_utf8_lossy(&simulated_markdown(mode, profile).stdout).into_owned();
             let r = row(
                 &md,
                 &format!(
@@ -374,6 +366,19 @@ fn with_dsr_the_backend_sees_the_client_pod_on_a_cluster_ip() {
     );
 }
 
+/// `winnet demo --simulate --markdown` in `mode` under `profile`.
+fn simulated_markdown(mode: &str, profile: &str) -> std::process::Output {
+    winnet(&[
+        "demo",
+        "--simulate",
+        "--markdown",
+        "--mode",
+        mode,
+        "--profile",
+        profile,
+    ])
+}
+
 /// The row named `name` of a matrix printed with `--markdown`, its cells joined by ` | `.
 fn row<'a>(t: &'a str, name: &str) -> &'a str {
     t.lines()
@@ -392,15 +397,7 @@ fn the_simulated_demo_resolves_the_windows_pods_names_as_the_profile_says() {
     let outside = "10.200.0.1";
     for mode in ["l2bridge", "overlay"] {
         for profile in ["ws2019", "ws2022", "ws2025", "unrestricted"] {
-            let out = winnet(&[
-                "demo",
-                "--simulate",
-                "--markdown",
-                "--mode",
-                mode,
-                "--profile",
-                profile,
-            ]);
+            let out = simulated_markdown(mode, profile);
             let t = text(&out);
             assert!(out.status.success(), "{mode} {profile}:\n{t}");
             assert!(!t.contains("MISMATCH"), "{mode} {profile}:\n{t}");
