@@ -22,7 +22,9 @@ use lab::{Cluster, Exchange, PodOptions, Who};
 use super::check::{self, Outcome};
 use super::flows::{self, Flow, Proto};
 use super::sim_dns;
-use super::topology::{DNS_POD_PREFIX, DNS_PODS, Mode, Os, Topology, node_ip};
+use super::topology::{
+    DNS_POD_PREFIX, DNS_PODS, HTTP_PORT, Mode, NAMESPACE, Os, Topology, node_ip,
+};
 use super::{NS_PREFIX, NodeState, PodState, State};
 
 /// Why the Linux rows are not run.
@@ -37,6 +39,8 @@ pub struct SimCluster {
     who: BTreeMap<String, Who>,
     /// The Windows pods' resolver rules, by pod.
     rules: BTreeMap<String, dnsclient::Rules>,
+    /// What HNS answered kube-proxy for a Service it refused, by the Service's ClusterIP.
+    refusals: BTreeMap<IpAddr, String>,
 }
 
 /// Builds `t` in memory.
@@ -196,6 +200,47 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
     }
     c.set_proxy_dsr(t.dsr);
     c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
+    // The Service past the backend limit: kube-proxy asks for its load balancer and hnsd
+    // refuses it where the build has a limit (kube-proxy reports the refusal; the matrix's
+    // row shows what the pod then gets); the external host answers on every backend address.
+    let n = flows::backends_past_limit(t.profile);
+    let backends: Vec<(String, IpAddr, String)> = (0..n)
+        .map(|k| {
+            let ip = IpAddr::V4(flows::backend_past_limit(k));
+            (
+                format!("{}-{k}", flows::BACKEND_LIMIT_SERVICE),
+                ip,
+                "outside".to_string(),
+            )
+        })
+        .collect();
+    let big = lab::sim::agents::proxy::Service::tcp(
+        &format!("{NAMESPACE}/{}", flows::BACKEND_LIMIT_SERVICE),
+        IpAddr::V4(flows::BACKEND_LIMIT_VIP),
+        flows::HTTP_SERVICE_PORT,
+        HTTP_PORT,
+        Vec::new(),
+    );
+    let mut refusals = BTreeMap::new();
+    match c.add_service_over(&big, &backends) {
+        Ok(()) => {}
+        // kube-proxy's report carries HNS's refusal (E_INVALIDARG) in its words.
+        Err(e)
+            if t.profile.max_lb_backends().is_some()
+                && e.detail.contains(&hcn::HResult::E_INVALIDARG.to_string()) =>
+        {
+            let hns = e.detail.rsplit_once("hns: ").map_or(&*e.detail, |(_, h)| h);
+            refusals.insert(IpAddr::V4(flows::BACKEND_LIMIT_VIP), hns.to_string());
+        }
+        Err(e) => bail!(
+            "kube-proxy, Service {}: {}",
+            flows::BACKEND_LIMIT_SERVICE,
+            e.detail
+        ),
+    }
+    c.external
+        .extra_addresses
+        .extend(backends.iter().map(|(_, ip, _)| *ip));
     // The external load balancer hands each ingress address to the first Windows node.
     for s in &t.services {
         if let Some(lb) = s.load_balancer_ip {
@@ -224,6 +269,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         state,
         who,
         rules,
+        refusals,
     })
 }
 
@@ -281,6 +327,9 @@ impl SimCluster {
         let (passed, mut detail) = describe(&e, f.proto);
         if let Some(n) = named {
             detail = format!("{detail} {n}");
+        }
+        if let Some(refused) = self.refusals.get(&to) {
+            detail = format!("{detail}; HNS refused kube-proxy's load balancer: {refused}");
         }
         if passed && f.expect_status.is_some() {
             detail = format!("{detail}; {}", self.health_answer(to, f.port));
