@@ -28,6 +28,42 @@ enum Verb {
     Status,
     /// Remove everything the cluster made.
     Down,
+    /// Stop one of the cluster's processes as a crash does (SIGKILL) or a service manager
+    /// does (SIGTERM), and start it again as it was started (e.g. `restart "win-1 hnsd"`;
+    /// `cluster status` lists the names).
+    Restart(RestartArgs),
+    /// Add or delete a pod on a node, as a kubelet does through the node's CNI plugin.
+    Pod(PodArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RestartArgs {
+    /// The process, as `cluster status` names it (`win-1 hnsd`, `win-2 proxy`, ...).
+    pub name: String,
+    /// How to stop it: kill (a crash) or term (a clean stop).
+    #[arg(long, default_value = "kill")]
+    pub signal: StopSignal,
+}
+
+/// How `cluster restart` stops a process.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum StopSignal {
+    Kill,
+    Term,
+}
+
+#[derive(clap::Args)]
+pub struct PodArgs {
+    #[command(subcommand)]
+    verb: PodVerb,
+}
+
+#[derive(clap::Subcommand)]
+enum PodVerb {
+    /// Add pod NAME to NODE: its namespace, the CNI ADD, a server in it.
+    Add { node: String, name: String },
+    /// Delete pod NAME from NODE: its server stopped, the CNI DEL, its namespace removed.
+    Delete { node: String, name: String },
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -80,6 +116,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             need_root("cluster status")?;
             let state = State::load(dir)?.context("no cluster is up")?;
             status(&state)
+        }
+        Verb::Restart(a) => {
+            need_root("cluster restart")?;
+            let signal = match a.signal {
+                StopSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+                StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            };
+            cluster::build::restart(dir, &a.name, signal)?;
+            outln!("{} restarted", a.name)
+        }
+        Verb::Pod(a) => {
+            need_root("cluster pod")?;
+            match a.verb {
+                PodVerb::Add { node, name } => {
+                    let pod = cluster::build::add_pod(dir, &node, &name)?;
+                    match pod.ip6 {
+                        Some(ip6) => outln!("{node}/{name} {} {ip6}", pod.ip),
+                        None => outln!("{node}/{name} {}", pod.ip),
+                    }
+                }
+                PodVerb::Delete { node, name } => {
+                    cluster::build::delete_pod(dir, &node, &name)?;
+                    outln!("{node}/{name} deleted")
+                }
+            }
         }
         Verb::Down => {
             need_root("cluster down")?;
@@ -248,6 +309,11 @@ fn status(s: &State) -> anyhow::Result<()> {
         for p in &n.pods {
             outln!("  {:<12} {:<15} ({})", p.name, p.ip, p.netns)?;
         }
+    }
+    outln!("processes (`cluster restart NAME`):")?;
+    for p in &s.procs {
+        let how = if p.alive() { "running" } else { "gone" };
+        outln!("  {:<24} PID {:<8} {how}", p.name, p.pid)?;
     }
     Ok(())
 }
