@@ -46,14 +46,36 @@ fn bench(c: &mut Criterion) {
     let h = handler();
     let big = "big.default.svc.cluster.local.";
     let cases = [
-        ("clusterip A, UDP (baseline)", query("web.default.svc.cluster.local.", RecordType::A, None), Transport::Udp),
-        ("headless 3000 A, UDP 512", query(big, RecordType::A, None), Transport::Udp),
-        ("headless 3000 A, UDP EDNS 1232", query(big, RecordType::A, Some(1232)), Transport::Udp),
-        ("headless 3000 A, TCP", query(big, RecordType::A, None), Transport::Tcp),
-        ("headless 3000 SRV, TCP", query(big, RecordType::SRV, None), Transport::Tcp),
+        (
+            "clusterip A, UDP (baseline)",
+            query("web.default.svc.cluster.local.", RecordType::A, None),
+            Transport::Udp,
+        ),
+        (
+            "headless 3000 A, UDP 512",
+            query(big, RecordType::A, None),
+            Transport::Udp,
+        ),
+        (
+            "headless 3000 A, UDP EDNS 1232",
+            query(big, RecordType::A, Some(1232)),
+            Transport::Udp,
+        ),
+        (
+            "headless 3000 A, TCP",
+            query(big, RecordType::A, None),
+            Transport::Tcp,
+        ),
+        (
+            "headless 3000 SRV, TCP",
+            query(big, RecordType::SRV, None),
+            Transport::Tcp,
+        ),
     ];
     let mut group = c.benchmark_group("dns_query");
-    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
     for (name, bytes, transport) in &cases {
         group.bench_function(*name, |b| {
             b.iter(|| match h.handle(black_box(bytes), *transport) {

@@ -39,13 +39,14 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    /// The kind's name, as objects of it are named in messages.
+    fn object(self) -> &'static str {
         match self {
-            Kind::Service => "Services",
-            Kind::Slice => "EndpointSlices",
-            Kind::Node => "Nodes",
-            Kind::Namespace => "Namespaces",
-            Kind::Pod => "Pods",
+            Kind::Service => "Service",
+            Kind::Slice => "EndpointSlice",
+            Kind::Node => "Node",
+            Kind::Namespace => "Namespace",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -159,7 +160,7 @@ where
         while let Some(ev) = stream.next().await {
             let update = match ev {
                 Ok(e) => wrap(e),
-                Err(e) => Update::Failed(kind, format!("watching {}: {e}", kind.name())),
+                Err(e) => Update::Failed(kind, format!("watching {}s: {e}", kind.object())),
             };
             if tx.send(update).await.is_err() {
                 return;
@@ -183,16 +184,17 @@ struct State {
     published_errors: Vec<String>,
 }
 
+/// Applies one event of `kind` to its map; returns `kind`.
 fn apply_event<K: kube::Resource + Clone>(
-    kind: &str,
+    kind: Kind,
     map: &mut ByKey<K>,
-    listed: &mut bool,
+    listed: &mut [bool; 5],
     ev: Event<K>,
-) {
+) -> Kind {
     match ev {
         Event::Apply(o) | Event::InitApply(o) => {
             let k = key(&o);
-            let origin = format!("{kind} {}", k.trim_start_matches('/'));
+            let origin = format!("{} {}", kind.object(), k.trim_start_matches('/'));
             map.insert(k, Arc::new(Sourced { origin, object: o }));
         }
         Event::Delete(o) => {
@@ -200,10 +202,11 @@ fn apply_event<K: kube::Resource + Clone>(
         }
         Event::Init => {
             *map = BTreeMap::new();
-            *listed = false;
+            listed[kind as usize] = false;
         }
-        Event::InitDone => *listed = true,
+        Event::InitDone => listed[kind as usize] = true,
     }
+    kind
 }
 
 impl State {
@@ -221,45 +224,19 @@ impl State {
     }
 
     fn apply(&mut self, u: Update) {
-        let o = &mut self.objects;
-        let l = &mut self.listed;
+        let (o, l) = (&mut self.objects, &mut self.listed);
         let kind = match u {
-            Update::Service(e) => {
-                apply_event(
-                    "Service",
-                    &mut o.services,
-                    &mut l[Kind::Service as usize],
-                    *e,
-                );
-                Kind::Service
-            }
-            Update::Slice(e) => {
-                apply_event(
-                    "EndpointSlice",
-                    &mut o.slices,
-                    &mut l[Kind::Slice as usize],
-                    *e,
-                );
-                Kind::Slice
-            }
-            Update::Node(e) => {
-                apply_event("Node", &mut o.nodes, &mut l[Kind::Node as usize], *e);
-                Kind::Node
-            }
-            Update::Namespace(e) => {
-                let listed = &mut l[Kind::Namespace as usize];
-                apply_event("Namespace", &mut o.namespaces, listed, *e);
-                Kind::Namespace
-            }
-            Update::Pod(e) => {
-                apply_event("Pod", &mut o.pods, &mut l[Kind::Pod as usize], *e);
-                Kind::Pod
-            }
+            Update::Service(e) => apply_event(Kind::Service, &mut o.services, l, *e),
+            Update::Slice(e) => apply_event(Kind::Slice, &mut o.slices, l, *e),
+            Update::Node(e) => apply_event(Kind::Node, &mut o.nodes, l, *e),
+            Update::Namespace(e) => apply_event(Kind::Namespace, &mut o.namespaces, l, *e),
+            Update::Pod(e) => apply_event(Kind::Pod, &mut o.pods, l, *e),
             Update::Failed(kind, error) => {
                 self.errors[kind as usize] = Some(error);
                 return;
             }
         };
+        // Heard from: its failure is over.
         self.errors[kind as usize] = None;
     }
 

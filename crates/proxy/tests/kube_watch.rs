@@ -15,6 +15,7 @@ use hns::Profile;
 use proxy::SourceConfig;
 use serde_json::{Value, json};
 use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::proxy::Running;
 use testkit::wait::until_async;
 use tokio::sync::broadcast;
 
@@ -147,8 +148,9 @@ async fn wait_for(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn services_come_from_a_kube_api_watch() {
+/// An API server listing Service web with one remote backend, an hnsd with network cbr0,
+/// and the proxy's configuration to read the one and program the other.
+async fn web_behind_an_api() -> (Api, tempfile::TempDir, Hnsd, proxy::Config) {
     let api = Api::new(&["services", "endpointslices"]);
     api.lists
         .lock()
@@ -158,15 +160,22 @@ async fn services_come_from_a_kube_api_watch() {
         .lock()
         .unwrap()
         .insert("endpointslices".into(), vec![slice(&["10.244.2.5"])]);
-    let (_dir, kubeconfig) = serve(api.clone()).await;
+    let (dir, kubeconfig) = serve(api.clone()).await;
     let hnsd = Hnsd::start(Profile::Ws2022).await;
-    let client = hnsd.client();
-    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
+    create_network(
+        &hnsd.client(),
+        &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1"),
+    )
+    .await;
     let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Kubeconfig(kubeconfig));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let proxy = tokio::spawn(proxy::run(config, async {
-        let _ = stopped.await;
-    }));
+    (api, dir, hnsd, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_come_from_a_kube_api_watch() {
+    let (api, _dir, hnsd, config) = web_behind_an_api().await;
+    let client = hnsd.client();
+    let proxy = Running::start(config);
 
     wait_for("the listed Service", &client, |lbs| {
         lbs.len() == 1 && lbs[0].host_compute_endpoints.len() == 1
@@ -187,34 +196,17 @@ async fn services_come_from_a_kube_api_watch() {
         |lbs| lbs.is_empty(),
     )
     .await;
-    let _ = stop.send(());
-    proxy.await.unwrap().unwrap();
+    proxy.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_whose_api_server_fails_removes_nothing_until_it_lists() {
-    let api = Api::new(&["services", "endpointslices"]);
-    api.lists
-        .lock()
-        .unwrap()
-        .insert("services".into(), vec![service()]);
-    api.lists
-        .lock()
-        .unwrap()
-        .insert("endpointslices".into(), vec![slice(&["10.244.2.5"])]);
-    let (_dir, kubeconfig) = serve(api.clone()).await;
-    let hnsd = Hnsd::start(Profile::Ws2022).await;
+    let (api, _dir, hnsd, config) = web_behind_an_api().await;
     let client = hnsd.client();
-    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
-    let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Kubeconfig(kubeconfig));
     // An earlier proxy programmed web.
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let first = tokio::spawn(proxy::run(config.clone(), async {
-        let _ = stopped.await;
-    }));
+    let first = Running::start(config.clone());
     wait_for("the listed Service", &client, |lbs| lbs.len() == 1).await;
-    let _ = stop.send(());
-    first.await.unwrap().unwrap();
+    first.stop().await;
     let before = client.list_load_balancers().await.unwrap()[0].id;
 
     // The next proxy starts while the API server answers 500.
@@ -224,10 +216,7 @@ async fn a_proxy_whose_api_server_fails_removes_nothing_until_it_lists() {
         metrics_bind: Some(metrics),
         ..config
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let second = tokio::spawn(proxy::run(config, async {
-        let _ = stopped.await;
-    }));
+    let second = Running::start(config);
     until_async("the failing list to be counted", WAIT, async || {
         testkit::http::get(metrics, "/metrics")
             .filter(|(_, text)| !text.contains("winnet_proxy_source_errors 0"))
@@ -248,6 +237,5 @@ async fn a_proxy_whose_api_server_fails_removes_nothing_until_it_lists() {
         [before],
         "web's load balancer was deleted and made again"
     );
-    let _ = stop.send(());
-    second.await.unwrap().unwrap();
+    second.stop().await;
 }

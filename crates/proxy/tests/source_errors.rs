@@ -11,6 +11,7 @@ use serde_json::Value;
 use testkit::hnsd::{Hnsd, create_network, l2bridge};
 use testkit::http;
 use testkit::kube::{cluster_ip, endpoint_slice, http_port, ready, yaml_stream};
+use testkit::proxy::Running;
 use testkit::wait::until_async;
 
 /// How long the proxy may take to act on what its source says.
@@ -55,16 +56,12 @@ async fn a_proxy_started_on_a_missing_folder_removes_nothing_until_it_is_read() 
 
     // An earlier proxy programmed web.
     let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Manifests(manifests.clone()));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let first = tokio::spawn(proxy::run(config.clone(), async {
-        let _ = stopped.await;
-    }));
+    let first = Running::start(config.clone());
     until_async("the first proxy's load balancer", WAIT, async || {
         programmed(&client).await.0.len() == 1
     })
     .await;
-    let _ = stop.send(());
-    first.await.expect("join").expect("the first proxy");
+    first.stop().await;
     let before = programmed(&client).await;
     assert_eq!(before.1.len(), 1, "web's remote endpoint");
 
@@ -76,10 +73,7 @@ async fn a_proxy_started_on_a_missing_folder_removes_nothing_until_it_is_read() 
         metrics_bind: Some(metrics),
         ..config
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let second = tokio::spawn(proxy::run(config, async {
-        let _ = stopped.await;
-    }));
+    let second = Running::start(config);
     let text = until_async("the proxy's metrics", WAIT, async || {
         http::get(metrics, "/metrics").map(|(_, text)| text)
     })
@@ -117,6 +111,5 @@ async fn a_proxy_started_on_a_missing_folder_removes_nothing_until_it_is_read() 
     })
     .await;
     assert!(text.contains("winnet_proxy_load_balancers 2"), "{text}");
-    let _ = stop.send(());
-    second.await.expect("join").expect("the second proxy");
+    second.stop().await;
 }
