@@ -447,9 +447,13 @@ async fn sigterm_with_a_half_sent_request_stops_after_a_bounded_grace() {
     );
     half.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
+    // Closed: an end of stream, or a reset when hnsd had not read all that was sent.
     let mut rest = Vec::new();
-    half.read_to_end(&mut rest)
-        .expect("the half-sent connection is closed, not left hanging");
+    match half.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the half-sent connection is left open: {e}"),
+    }
     assert!(!socket.exists(), "a stopped hnsd removes its socket");
     assert!(
         !lock_of(&socket).exists(),

@@ -53,7 +53,7 @@ impl Problem {
 
 impl State {
     /// A state holding `objects`, whatever they are: [`State::problems`] says what is wrong.
-    pub fn holding(profile: Profile, objects: impl IntoIterator<Item = Object>) -> State {
+    pub(crate) fn holding(profile: Profile, objects: impl IntoIterator<Item = Object>) -> State {
         let mut state = State::new(profile);
         let mut puts: Vec<super::Change> = objects.into_iter().map(super::Change::Put).collect();
         // Networks first, so their address pools see their endpoints' addresses as taken.

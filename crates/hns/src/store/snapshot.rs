@@ -91,8 +91,9 @@ pub(super) struct Examined {
 /// what it expects of a file (a truncated one fails an assertion), and a panic there must end
 /// as a refusal naming the damage, not as hnsd's crash. The error is what redb found wrong.
 pub(super) fn examine(bytes: Vec<u8>) -> Result<Examined, String> {
+    quiet_checks();
     let reader = std::thread::Builder::new()
-        .name("hns-store-check".into())
+        .name(CHECK_THREAD.into())
         .spawn(move || examine_here(bytes))
         .map_err(|e| format!("cannot start the store check: {e}"))?;
     match reader.join() {
@@ -106,6 +107,23 @@ pub(super) fn examine(bytes: Vec<u8>) -> Result<Examined, String> {
             Err(format!("redb cannot read it as a database ({why})"))
         }
     }
+}
+
+/// The thread a store file is read on.
+const CHECK_THREAD: &str = "hns-store-check";
+
+/// Keeps the panic hook from printing a panic of the check thread: [`examine`] reports it, as
+/// the store's damage, in hnsd's error. Other threads' panics print as before.
+fn quiet_checks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(CHECK_THREAD) {
+                previous(info);
+            }
+        }));
+    });
 }
 
 fn examine_here(bytes: Vec<u8>) -> Result<Examined, String> {
