@@ -296,23 +296,31 @@ fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) ->
     socket
 }
 
-/// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
-/// plane takes the node's NIC over for it.
-fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, dataplane: bool) {
-    let file = s.dir.path().join("net.json");
-    std::fs::write(
-        &file,
-        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
-    )
-    .expect("write the network");
+/// `winnet hns create KIND` of `doc` in the hnsd called `name`.
+fn hns_create(s: &Scratch, winnet: &Path, name: &str, socket: &Path, kind: &str, doc: &str) {
+    let file = s.dir.path().join(format!("{kind}.json"));
+    std::fs::write(&file, doc).expect("write the document");
     let ok = Command::new(winnet)
-        .args(["hns", "create", "networks", "-f"])
+        .args(["hns", "create", kind, "-f"])
         .arg(&file)
         .env("HNS_SOCKET", socket)
         .stdout(Stdio::null())
         .status()
         .expect("run winnet hns");
-    assert!(ok.success(), "create network:\n{}", s.hnsd_log(name));
+    assert!(ok.success(), "create {kind}:\n{}", s.hnsd_log(name));
+}
+
+/// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
+/// plane takes the node's NIC over for it.
+fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, dataplane: bool) {
+    hns_create(
+        s,
+        winnet,
+        name,
+        socket,
+        "networks",
+        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
+    );
     if !dataplane {
         return;
     }
@@ -330,17 +338,8 @@ fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, datapla
 
 /// The HCN namespace (`ID`, type Guest) the pods of the hnsd called `name` are added to.
 fn create_namespace(s: &Scratch, winnet: &Path, name: &str, socket: &Path, id: &str) {
-    let file = s.dir.path().join("ns.json");
-    std::fs::write(&file, format!(r#"{{"ID":"{id}","Type":"Guest"}}"#))
-        .expect("write the namespace");
-    let ok = Command::new(winnet)
-        .args(["hns", "create", "namespaces", "-f"])
-        .arg(&file)
-        .env("HNS_SOCKET", socket)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run winnet hns");
-    assert!(ok.success(), "create namespace:\n{}", s.hnsd_log(name));
+    let doc = format!(r#"{{"ID":"{id}","Type":"Guest"}}"#);
+    hns_create(s, winnet, name, socket, "namespaces", &doc);
 }
 
 /// Leftovers of a killed run.

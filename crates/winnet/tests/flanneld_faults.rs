@@ -92,13 +92,10 @@ fn the_last_runs_subnet_leased_to_another_node_gives_a_fresh_lease_and_leaves_ot
         lab.etcdctl(&["put", &key, &value, &format!("--lease={id}")]);
         values.push((key, value));
     }
-    let sf = lab.subnet_file(a);
-    std::fs::create_dir_all(sf.parent().expect("dir")).expect("mkdir");
-    std::fs::write(
-        &sf,
+    lab.put_subnet_env(
+        a,
         "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.5.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n",
-    )
-    .expect("the last run's subnet.env");
+    );
 
     let p = lab.flanneld(a, &[]);
     lab.wait_ready(p);
@@ -116,14 +113,7 @@ fn the_last_runs_subnet_leased_to_another_node_gives_a_fresh_lease_and_leaves_ot
             value
         );
     }
-    let keys = lab.etcdctl(&[
-        "get",
-        "/coreos.com/network/subnets/",
-        "--prefix",
-        "--keys-only",
-    ]);
-    let mut keys: Vec<_> = keys.split_whitespace().map(String::from).collect();
-    keys.sort();
+    let keys = lab.lease_keys();
     let mut want: Vec<String> = ["10.244.1.0-24".to_string(), "10.244.5.0-24".to_string()]
         .into_iter()
         .chain([format!("{}-24", mine.network())])
@@ -226,27 +216,11 @@ fn a_wrong_network_that_cannot_be_replaced_stops_flanneld_with_nothing_half_made
         "the old network was touched"
     );
     assert!(lab.subnet_env(w).is_none(), "subnet.env without a network");
-    let keys = lab.etcdctl(&[
-        "get",
-        "/coreos.com/network/subnets/",
-        "--prefix",
-        "--keys-only",
-    ]);
+    let keys = lab.lease_keys();
     assert!(
-        keys.trim().is_empty(),
-        "a lease left for a node without a network: {keys}"
+        keys.is_empty(),
+        "a lease left for a node without a network: {keys:?}"
     );
-}
-
-/// The keys of every lease in etcd.
-fn lease_keys(lab: &Lab) -> Vec<String> {
-    let keys = lab.etcdctl(&[
-        "get",
-        "/coreos.com/network/subnets/",
-        "--prefix",
-        "--keys-only",
-    ]);
-    keys.split_whitespace().map(String::from).collect()
 }
 
 #[test]
@@ -288,7 +262,7 @@ fn a_lease_outside_a_changed_network_is_given_up_for_one_inside_saying_so() {
         "{log}"
     );
     assert_eq!(
-        lease_keys(&lab),
+        lab.lease_keys(),
         [format!("/coreos.com/network/subnets/{}-24", new.network())],
         "the old lease is still in etcd"
     );
@@ -302,13 +276,10 @@ fn a_last_runs_subnet_outside_the_network_is_ignored_saying_so() {
         r#"{"Network":"10.99.0.0/16","Backend":{"Type":"host-gw"}}"#,
     );
     let a = lab.node(0);
-    let sf = lab.subnet_file(a);
-    std::fs::create_dir_all(sf.parent().expect("dir")).expect("mkdir");
-    std::fs::write(
-        &sf,
+    lab.put_subnet_env(
+        a,
         "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1500\nFLANNEL_IPMASQ=false\n",
-    )
-    .expect("the last run's subnet.env");
+    );
     let p = lab.flanneld(a, &[]);
     lab.wait_ready(p);
     assert_eq!(lab.lease_of(a).to_string(), "10.99.1.0/24");

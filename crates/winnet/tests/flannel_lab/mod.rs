@@ -424,6 +424,26 @@ impl Lab {
         path
     }
 
+    /// Writes the node's subnet.env as a last run of flanneld left it.
+    pub fn put_subnet_env(&self, node: usize, text: &str) {
+        let sf = self.subnet_file(node);
+        std::fs::create_dir_all(sf.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&sf, text).expect("the last run's subnet.env");
+    }
+
+    /// The keys of every lease in etcd, sorted.
+    pub fn lease_keys(&self) -> Vec<String> {
+        let keys = self.etcdctl(&[
+            "get",
+            "/coreos.com/network/subnets/",
+            "--prefix",
+            "--keys-only",
+        ]);
+        let mut keys: Vec<String> = keys.split_whitespace().map(String::from).collect();
+        keys.sort();
+        keys
+    }
+
     /// The node's subnet.env, if flanneld wrote it.
     pub fn subnet_env(&self, node: usize) -> Option<String> {
         std::fs::read_to_string(self.subnet_file(node)).ok()

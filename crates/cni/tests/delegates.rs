@@ -1,17 +1,17 @@
-//! A plugin name from a config (flannel's `delegate.type`, `ipam.type`) names a file on
-//! `CNI_PATH`, never a path: libcni's `FindInPath` refuses a name with a path separator
-//! ("invalid plugin name: ..."), and so does every place these plugins run another. The
-//! program such a name points at must never run. No root, no hnsd: flannel reaches its
-//! delegate before anything talks to HNS.
+//! Plugins that run other plugins (flannel its delegate, every plugin its IPAM), without root
+//! or hnsd: a plugin name from a config names a file on `CNI_PATH`, never a path (libcni's
+//! `FindInPath` refuses a name with a path separator: "invalid plugin name: ..."), and the
+//! program such a name points at never runs; and a failed flannel ADD leaves no saved delegate
+//! config behind. flannel reaches its delegate before anything talks to HNS.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cni::{Env, run};
 use serde_json::{Value, json};
 
-/// A scratch node: `CNI_PATH` (`bin/`), a program outside it that leaves `ran` when run,
-/// flanneld's `subnet.env`, flannel's data dir.
+/// A scratch node: `CNI_PATH` (`bin/`), flanneld's `subnet.env`, flannel's data dir, and
+/// programs that log each verb they run to `verbs`.
 struct Scratch {
     dir: tempfile::TempDir,
 }
@@ -20,22 +20,33 @@ impl Scratch {
     fn new() -> Scratch {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("bin")).expect("bin");
-        let script = dir.path().join("x.sh");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\necho ran > {}\n",
-                dir.path().join("ran").display()
-            ),
-        )
-        .expect("write the program");
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         std::fs::write(
             dir.path().join("subnet.env"),
             "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
         )
         .expect("subnet.env");
         Scratch { dir }
+    }
+
+    /// A program at `at` (under the scratch dir) that logs its verb and answers ADD and DEL
+    /// with success, or with a CNI error when told to fail.
+    fn program(&self, at: &str, add_fails: bool, del_fails: bool) {
+        let answer = |fails: bool| {
+            if fails {
+                r#"echo '{"code":11,"msg":"boom"}'; exit 1"#
+            } else {
+                "exit 0"
+            }
+        };
+        let script = format!(
+            "#!/bin/sh\necho \"$CNI_COMMAND\" >> {}\nif [ \"$CNI_COMMAND\" = ADD ]; then {}; fi\nif [ \"$CNI_COMMAND\" = DEL ]; then {}; fi\nexit 0\n",
+            self.path("verbs").display(),
+            answer(add_fails),
+            answer(del_fails)
+        );
+        let path = self.path(at);
+        std::fs::write(&path, script).expect("write the program");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -69,8 +80,20 @@ impl Scratch {
         .to_string()
     }
 
-    fn ran(&self) -> bool {
-        self.path("ran").exists()
+    /// flannel ADD with `delegate.type` = `delegate`.
+    fn add(&self, delegate: &str) -> cni::Output {
+        let flannel = cni::plugins::by_name("flannel").expect("flannel");
+        let conf = self.flannel_conf(json!({ "type": delegate }));
+        run(flannel.as_ref(), &self.env("ADD"), conf.as_bytes())
+    }
+
+    fn saved(&self) -> PathBuf {
+        self.path("data").join("pod1")
+    }
+
+    /// The verbs the programs ran, in order.
+    fn verbs(&self) -> String {
+        std::fs::read_to_string(self.path("verbs")).unwrap_or_default()
     }
 }
 
@@ -99,6 +122,7 @@ fn paths_to_the_program(s: &Scratch) -> Vec<String> {
 #[test]
 fn a_delegate_type_with_a_path_separator_is_refused_as_libcni_does_and_never_runs() {
     let s = Scratch::new();
+    s.program("x.sh", false, false);
     let flannel = cni::plugins::by_name("flannel").expect("flannel");
     for name in paths_to_the_program(&s) {
         let out = run(
@@ -107,7 +131,7 @@ fn a_delegate_type_with_a_path_separator_is_refused_as_libcni_does_and_never_run
             s.flannel_conf(json!({"type": name})).as_bytes(),
         );
         let e = error_of(&out);
-        assert!(!s.ran(), "flannel ran {name}");
+        assert!(s.verbs().is_empty(), "flannel ran {name}");
         assert_eq!(e["code"], 7, "{e}");
         let msg = e["msg"].as_str().unwrap_or_default();
         assert_eq!(
@@ -132,6 +156,7 @@ fn a_delegate_type_with_a_path_separator_is_refused_as_libcni_does_and_never_run
 #[test]
 fn a_saved_delegate_config_naming_a_path_is_not_run_by_del_check_or_status() {
     let s = Scratch::new();
+    s.program("x.sh", false, false);
     let flannel = cni::plugins::by_name("flannel").expect("flannel");
     // A saved config (from an older version, or edited on the node) that names a path.
     std::fs::create_dir(s.path("data")).expect("data dir");
@@ -146,7 +171,10 @@ fn a_saved_delegate_config_naming_a_path_is_not_run_by_del_check_or_status() {
             .expect("conf");
         let out = run(flannel.as_ref(), &s.env(verb), conf.as_bytes());
         let e = error_of(&out);
-        assert!(!s.ran(), "flannel {verb} ran the saved delegate type");
+        assert!(
+            s.verbs().is_empty(),
+            "flannel {verb} ran the saved delegate type"
+        );
         assert!(
             e["msg"]
                 .as_str()
@@ -160,6 +188,7 @@ fn a_saved_delegate_config_naming_a_path_is_not_run_by_del_check_or_status() {
 #[test]
 fn an_ipam_type_with_a_path_separator_is_refused_as_libcni_does_and_never_runs() {
     let s = Scratch::new();
+    s.program("x.sh", false, false);
     for plugin in ["win-bridge", "win-overlay", "sdnbridge"] {
         let p = cni::plugins::by_name(plugin).expect("plugin");
         for name in paths_to_the_program(&s) {
@@ -169,7 +198,7 @@ fn an_ipam_type_with_a_path_separator_is_refused_as_libcni_does_and_never_runs()
             });
             let out = run(p.as_ref(), &s.env("ADD"), conf.to_string().as_bytes());
             let e = error_of(&out);
-            assert!(!s.ran(), "{plugin} ran {name}");
+            assert!(s.verbs().is_empty(), "{plugin} ran {name}");
             assert_eq!(e["code"], 7, "{e}");
             assert_eq!(
                 e["msg"],
@@ -184,8 +213,7 @@ fn an_ipam_type_with_a_path_separator_is_refused_as_libcni_does_and_never_runs()
 fn a_plain_name_is_still_found_on_cni_path() {
     // The same program, installed on CNI_PATH under a plain name, is what runs.
     let s = Scratch::new();
-    let installed = s.path("bin").join("x-delegate");
-    std::fs::copy(s.path("x.sh"), &installed).expect("install");
+    s.program("bin/x-delegate", false, false);
     let flannel = cni::plugins::by_name("flannel").expect("flannel");
     let out = run(
         flannel.as_ref(),
@@ -194,6 +222,58 @@ fn a_plain_name_is_still_found_on_cni_path() {
     );
     // It prints no result, so the ADD fails, but it ran.
     error_of(&out);
-    assert!(s.ran(), "the delegate on CNI_PATH did not run");
-    assert!(Path::new(&installed).is_file());
+    assert!(
+        !s.verbs().is_empty(),
+        "the delegate on CNI_PATH did not run"
+    );
+}
+
+#[test]
+fn a_failed_delegate_add_of_a_new_pod_leaves_no_saved_config() {
+    let s = Scratch::new();
+    s.program("bin/fake", true, false);
+    let e = error_of(&s.add("fake"));
+    assert_eq!(e["code"], 11, "{e}");
+    assert_eq!(e["msg"], "delegate: fake ADD: boom");
+    // The delegate's DEL ran (as the runtime's DEL would have, through the saved config),
+    // then the saved config went.
+    assert_eq!(s.verbs(), "ADD\nDEL\n");
+    assert!(!s.saved().exists(), "the saved delegate config stayed");
+}
+
+#[test]
+fn when_the_delegates_del_fails_too_the_saved_config_stays_for_the_runtimes_del() {
+    let s = Scratch::new();
+    s.program("bin/fake", true, true);
+    error_of(&s.add("fake"));
+    assert_eq!(s.verbs(), "ADD\nDEL\n");
+    assert!(
+        s.saved().is_file(),
+        "DEL could not clean up: its config must stay"
+    );
+}
+
+#[test]
+fn a_failed_repeated_add_keeps_the_pods_saved_config_and_runs_no_del() {
+    let s = Scratch::new();
+    s.program("bin/fake", true, false);
+    std::fs::create_dir(s.path("data")).expect("data");
+    std::fs::write(s.saved(), r#"{"type":"fake","name":"cbr0"}"#).expect("saved");
+    error_of(&s.add("fake"));
+    assert_eq!(s.verbs(), "ADD\n", "a DEL would tear down the running pod");
+    assert!(s.saved().is_file());
+}
+
+#[test]
+fn a_delegate_not_on_cni_path_saves_nothing() {
+    let s = Scratch::new();
+    let e = error_of(&s.add("no-such-delegate"));
+    assert_eq!(e["code"], 7, "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("no plugin \"no-such-delegate\" in CNI_PATH")),
+        "{e}"
+    );
+    assert!(!s.path("data").exists(), "a config was saved");
 }
