@@ -10,7 +10,7 @@
 
 mod local_cluster;
 
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 use serde_json::Value;
 
 use std::collections::BTreeSet;
@@ -292,6 +292,7 @@ fn dns_status(ns: &str, name: &str) -> String {
 #[test]
 fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow() {
     require_root();
+    let _one = one_at_a_time();
     let _down = Down;
     let _ = winnet(&["cluster", "down"]);
     let seed = std::env::var("CHAOS_SEED")
