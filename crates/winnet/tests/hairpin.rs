@@ -6,7 +6,7 @@
 
 mod local_cluster;
 
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 use std::process::Command;
 
 /// Takes the cluster down when dropped (a failing test leaves nothing).
@@ -103,6 +103,7 @@ fn hairpin(file: &str, mode: &str, what: &str) -> (String, Vec<String>) {
 #[test]
 fn a_windows_pod_reaches_itself_through_its_own_service_with_real_packets() {
     require_root();
+    let _one = one_at_a_time();
     let _down = Down;
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("hairpin.yaml");
