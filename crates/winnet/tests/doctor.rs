@@ -667,6 +667,32 @@ fn on_ws2022_overlay_the_nodeport_problem_missing_encap_and_flannel_route_are_na
     );
 }
 
+/// The pids of the local cluster's processes whose name `matches` (at least one).
+fn pids_of(state: &Value, matches: impl Fn(&str) -> bool) -> Vec<String> {
+    let pids: Vec<String> = state["procs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["name"].as_str().is_some_and(&matches))
+        .filter_map(|p| p["pid"].as_u64().map(|x| x.to_string()))
+        .collect();
+    assert!(!pids.is_empty(), "no such process in {state:#}");
+    pids
+}
+
+/// `kill SIG` to each of `pids`, which must succeed.
+fn signal_all(pids: &[String], sig: &str) {
+    for pid in pids {
+        ok(
+            &Command::new("kill")
+                .args([sig, pid])
+                .output()
+                .expect("kill"),
+            &format!("kill {sig} {pid}"),
+        );
+    }
+}
+
 /// Resumes stopped processes when dropped (a failing test leaves none stopped).
 struct Resume(Vec<String>);
 
@@ -1021,29 +1047,8 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     let state = cluster_state();
 
     // The cluster DNS hung (its servers stopped): every Service's name goes unanswered.
-    let dns_pids: Vec<String> = state["procs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| {
-            p["name"]
-                .as_str()
-                .is_some_and(|n| n.contains("coredns") && n.ends_with(" dns"))
-        })
-        .filter_map(|p| p["pid"].as_u64().map(|x| x.to_string()))
-        .collect();
-    assert!(!dns_pids.is_empty(), "no DNS server in {state:#}");
-    let signal = |sig: &str| {
-        for pid in &dns_pids {
-            ok(
-                &Command::new("kill")
-                    .args([sig, pid])
-                    .output()
-                    .expect("kill"),
-                &format!("kill {sig} {pid}"),
-            );
-        }
-    };
+    let dns_pids = pids_of(&state, |n| n.contains("coredns") && n.ends_with(" dns"));
+    let signal = |sig: &str| signal_all(&dns_pids, sig);
     let resume = Resume(dns_pids.clone());
     signal("-STOP");
     let (f, _) = doctor(&[]);
@@ -1092,6 +1097,12 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
             &format!("ip route {verb} {route}"),
         );
     };
+    // flanneld puts the route back at its next resync (every 10 s): it is stopped while the
+    // doctor looks, else the doctor, waiting out the questions the missing route leaves
+    // unanswered, may read win-1's routes after flanneld has repaired them.
+    let flanneld = pids_of(&state, |n| n == "win-1 flanneld");
+    let resume = Resume(flanneld.clone());
+    signal_all(&flanneld, "-STOP");
     ip_route("del");
     let (f, _) = doctor(&[]);
     // The questions the DNS Service balances to coredns-2 (on win-2) now go unanswered too:
@@ -1118,6 +1129,8 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
         &[("Lease", &subnet), ("Route", &route)],
     );
     ip_route("add");
+    signal_all(&flanneld, "-CONT");
+    drop(resume);
     doctor_until(&baseline);
 
     // win-1's subnet.env changed behind flanneld's back: not on its lease any more.
