@@ -435,7 +435,7 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
     let mut done = Vec::new();
     while start.elapsed() < CHAOS {
         std::thread::sleep(moments.millis(500, 3000));
-        if moments.next() % 5 == 0 {
+        if moments.next().is_multiple_of(5) {
             let away = moments.millis(1000, 3000);
             std::fs::rename(format!("{DIR}/manifests"), format!("{DIR}/manifests.away"))
                 .expect("take the manifests away");
