@@ -338,56 +338,59 @@ async fn an_edns_version_past_0_gets_badvers() {
 
 #[tokio::test]
 async fn a_folder_moved_away_keeps_its_answers_and_a_missing_one_is_never_ready() {
-    let s = common::start(&[("web.yaml", WEB)], 30, vec![]).await;
-    let name = "web.default.svc.cluster.local";
-    let m = ask(s.addr, name, RecordType::A).await;
-    assert_eq!(m.answers.len(), 1);
-    let away = s.dir.path().with_extension("away");
-    std::fs::rename(s.dir.path(), &away).unwrap();
-    let errors = &s.running.metrics.source_errors;
-    common::eventually(s.addr, name, RecordType::A, |m| {
-        m.metadata.response_code == ResponseCode::NXDomain || errors.get() > 0
-    })
-    .await;
-    let m = ask(s.addr, name, RecordType::A).await;
-    assert_eq!(
-        common::answers(&m),
-        ["web.default.svc.cluster.local. a 10.96.0.20"],
-        "answered from the last good objects while the folder is away"
-    );
-    std::fs::rename(&away, s.dir.path()).unwrap();
-
-    // Started on a folder that is not there (a mistyped path): not ready, SERVFAIL (never
-    // NXDOMAIN, which clients would cache), until it appears.
+    // The folder is inside a scratch directory, so a failing test leaves nothing behind.
     let parent = tempfile::Builder::new()
         .prefix("wnt-dns-")
         .tempdir()
         .unwrap();
     let dir = parent.path().join("manifests");
-    let objects = kubesrc::manifests::watch(dir.clone(), dns::MANIFEST_POLL);
-    let config = common::config(30, vec![], dir.clone());
-    let sockets = dns::Sockets::bind(&["127.0.0.1:0".parse().unwrap()])
-        .await
-        .unwrap();
-    let running = dns::start(&config, sockets, objects).unwrap();
-    let m = ask(running.addrs[0], name, RecordType::A).await;
-    assert_eq!(m.metadata.response_code, ResponseCode::ServFail, "{m:?}");
-    assert!(
-        !running
+    std::fs::create_dir(&dir).unwrap();
+    common::write_manifests(&dir, &[("web.yaml", WEB)]);
+    let s = serve(&dir).await;
+    let addr = s.addrs[0];
+    let name = "web.default.svc.cluster.local";
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(m.answers.len(), 1);
+    std::fs::rename(&dir, parent.path().join("away")).unwrap();
+    common::eventually(addr, name, RecordType::A, |m| {
+        m.metadata.response_code == ResponseCode::NXDomain || s.metrics.source_errors.get() > 0
+    })
+    .await;
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(
+        common::answers(&m),
+        ["web.default.svc.cluster.local. a 10.96.0.20"],
+        "answered from the last good objects while the folder is away"
+    );
+
+    // Started on a folder that is not there (a mistyped path): not ready, SERVFAIL (never
+    // NXDOMAIN, which clients would cache), until it appears.
+    let dir = parent.path().join("mistyped");
+    let running = serve(&dir).await;
+    let ready = || {
+        running
             .metrics
             .ready
             .load(std::sync::atomic::Ordering::Relaxed)
-    );
+    };
+    let m = ask(running.addrs[0], name, RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail, "{m:?}");
+    assert!(!ready());
     std::fs::create_dir(&dir).unwrap();
     common::write_manifests(&dir, &[("web.yaml", WEB)]);
     common::eventually(running.addrs[0], name, RecordType::A, |m| {
         m.answers.len() == 1
     })
     .await;
-    assert!(
-        running
-            .metrics
-            .ready
-            .load(std::sync::atomic::Ordering::Relaxed)
-    );
+    assert!(ready());
+}
+
+/// The DNS serving the manifests in `dir` on a loopback port.
+async fn serve(dir: &std::path::Path) -> dns::Running {
+    let objects = kubesrc::manifests::watch(dir.to_path_buf(), dns::MANIFEST_POLL);
+    let config = common::config(30, vec![], dir.to_path_buf());
+    let sockets = dns::Sockets::bind(&["127.0.0.1:0".parse().unwrap()])
+        .await
+        .unwrap();
+    dns::start(&config, sockets, objects).unwrap()
 }
