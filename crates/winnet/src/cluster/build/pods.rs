@@ -38,20 +38,8 @@ impl Builder {
     ) -> anyhow::Result<PodState> {
         let node = self.state.nodes[i].name.clone();
         let ns = self.ns(&format!("{node}-{name}"))?;
-        let conf = self.cni_conf(i)?;
-        let (plugin, run_in) = self.cni_plugin(i, &conf, plugins);
-        let call = CniCall {
-            command: "ADD",
-            plugin: &plugin,
-            run_in: run_in.as_deref(),
-            container: name,
-            netns: &ns,
-            socket: &self.socket(i),
-            node_dir: &self.node_dir(i),
-            plugins,
-        };
-        let result = call
-            .run(&conf)?
+        let result = self
+            .cni(i, "ADD", name, &ns, plugins)?
             .with_context(|| format!("CNI ADD of {name}: no result"))?;
         let addresses: Vec<IpAddr> = result["ips"]
             .as_array()
@@ -113,19 +101,7 @@ impl Builder {
         if !left.is_empty() {
             bail!("cannot stop {}", left.join(", "));
         }
-        let conf = self.cni_conf(i)?;
-        let (plugin, run_in) = self.cni_plugin(i, &conf, plugins);
-        CniCall {
-            command: "DEL",
-            plugin: &plugin,
-            run_in: run_in.as_deref(),
-            container: name,
-            netns: &ns,
-            socket: &self.socket(i),
-            node_dir: &self.node_dir(i),
-            plugins,
-        }
-        .run(&conf)?;
+        self.cni(i, "DEL", name, &ns, plugins)?;
         Netns::named(&ns).delete()?;
         let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&ns));
         self.state.namespaces.retain(|n| *n != ns);
@@ -133,6 +109,31 @@ impl Builder {
             self.state.nodes[i].pods.remove(at);
         }
         self.state.save(&self.dir)
+    }
+
+    /// CNI `command` (ADD or DEL) for pod `name` in namespace `ns` on node `i`, as a runtime
+    /// calls the node's plugin with the node's config; the plugin's result.
+    fn cni(
+        &self,
+        i: usize,
+        command: &str,
+        name: &str,
+        ns: &str,
+        plugins: &Path,
+    ) -> anyhow::Result<Option<Value>> {
+        let conf = self.cni_conf(i)?;
+        let (plugin, run_in) = self.cni_plugin(i, &conf, plugins);
+        CniCall {
+            command,
+            plugin: &plugin,
+            run_in: run_in.as_deref(),
+            container: name,
+            netns: ns,
+            socket: &self.socket(i),
+            node_dir: &self.node_dir(i),
+            plugins,
+        }
+        .run(&conf)
     }
 
     /// The plugin a runtime runs for node `i` with `conf`, and the namespace to run it in.
