@@ -112,19 +112,18 @@ pub fn restart(p: &Proc, signal: Signal) -> anyhow::Result<Proc> {
             p.name
         )
     })?;
-    if p.alive()
-        && let Ok(pid) = i32::try_from(p.pid)
-    {
-        let _ = kill(Pid::from_raw(pid), signal);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while p.alive() {
-        if Instant::now() > deadline {
-            anyhow::bail!("{} (PID {}) did not stop on {signal}", p.name, p.pid);
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let left = stop_with(std::slice::from_ref(p), signal, Duration::from_secs(10));
+    if !left.is_empty() {
+        anyhow::bail!("{} did not stop on {signal}", left.join(", "));
     }
     start(&p.name, launch, true)
+}
+
+/// True while a killed process's threads are still exiting: its first thread is already a
+/// zombie (so it no longer counts as alive) while the others still hold what the process held
+/// — a lock, a socket — until the last one is gone.
+fn threads_exiting(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| d.count() > 1)
 }
 
 /// What `/proc/PID/stat` says of a process.
@@ -169,17 +168,23 @@ impl Proc {
 /// Stops every process in `procs` that is still the one started (SIGKILL: nothing of theirs
 /// is to be kept), and waits up to 5 s until they have exited; the ones still running after.
 pub fn stop(procs: &[Proc]) -> Vec<String> {
+    stop_with(procs, Signal::SIGKILL, Duration::from_secs(5))
+}
+
+/// Sends `signal` to every process in `procs` that is still the one started and waits up to
+/// `within` until they have exited; the ones still running after.
+fn stop_with(procs: &[Proc], signal: Signal, within: Duration) -> Vec<String> {
     let ours: Vec<&Proc> = procs.iter().filter(|p| p.alive()).collect();
     for p in &ours {
         if let Ok(pid) = i32::try_from(p.pid) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), signal);
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + within;
     loop {
         let left: Vec<String> = ours
             .iter()
-            .filter(|p| p.alive())
+            .filter(|p| p.alive() || threads_exiting(p.pid))
             .map(|p| format!("{} (PID {})", p.name, p.pid))
             .collect();
         if left.is_empty() || Instant::now() > deadline {
