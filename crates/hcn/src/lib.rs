@@ -5,6 +5,7 @@
 //! found in real CNI configs are normalised (see [`decode`]).
 
 pub mod acl;
+mod acl_check;
 pub mod decode;
 pub mod endpoint;
 pub mod error;
