@@ -300,9 +300,7 @@ mod tests {
 
     #[test]
     fn an_address_list_names_sets_by_id() {
-        let a: AclAddresses = "azure-npm-3216600258, 10.0.0.0/8, fd00::1"
-            .parse()
-            .unwrap();
+        let a: AclAddresses = "azure-npm-3216600258, 10.0.0.0/8, fd00::1".parse().unwrap();
         assert_eq!(a.sets().collect::<Vec<_>>(), ["azure-npm-3216600258"]);
         assert_eq!(a.prefixes().count(), 2);
         let e = "10.0.0.300".parse::<AclAddresses>().unwrap_err();

@@ -278,7 +278,10 @@ fn raw_id_key(policy: &Value) -> Option<String> {
         Some(_) => return None,
         None => map,
     };
-    holder.keys().find(|k| k.eq_ignore_ascii_case("id")).cloned()
+    holder
+        .keys()
+        .find(|k| k.eq_ignore_ascii_case("id"))
+        .cloned()
 }
 
 /// Where an `ACL` or `NetworkACL` policy in `value` keeps its name under the key `ID`, which
@@ -327,7 +330,9 @@ fn v1_acl(settings: &mut Map<String, Value>) {
             .get(list)
             .is_none_or(|v| v.as_str().is_some_and(|s| s.trim().is_empty()));
         if port.as_u64() != Some(0) && empty {
-            let text = port.as_u64().map_or_else(|| port.to_string(), |n| n.to_string());
+            let text = port
+                .as_u64()
+                .map_or_else(|| port.to_string(), |n| n.to_string());
             settings.insert(list.into(), Value::String(text));
         }
     }

@@ -1,31 +1,103 @@
-//! Endpoint `ACL` policies on the ACL layer: each policy one rule (priority, Allow/Block,
-//! In/Out, protocols, local and remote address and port lists), each with its own owner so a
-//! trace names the very policy that decided. Rules are stateful: the replies of an allowed
-//! connection follow its flow without meeting the ACLs again.
+//! Endpoint `ACL` policies on the ACL layer, in VFP's groups per address family and direction
+//! (`ACL_ENDPOINT_GROUP_IPV4_IN`, ..., as `vfpctrl /layer ACL_ENDPOINT_LAYER` lists them), each
+//! policy its own rules and owner, so that a trace names the very policy that decided (its `Id`,
+//! priority, action and direction, and the endpoint). Set IDs in the addresses stand for their
+//! members, a nested set's recursively. The lower `Priority` number wins; on a tie Block wins,
+//! then the policy listed first (HNS documents no order: felix bumps its priorities whenever the
+//! action changes so that no tie decides, reference windows-network-policy.md takeaway 3; a
+//! Block that loses a tie would let through what a deny was written for). Rules are stateful:
+//! the replies of an allowed connection follow its flow without meeting the ACLs again.
+//!
+//! Under [`Limitation::AclDefaultDeny`] (ws2025) an endpoint with any ACL blocks what no ACL
+//! allows; elsewhere the layer lets through what no ACL names.
 
-use hcn::policy::{AclAction, AclDirection, AclList, AclPolicySetting};
-use hcn::{Endpoint, EndpointPolicy};
-use vfp::layer::ACL;
+use std::collections::{BTreeMap, BTreeSet};
+
+use hcn::policy::{
+    AclAction, AclAddresses, AclDirection, AclList, AclPolicySetting, SetPolicySetting,
+};
+use hcn::{Endpoint, EndpointPolicy, Network, NetworkPolicy};
+use hns::profile::{Limitation, Profile};
+use ipnet::IpNet;
+use vfp::layer::{ACL, DefaultAction};
 use vfp::{Action, Conditions, Direction, Origin, PortRange, Rule};
 
-use crate::placement::{Compiled, Target};
+use crate::placement::{Compiled, LayerDefault, Target};
 
 /// The owner kind of ACL rules.
 pub const KIND: &str = "Endpoint/ACL";
 
-/// Adds a rule set per `ACL` policy of `ep` to its port.
-pub fn compile(ep: &Endpoint, out: &mut Compiled) {
-    let acls = ep.policies.iter().filter_map(|p| match p {
-        EndpointPolicy::Acl(a) => Some(a),
-        _ => None,
-    });
-    for (i, a) in acls.enumerate() {
+/// Windows' name of the layer endpoint ACLs are in (`vfpctrl /layer ACL_ENDPOINT_LAYER`).
+pub const LAYER_NAME: &str = "ACL_ENDPOINT_LAYER";
+
+/// The group of rules of one family and direction, as VFP names it.
+pub fn group(v6: bool, dir: Direction) -> &'static str {
+    match (v6, dir) {
+        (false, Direction::In) => "ACL_ENDPOINT_GROUP_IPV4_IN",
+        (false, Direction::Out) => "ACL_ENDPOINT_GROUP_IPV4_OUT",
+        (true, Direction::In) => "ACL_ENDPOINT_GROUP_IPV6_IN",
+        (true, Direction::Out) => "ACL_ENDPOINT_GROUP_IPV6_OUT",
+    }
+}
+
+/// Adds the rules of every `ACL` policy of `ep` (on `net`, whose sets its addresses may name)
+/// to its port, and the default-deny where `profile` has it.
+pub fn compile(ep: &Endpoint, net: &Network, profile: Profile, out: &mut Compiled) {
+    let sets = Sets::of(net);
+    let mut acls: Vec<(usize, &AclPolicySetting)> = ep
+        .policies
+        .iter()
+        .filter_map(|p| match p {
+            EndpointPolicy::Acl(a) => Some(a),
+            _ => None,
+        })
+        .enumerate()
+        .collect();
+    // Installed in the order ties are decided in (the switch breaks ties by insertion).
+    acls.sort_by_key(|(i, a)| (a.priority, a.action != AclAction::Block, *i));
+    for (i, a) in &acls {
         let origin = Origin::new(KIND, format!("{}/{i}", ep.id)).with_source(format!(
-            "ACL {i} of endpoint {}: {}",
+            "ACL {} of endpoint {}: {}",
+            shown_id(a, *i),
             name(ep),
             describe(a)
         ));
-        out.place(Target::Endpoint(ep.id), ACL, origin, vec![rule(a)]);
+        for (v6, r) in rules(a, &sets) {
+            let dir = r.conditions.direction.unwrap_or(Direction::In);
+            out.place_in_group(
+                Target::Endpoint(ep.id),
+                ACL,
+                group(v6, dir),
+                origin.clone(),
+                vec![r],
+            );
+        }
+    }
+    if !acls.is_empty() && profile.imposes(Limitation::AclDefaultDeny) {
+        out.defaults.push(LayerDefault {
+            target: Target::Endpoint(ep.id),
+            layer: ACL,
+            action: DefaultAction::Block,
+        });
+    }
+    if ep
+        .policies
+        .iter()
+        .any(|p| matches!(p, EndpointPolicy::TierAcl(_)))
+    {
+        out.notice(
+            &Origin::new(KIND, ep.id.to_string()).owner,
+            "TierAcl policies are kept as HNS keeps them but not enforced by the switch yet",
+        );
+    }
+}
+
+/// The name a trace shows for an ACL: its `Id`, or its place when it has none.
+fn shown_id(a: &AclPolicySetting, i: usize) -> String {
+    if a.id.is_empty() {
+        format!("#{i} (no Id)")
+    } else {
+        format!("\"{}\"", a.id)
     }
 }
 
@@ -54,36 +126,115 @@ pub fn describe(a: &AclPolicySetting) -> String {
     s
 }
 
-/// One ACL policy as a rule. "Local" is the endpoint's side: the source of what it sends
-/// (`Out`), the destination of what it receives (`In`). The lists were parsed when the policy
-/// was decoded; each becomes a condition entry for entry, so the rule matches exactly what the
-/// policy names (an empty list, and only an empty list, matches anything).
-pub fn rule(a: &AclPolicySetting) -> Rule {
+/// The members of a network's sets, a nested set's flattened.
+#[derive(Default)]
+pub struct Sets<'a> {
+    by_id: BTreeMap<&'a str, &'a SetPolicySetting>,
+}
+
+impl<'a> Sets<'a> {
+    /// The sets of `net`.
+    pub fn of(net: &'a Network) -> Sets<'a> {
+        let by_id = net
+            .policies
+            .iter()
+            .filter_map(|p| match p {
+                NetworkPolicy::SetPolicy(s) => Some((s.id.as_str(), s)),
+                _ => None,
+            })
+            .collect();
+        Sets { by_id }
+    }
+
+    /// The prefixes set `id` holds (none for an unknown set: hnsd refuses ACLs naming one, and a
+    /// rule that matched more than asked would be worse than one that matches nothing).
+    fn members(&self, id: &str, seen: &mut BTreeSet<String>, out: &mut Vec<IpNet>) {
+        if !seen.insert(id.to_string()) {
+            return;
+        }
+        let Some(set) = self.by_id.get(id) else {
+            return;
+        };
+        out.extend(set.values.prefixes());
+        for inner in set.values.sets() {
+            self.members(inner, seen, out);
+        }
+    }
+
+    /// An address list with its sets replaced by their members; `None` for any address.
+    fn expand(&self, list: &AclAddresses) -> Option<Vec<IpNet>> {
+        if list.is_any() {
+            return None;
+        }
+        let mut out: Vec<IpNet> = list.prefixes().collect();
+        let mut seen = BTreeSet::new();
+        for id in list.sets() {
+            self.members(id, &mut seen, &mut out);
+        }
+        Some(out)
+    }
+}
+
+/// One ACL policy as rules, one per address family it can match (`true` for IPv6). "Local" is
+/// the endpoint's side: the source of what it sends (`Out`), the destination of what it
+/// receives (`In`). An empty list, and only an empty list, matches anything; a list of sets
+/// with no members matches nothing.
+pub fn rules(a: &AclPolicySetting, sets: &Sets) -> Vec<(bool, Rule)> {
     let dir = match a.direction {
         AclDirection::In => Direction::In,
         AclDirection::Out => Direction::Out,
     };
-    let mut c = Conditions::any().direction(dir);
-    c.protocols = restriction(&a.protocols, |p| *p);
-    let local = restriction(&a.local_addresses, |n| *n);
-    let remote = restriction(&a.remote_addresses, |n| *n);
-    let local_ports = restriction(&a.local_ports, port_range);
-    let remote_ports = restriction(&a.remote_ports, port_range);
-    match dir {
-        Direction::Out => {
-            (c.src, c.dst) = (local, remote);
-            (c.src_ports, c.dst_ports) = (local_ports, remote_ports);
-        }
-        Direction::In => {
-            (c.dst, c.src) = (local, remote);
-            (c.dst_ports, c.src_ports) = (local_ports, remote_ports);
-        }
-    }
+    let (local, remote) = (
+        sets.expand(&a.local_addresses),
+        sets.expand(&a.remote_addresses),
+    );
     let action = match a.action {
         AclAction::Block => Action::Block,
         AclAction::Allow | AclAction::Pass => Action::Allow,
     };
-    Rule::new(a.priority, c, action)
+    let mut out = Vec::new();
+    for v6 in [false, true] {
+        let of_family = |l: &Option<Vec<IpNet>>| {
+            l.as_ref().map(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|n| n.addr().is_ipv6() == v6)
+                    .collect::<Vec<_>>()
+            })
+        };
+        let (mut l, mut r) = (of_family(&local), of_family(&remote));
+        if l.as_ref().is_some_and(Vec::is_empty) || r.as_ref().is_some_and(Vec::is_empty) {
+            continue;
+        }
+        if l.is_none() && r.is_none() {
+            // The family's whole space, so that the rule sits in one family's group only.
+            r = Some(vec![any(v6)]);
+        }
+        let mut c = Conditions::any().direction(dir);
+        c.protocols = restriction(&a.protocols, |p| *p);
+        let local_ports = restriction(&a.local_ports, port_range);
+        let remote_ports = restriction(&a.remote_ports, port_range);
+        match dir {
+            Direction::Out => {
+                (c.src, c.dst) = (l.take(), r.take());
+                (c.src_ports, c.dst_ports) = (local_ports, remote_ports);
+            }
+            Direction::In => {
+                (c.dst, c.src) = (l.take(), r.take());
+                (c.dst_ports, c.src_ports) = (local_ports, remote_ports);
+            }
+        }
+        out.push((v6, Rule::new(a.priority, c, action.clone())));
+    }
+    out
+}
+
+fn any(v6: bool) -> IpNet {
+    if v6 {
+        IpNet::V6(ipnet::Ipv6Net::default())
+    } else {
+        IpNet::V4(ipnet::Ipv4Net::default())
+    }
 }
 
 /// A list as a rule condition: `None` (anything) for an empty list, else every entry.
@@ -108,6 +259,7 @@ mod tests {
 
     fn acl(direction: AclDirection, local_ports: &str, remote: &str) -> AclPolicySetting {
         AclPolicySetting {
+            id: String::new(),
             protocols: "6,17".parse().unwrap(),
             action: AclAction::Block,
             direction,
@@ -118,6 +270,15 @@ mod tests {
             rule_type: Some(AclRuleType::Switch),
             priority: 250,
         }
+    }
+
+    /// The one rule of a policy naming IPv4 addresses.
+    fn only(a: &AclPolicySetting) -> Rule {
+        let mut r = rules(a, &Sets::default());
+        assert_eq!(r.len(), 1, "{r:?}");
+        let (v6, rule) = r.remove(0);
+        assert!(!v6);
+        rule
     }
 
     fn tcp(src: &str, sport: u16, dst: &str, dport: u16) -> Headers {
@@ -133,7 +294,7 @@ mod tests {
 
     #[test]
     fn local_is_the_destination_inbound_and_the_source_outbound() {
-        let inbound = rule(&acl(AclDirection::In, "80,8000-8080", "10.244.2.0/24"));
+        let inbound = only(&acl(AclDirection::In, "80,8000-8080", "10.244.2.0/24"));
         assert_eq!(inbound.priority, 250);
         assert_eq!(inbound.action, Action::Block);
         let h = tcp("10.244.2.7", 40000, "10.244.1.3", 8080);
@@ -149,7 +310,7 @@ mod tests {
             None,
             Direction::In
         ));
-        let outbound = rule(&acl(AclDirection::Out, "53", "10.96.0.10"));
+        let outbound = only(&acl(AclDirection::Out, "53", "10.96.0.10"));
         let h = tcp("10.244.1.3", 53, "10.96.0.10", 999);
         assert!(outbound.conditions.matches(&h, None, Direction::Out));
         let mut icmp = h;
@@ -319,12 +480,12 @@ mod tests {
                 packets in prop::collection::vec(packet(), 32),
             ) {
                 let a: AclPolicySetting = serde_json::from_value(doc.clone()).unwrap();
-                let r = rule(&a);
+                let rs = rules(&a, &Sets::default());
                 let block = doc["Action"] == "Block";
-                prop_assert_eq!(r.action == Action::Block, block);
+                prop_assert!(rs.iter().all(|(_, r)| (r.action == Action::Block) == block));
                 for (h, dir) in &packets {
                     let named = policy_names(&doc, h, *dir);
-                    let matched = r.conditions.matches(h, None, *dir);
+                    let matched = rs.iter().any(|(_, r)| r.conditions.matches(h, None, *dir));
                     prop_assert!(named || !matched, "broader than the policy {}: {} {:?}", doc, h, dir);
                     prop_assert!(matched || !named, "narrower than the policy {}: {} {:?}", doc, h, dir);
                 }

@@ -16,7 +16,15 @@ use hcn::{
 use ipnet::IpNet;
 
 use super::pool::LowestFree;
-use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+use super::{Change, Kind, Object, Plan, PolicyEdit, State, edit_policies, settings};
+
+/// An endpoint's `Update` replaces its whole policy list, as HNS does: Azure NPM re-sends the
+/// endpoint's other policies (OutBoundNAT, routes) before its ACLs for this reason.
+const ENDPOINT_POLICY_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
+    type_name: EndpointPolicy::type_name,
+    same: |c, g| c == g,
+    replaced: |_, _| true,
+};
 
 impl State {
     pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
@@ -32,6 +40,7 @@ impl State {
             .get(&ep.host_compute_network)
             .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
         check_endpoint(&ep)?;
+        self.check_endpoint_acls(&ep, net)?;
         let joins = self.namespace_to_join(&ep)?;
         self.assign_addresses(net, &mut ep)?;
         self.assign_mac(net, &mut ep)?;
@@ -76,10 +85,13 @@ impl State {
             &mut ep.policies,
             req.request_type,
             given.policies,
-            EndpointPolicy::type_name,
+            &ENDPOINT_POLICY_EDIT,
         )?;
         check_endpoint(&ep)?;
         self.check_host_ports(&ep)?;
+        if let Some(net) = self.networks.get(&ep.host_compute_network) {
+            self.check_endpoint_acls(&ep, net)?;
+        }
         let obj = Object::Endpoint(ep);
         Ok(Plan {
             changes: vec![Change::Put(obj.clone())],
