@@ -208,7 +208,7 @@ pub fn rules(a: &AclPolicySetting, sets: &Sets) -> Vec<(bool, Rule)> {
         }
         if l.is_none() && r.is_none() {
             // The family's whole space, so that the rule sits in one family's group only.
-            r = Some(vec![any(v6)]);
+            r = Some(vec![whole_family(v6)]);
         }
         let mut c = Conditions::any().direction(dir);
         c.protocols = restriction(&a.protocols, |p| *p);
@@ -229,7 +229,7 @@ pub fn rules(a: &AclPolicySetting, sets: &Sets) -> Vec<(bool, Rule)> {
     out
 }
 
-fn any(v6: bool) -> IpNet {
+fn whole_family(v6: bool) -> IpNet {
     if v6 {
         IpNet::V6(ipnet::Ipv6Net::default())
     } else {
@@ -322,6 +322,116 @@ mod tests {
     fn description_names_the_settings() {
         let d = describe(&acl(AclDirection::In, "80", ""));
         assert_eq!(d, "Block In priority 250 protocols 6,17 local ports 80");
+    }
+
+    fn network(sets: serde_json::Value) -> Network {
+        hcn::decode_value(serde_json::json!({"Name": "n", "Type": "L2Bridge", "Policies": sets}))
+            .unwrap()
+    }
+
+    fn set(id: &str, kind: &str, values: &str) -> serde_json::Value {
+        serde_json::json!({"Type": "SetPolicy", "Settings": {"Id": id, "PolicyType": kind, "Values": values}})
+    }
+
+    /// Azure NPM's shape: an ACL naming a nested set matches the members of its sets, and only
+    /// them; a set with no members matches nothing (not anything).
+    #[test]
+    fn set_ids_stand_for_their_members_nested_ones_recursively() {
+        let net = network(serde_json::json!([
+            set("pods-a", "IPSET", "10.244.1.5,10.244.1.6"),
+            set("pods-b", "IPSET", "10.244.2.0/24"),
+            set("empty", "IPSET", ""),
+            set("ns-x", "NESTEDIPSET", "pods-a,pods-b"),
+        ]));
+        let sets = Sets::of(&net);
+        let mut a = acl(AclDirection::In, "", "ns-x");
+        a.local_ports = AclList::any();
+        let r = rules(&a, &sets);
+        assert_eq!(r.len(), 1, "IPv4 members only: {r:?}");
+        let c = &r[0].1.conditions;
+        for (src, hit) in [
+            ("10.244.1.5", true),
+            ("10.244.2.9", true),
+            ("10.244.1.7", false),
+        ] {
+            assert_eq!(
+                c.matches(&tcp(src, 1, "10.244.0.2", 80), None, Direction::In),
+                hit,
+                "{src}"
+            );
+        }
+        let mut none = a.clone();
+        none.remote_addresses = "empty".parse().unwrap();
+        assert!(
+            rules(&none, &sets).is_empty(),
+            "an empty set matches nothing"
+        );
+    }
+
+    /// A rule naming no address goes into both families' groups, each matching its family only.
+    #[test]
+    fn an_address_less_rule_is_one_rule_per_family() {
+        let mut a = acl(AclDirection::Out, "", "");
+        a.local_ports = AclList::any();
+        let r = rules(&a, &Sets::default());
+        assert_eq!(
+            r.iter().map(|(v6, _)| *v6).collect::<Vec<_>>(),
+            [false, true]
+        );
+        let v4 = tcp("10.0.0.1", 1, "10.0.0.2", 2);
+        let v6 = tcp("fd00::1", 1, "fd00::2", 2);
+        assert!(r[0].1.conditions.matches(&v4, None, Direction::Out));
+        assert!(!r[0].1.conditions.matches(&v6, None, Direction::Out));
+        assert!(r[1].1.conditions.matches(&v6, None, Direction::Out));
+        assert_eq!(group(true, Direction::Out), "ACL_ENDPOINT_GROUP_IPV6_OUT");
+    }
+
+    /// The placements go in tie order (priority, Block first, then list order); the endpoint
+    /// gets the layer's default-deny on ws2025 only, and only when it has an ACL.
+    #[test]
+    fn ties_go_to_block_and_ws2025_makes_an_endpoint_with_acls_default_deny() {
+        let net = network(serde_json::json!([]));
+        let mut allow = acl(AclDirection::In, "80", "");
+        allow.action = AclAction::Allow;
+        allow.id = "allow-80".into();
+        let mut block = acl(AclDirection::In, "80", "");
+        block.id = "block-80".into();
+        let ep = Endpoint {
+            policies: vec![EndpointPolicy::Acl(allow), EndpointPolicy::Acl(block)],
+            ..Endpoint::default()
+        };
+        let mut out = Compiled::default();
+        compile(&ep, &net, Profile::Ws2025, &mut out);
+        let order: Vec<String> = out
+            .placements
+            .iter()
+            .map(|p| p.origin.source.clone().unwrap_or_default())
+            .collect();
+        // One placement per family: the Block's two, then the Allow's.
+        assert_eq!(order.len(), 4);
+        assert!(
+            order[..2].iter().all(|o| o.contains("\"block-80\""))
+                && order[2..].iter().all(|o| o.contains("\"allow-80\"")),
+            "{order:?}"
+        );
+        assert_eq!(out.defaults.len(), 1);
+        assert_eq!(out.defaults[0].action, DefaultAction::Block);
+        for (profile, policies) in [
+            (Profile::Ws2022, ep.policies.clone()),
+            (Profile::Ws2025, vec![]),
+        ] {
+            let mut out = Compiled::default();
+            compile(
+                &Endpoint {
+                    policies,
+                    ..ep.clone()
+                },
+                &net,
+                profile,
+                &mut out,
+            );
+            assert!(out.defaults.is_empty(), "{profile}");
+        }
     }
 
     mod exactness {
