@@ -98,7 +98,8 @@ fn check_name(name: &str) -> Result<(), DecodeError> {
 pub fn decode_value<T: DeserializeOwned + Validate>(
     value: serde_json::Value,
 ) -> Result<T, DecodeError> {
-    let value = crate::keys::normalise(value);
+    let mut value = crate::keys::normalise(value);
+    crate::v1::to_v2(&mut value);
     if let Some(path) = crate::keys::acl_id_spelled_id(&value, String::new()) {
         return Err(DecodeError::new(
             HResult::HCN_E_INVALID_POLICY,

@@ -21,6 +21,7 @@ pub mod query;
 pub mod route;
 mod serde_util;
 pub mod types;
+mod v1;
 
 pub use decode::{DecodeError, Validate, decode, decode_value};
 pub use endpoint::{Endpoint, EndpointFlags, IpConfig};
