@@ -54,6 +54,15 @@ fn check_addresses(
     Ok(())
 }
 
+fn named_sets<'a>(
+    local: &'a AclAddresses,
+    remote: &'a AclAddresses,
+) -> impl Iterator<Item = (&'static str, &'a str)> {
+    addresses(local, remote)
+        .into_iter()
+        .flat_map(|(field, list)| list.sets().map(move |id| (field, id)))
+}
+
 fn invalid(path: String, message: String) -> DecodeError {
     DecodeError::new(HResult::HCN_E_INVALID_POLICY, path, message)
 }
@@ -64,11 +73,9 @@ impl AclPolicySetting {
         check_addresses(at, &self.local_addresses, &self.remote_addresses)
     }
 
-    /// The set IDs its addresses name.
-    pub fn sets(&self) -> impl Iterator<Item = &str> {
-        self.local_addresses
-            .sets()
-            .chain(self.remote_addresses.sets())
+    /// The set IDs its addresses name, with the field naming each.
+    pub fn sets(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        named_sets(&self.local_addresses, &self.remote_addresses)
     }
 }
 
@@ -78,11 +85,9 @@ impl TierAclRule {
         check_addresses(at, &self.local_addresses, &self.remote_addresses)
     }
 
-    /// The set IDs its addresses name.
-    pub fn sets(&self) -> impl Iterator<Item = &str> {
-        self.local_addresses
-            .sets()
-            .chain(self.remote_addresses.sets())
+    /// The set IDs its addresses name, with the field naming each.
+    pub fn sets(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        named_sets(&self.local_addresses, &self.remote_addresses)
     }
 }
 

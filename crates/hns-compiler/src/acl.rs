@@ -56,12 +56,15 @@ pub fn compile(ep: &Endpoint, net: &Network, profile: Profile, out: &mut Compile
     // Installed in the order ties are decided in (the switch breaks ties by insertion).
     acls.sort_by_key(|(i, a)| (a.priority, a.action != AclAction::Block, *i));
     for (i, a) in &acls {
-        let origin = Origin::new(KIND, format!("{}/{i}", ep.id)).with_source(format!(
+        let mut origin = Origin::new(KIND, format!("{}/{i}", ep.id)).with_source(format!(
             "ACL {} of endpoint {}: {}",
             shown_id(a, *i),
             name(ep),
             describe(a)
         ));
+        if !a.id.is_empty() {
+            origin = origin.with_name(a.id.clone());
+        }
         for (v6, r) in rules(a, &sets) {
             let dir = r.conditions.direction.unwrap_or(Direction::In);
             out.place_in_group(

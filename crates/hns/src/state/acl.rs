@@ -46,19 +46,25 @@ impl State {
         let f = self.profile.features();
         let known = sets(net);
         for (i, p) in ep.policies.iter().enumerate() {
-            let named: Vec<&str> = match p {
-                EndpointPolicy::Acl(a) => a.sets().collect(),
+            let named: Vec<(String, &str)> = match p {
+                EndpointPolicy::Acl(a) => a.sets().map(|(f, id)| (f.to_string(), id)).collect(),
                 EndpointPolicy::TierAcl(t) => {
                     self.needs(f.tier_acl, "TierAcl", 14, 0)?;
-                    t.tier_acl_rules.iter().flat_map(|r| r.sets()).collect()
+                    let rules = t.tier_acl_rules.iter().enumerate();
+                    rules
+                        .flat_map(|(j, r)| {
+                            r.sets()
+                                .map(move |(f, id)| (format!("TierAclRules[{j}].{f}"), id))
+                        })
+                        .collect()
                 }
                 _ => continue,
             };
-            if let Some(id) = named.into_iter().find(|id| !known.contains_key(id)) {
+            if let Some((field, id)) = named.into_iter().find(|(_, id)| !known.contains_key(id)) {
                 return Err(HnsError::new(
                     HResult::HCN_E_INVALID_POLICY,
                     format!(
-                        "Policies[{i}].Settings: \"{id}\" is neither an address nor a SetPolicy of network \"{}\"; add the set to the network first (ModifyNetwork, ResourceType Policy, RequestType Add)",
+                        "Policies[{i}].Settings.{field}: \"{id}\" is neither an address nor a SetPolicy of network \"{}\"; add the set to the network first (ModifyNetwork, ResourceType Policy, RequestType Add)",
                         net.name
                     ),
                 ));
