@@ -86,13 +86,16 @@ impl State {
         Ok(put(net))
     }
 
-    /// A set that a nested set of the network still holds cannot be removed.
+    /// A set that a nested set of the network still holds (one not removed with it) cannot be
+    /// removed.
     fn check_set_removal(&self, net: &Network, removed: &[NetworkPolicy]) -> Result<(), HnsError> {
         let sets = super::acl::sets(net);
-        for id in removed.iter().filter_map(set_id) {
+        let gone: Vec<&str> = removed.iter().filter_map(set_id).collect();
+        for id in &gone {
             let holder = sets
                 .values()
-                .find(|s| s.id != id && s.values.sets().any(|m| m == id));
+                .filter(|s| !gone.contains(&s.id.as_str()))
+                .find(|s| s.values.sets().any(|m| m == *id));
             if let Some(holder) = holder {
                 return Err(HnsError::new(
                     HResult::HCN_E_ENTITY_HAS_REFERENCES,
