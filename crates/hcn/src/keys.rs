@@ -144,6 +144,7 @@ const KEYS: &[&str] = &[
     // winnet extensions
     "LinuxNetns",
     "LinuxInterfaceName",
+    "LinuxAclGeneration",
     "LinuxService",
 ];
 

@@ -95,6 +95,23 @@ pub fn compile(ep: &Endpoint, net: &Network, profile: Profile, out: &mut Compile
     }
 }
 
+/// After `ep` was compiled: when its ACLs were applied again since the last time (its
+/// `LinuxAclGeneration` moved) and the build has [`Limitation::AclUpdateResetsConnections`],
+/// its TCP connections are reset. The first sight of an endpoint (a build from the store)
+/// resets nothing.
+pub(crate) fn reset_if_applied(c: &mut crate::Compiler, ep: &Endpoint) {
+    let before = c.acl_generations.insert(ep.id, ep.linux_acl_generation);
+    let applied = before.is_some_and(|g| g != ep.linux_acl_generation);
+    if applied
+        && c.facts
+            .profile
+            .imposes(Limitation::AclUpdateResetsConnections)
+        && let Some(port) = c.endpoint_port(ep.id)
+    {
+        c.switch.reset_connections(port);
+    }
+}
+
 /// The name a trace shows for an ACL: its `Id`, or its place when it has none.
 fn shown_id(a: &AclPolicySetting, i: usize) -> String {
     if a.id.is_empty() {

@@ -63,6 +63,8 @@ pub struct Compiler {
     providers: BTreeSet<IpAddr>,
     /// Port numbers to give ports by name ([`Compiler::build_pinned`]).
     pins: HashMap<String, PortId>,
+    /// Each local endpoint's `LinuxAclGeneration` as last compiled ([`acl::reset_if_applied`]).
+    acl_generations: HashMap<Guid, u64>,
 }
 
 /// A host vNIC as the host's IP stack sees it: the management vNIC `vEthernet (<NIC>)`, an
@@ -134,6 +136,7 @@ impl Compiler {
             owned: HashMap::new(),
             providers: BTreeSet::new(),
             pins,
+            acl_generations: HashMap::new(),
             facts,
         };
         c.places.insert(
@@ -335,11 +338,15 @@ impl Compiler {
                 Key::Endpoint(id) => match state.endpoint(id) {
                     Some(ep) => {
                         self.ensure_endpoint_port(state, ep);
-                        endpoint::compile(self, state, ep)
+                        let compiled = endpoint::compile(self, state, ep);
+                        self.replace(key, compiled);
+                        acl::reset_if_applied(self, ep);
+                        continue;
                     }
                     None => {
                         self.remove_port_of(Key::Endpoint(id));
                         self.mtus.remove(&id);
+                        self.acl_generations.remove(&id);
                         Compiled::default()
                     }
                 },

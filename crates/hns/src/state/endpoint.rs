@@ -29,6 +29,7 @@ const ENDPOINT_POLICY_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
 impl State {
     pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
         ep.id = self.new_id(Kind::Endpoint, ep.id)?;
+        ep.linux_acl_generation = 0;
         if ep.host_compute_network.is_nil() {
             return Err(HnsError::new(
                 HResult::E_INVALIDARG,
@@ -81,6 +82,13 @@ impl State {
             ));
         }
         let given: PolicyRequest<EndpointPolicy> = settings(&req)?;
+        let carries_acls = given
+            .policies
+            .iter()
+            .any(|p| matches!(p, EndpointPolicy::Acl(_)));
+        if carries_acls || req.request_type == hcn::RequestType::Update {
+            ep.linux_acl_generation += 1;
+        }
         edit_policies(
             &mut ep.policies,
             req.request_type,
