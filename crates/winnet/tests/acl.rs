@@ -186,3 +186,51 @@ fn a_lone_block_blocks_everything_on_ws2025_only() {
         );
     }
 }
+
+/// Applying the same ACLs again: on ws2022 a live TCP connection through the endpoint is reset
+/// (calico#10199), under `unrestricted` it carries on; a connection the new rules block is cut
+/// there too.
+#[test]
+fn applying_the_same_acls_again_resets_live_connections_on_ws2022_only() {
+    use std::io::{Read, Write};
+    for (profile, resets) in [("ws2022", true), ("unrestricted", false)] {
+        let tag = format!("rs{}", &profile[..2]);
+        let mut c = Cluster::new(&tag, 1, Mode::L2Bridge, profile);
+        let (a, _) = c.pod_with_id(0, "pa", 10);
+        let (b, b_ep) = c.pod_with_id(0, "pb", 11);
+        c.lab.tcp_echo(&b, 8080);
+        let allow = || {
+            acl(
+                json!({"Id": "allow-8080", "Protocols": "6", "Action": "Allow", "Direction": "In",
+                "LocalPorts": "8080", "Priority": 100}),
+            )
+        };
+        set_acls(&c, b_ep, vec![allow()]);
+        let mut s = c
+            .lab
+            .connect(&a, c.addr(PB, 8080))
+            .unwrap_or_else(|e| panic!("{profile}: pa -> pb:8080 ({e})\n{}", c.lab.logs()));
+        s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .expect("timeout");
+        let mut echo = |s: &mut std::net::TcpStream| -> std::io::Result<()> {
+            s.write_all(b"ping")?;
+            let mut buf = [0u8; 4];
+            s.read_exact(&mut buf)
+        };
+        echo(&mut s).unwrap_or_else(|e| panic!("{profile}: the first echo ({e})"));
+        set_acls(&c, b_ep, vec![allow()]);
+        let after = echo(&mut s);
+        if resets {
+            let e = after.expect_err("the connection was reset");
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset,
+                "{profile}: {e}"
+            );
+        } else {
+            after.unwrap_or_else(|e| panic!("{profile}: kept ({e})"));
+        }
+        // A new connection is allowed either way.
+        assert!(connects(&c, &a, PB, 8080), "{profile}: a new connection");
+    }
+}
