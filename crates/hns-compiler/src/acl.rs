@@ -112,10 +112,11 @@ pub(crate) fn reset_if_applied(c: &mut crate::Compiler, ep: &Endpoint) {
     }
 }
 
-/// The name a trace shows for an ACL: its `Id`, or its place when it has none.
+/// The name a trace shows for an ACL: its `Id` quoted, or its place among the endpoint's ACLs
+/// when it has none.
 fn shown_id(a: &AclPolicySetting, i: usize) -> String {
     if a.id.is_empty() {
-        format!("#{i} (no Id)")
+        i.to_string()
     } else {
         format!("\"{}\"", a.id)
     }
