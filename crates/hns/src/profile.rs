@@ -292,8 +292,8 @@ pub enum Limitation {
     WindowsDnsClient,
     /// Applying an endpoint's ACLs again resets its live TCP connections, even when the rules
     /// did not change: "Microsoft has confirmed this is a HNS issue" (Calico's Windows
-    /// limitations; calico#10199 saw RSTs when only a pod label changed). Lifted, a connection
-    /// the new rules still allow carries on, and one they now block is cut.
+    /// limitations; calico#10199 saw RSTs when only a pod label changed). Lifted, the flows are
+    /// re-evaluated instead of flushed, so a connection the new rules still allow carries on.
     AclUpdateResetsConnections,
     /// Any ACL on an endpoint switches it to default-deny: what no ACL allows is blocked, so a
     /// lone Block blocks everything ("by design", Windows Server 2025 after its April 2026

@@ -95,3 +95,28 @@ fn only_the_ports_tcp_connections_are_reset() {
         .with_seq_ack(101, 1);
     assert_eq!(send(&mut sw, a, &a2c_data).0, Disposition::Deliver(c));
 }
+
+/// Without a reset, a rule change re-evaluates a live connection: the next segment the new
+/// rules block is dropped.
+#[test]
+fn a_rule_change_cuts_a_live_connection_it_now_blocks() {
+    let (mut sw, a, b) = switch();
+    send(&mut sw, a, &a2b(TcpFlags::SYN, 100, 0));
+    send(&mut sw, b, &b2a(TcpFlags::SYN | TcpFlags::ACK, 500, 101));
+    assert_eq!(
+        send(&mut sw, a, &a2b(TcpFlags::ACK, 101, 501)).0,
+        Disposition::Deliver(b)
+    );
+    let block = Rule::new(
+        50,
+        Conditions::any().direction(Direction::In).src_ip(ip(A)),
+        Action::Block,
+    );
+    sw.layer_mut(b, vfp::layer::ACL)
+        .unwrap()
+        .set_rules(Origin::new("Endpoint/ACL", "b/0"), vec![block]);
+    assert_eq!(
+        send(&mut sw, a, &a2b(TcpFlags::ACK | TcpFlags::PSH, 101, 501)).0,
+        Disposition::Drop(DropReason::BlockedByRule)
+    );
+}
