@@ -8,6 +8,7 @@
 //! Block that loses a tie would let through what a deny was written for). Rules are stateful:
 //! the replies of an allowed connection follow its flow without meeting the ACLs again.
 //!
+//! `TierAcl` tiers follow the plain ACLs, each a group of its own in `Order` ([`tiers`]).
 //! Under [`Limitation::AclDefaultDeny`] (ws2025) an endpoint with any ACL blocks what no ACL
 //! allows; elsewhere the layer lets through what no ACL names.
 
@@ -76,22 +77,82 @@ pub fn compile(ep: &Endpoint, net: &Network, profile: Profile, out: &mut Compile
             );
         }
     }
-    if !acls.is_empty() && profile.imposes(Limitation::AclDefaultDeny) {
+    let tiers = tiers(ep, &sets, out);
+    if (!acls.is_empty() || tiers > 0) && profile.imposes(Limitation::AclDefaultDeny) {
         out.defaults.push(LayerDefault {
             target: Target::Endpoint(ep.id),
             layer: ACL,
             action: DefaultAction::Block,
         });
     }
-    if ep
-        .policies
-        .iter()
-        .any(|p| matches!(p, EndpointPolicy::TierAcl(_)))
-    {
-        out.notice(
-            &Origin::new(KIND, ep.id.to_string()).owner,
-            "TierAcl policies are kept as HNS keeps them but not enforced by the switch yet",
-        );
+}
+
+/// The endpoint's `TierAcl` policies, each a group after the plain ACLs' in the order of its
+/// `Order` (then its name): in a tier the best-priority matching rule decides, `Pass` hands the
+/// packet to the next tier, and a tier none of whose rules match hands it on too (HNS documents
+/// no fall-through; hcsshim's tiers all end with a Block that matches everything). After the
+/// last tier the layer's default decides. Returns how many tiers there are.
+fn tiers(ep: &Endpoint, sets: &Sets, out: &mut Compiled) -> usize {
+    let mut n = 0;
+    for (t, p) in ep.policies.iter().enumerate() {
+        let EndpointPolicy::TierAcl(tier) = p else {
+            continue;
+        };
+        n += 1;
+        let group = tier_group(tier);
+        for (j, r) in tier.tier_acl_rules.iter().enumerate() {
+            let a = AclPolicySetting {
+                id: r.id.clone(),
+                protocols: r.protocols.clone(),
+                action: r.tier_acl_rule_action,
+                direction: tier.direction,
+                local_addresses: r.local_addresses.clone(),
+                remote_addresses: r.remote_addresses.clone(),
+                local_ports: r.local_ports.clone(),
+                remote_ports: r.remote_ports.clone(),
+                rule_type: None,
+                priority: r.priority,
+            };
+            let mut origin =
+                Origin::new(KIND, format!("{}/tier{t}/{j}", ep.id)).with_source(format!(
+                    "TierAcl \"{}\" (Order {}) rule {} of endpoint {}: {}",
+                    tier.name,
+                    tier.order,
+                    shown_id(&a, j),
+                    name(ep),
+                    describe(&a)
+                ));
+            if !a.id.is_empty() {
+                origin = origin.with_name(a.id.clone());
+            }
+            let rules: Vec<Rule> = rules(&a, sets).into_iter().map(|(_, r)| r).collect();
+            out.place_in_group(Target::Endpoint(ep.id), ACL, group.clone(), origin, rules);
+        }
+    }
+    n
+}
+
+/// The group of a tier: ordered by `Order` (zero-padded, so names sort as orders do).
+fn tier_group(tier: &hcn::policy::TierAclPolicySetting) -> String {
+    let dir = match tier.direction {
+        AclDirection::In => "IN",
+        AclDirection::Out => "OUT",
+    };
+    format!("{TIER_PREFIX}{:05}_{}_{dir}", tier.order, tier.name)
+}
+
+/// The prefix of tier groups' names.
+const TIER_PREFIX: &str = "ACL_ENDPOINT_TIER_";
+
+/// Where a group of the ACL layer goes: the layer's first group, then the plain ACLs' groups,
+/// then the tiers by order.
+pub fn group_rank(name: &str) -> (u8, &str) {
+    if name.starts_with(TIER_PREFIX) {
+        (2, name)
+    } else if name.starts_with("ACL_ENDPOINT_GROUP_") {
+        (1, name)
+    } else {
+        (0, "")
     }
 }
 
@@ -211,7 +272,8 @@ pub fn rules(a: &AclPolicySetting, sets: &Sets) -> Vec<(bool, Rule)> {
     );
     let action = match a.action {
         AclAction::Block => Action::Block,
-        AclAction::Allow | AclAction::Pass => Action::Allow,
+        AclAction::Allow => Action::Allow,
+        AclAction::Pass => Action::Pass,
     };
     let mut out = Vec::new();
     for v6 in [false, true] {

@@ -608,12 +608,18 @@ fn install_on(switch: &mut Switch, port: PortId, p: &Placement) -> bool {
     let Ok(l) = switch.layer_mut(port, p.layer) else {
         return false;
     };
-    match p.group {
+    match &p.group {
         None => l.set_rules(p.origin.clone(), p.rules.clone()),
         Some(g) => {
             if !l.groups().iter().any(|x| x.name() == g) {
-                // Checked just above: the group is new.
-                let _ = l.add_group(g);
+                // In its place among the groups ([`acl::group_rank`]); checked just above: new.
+                let rank = acl::group_rank(g);
+                let at = l
+                    .groups()
+                    .iter()
+                    .filter(|x| acl::group_rank(x.name()) <= rank)
+                    .count();
+                let _ = l.insert_group(g, at);
             }
             let _ = l.set_group_rules(g, p.origin.clone(), p.rules.clone());
         }

@@ -52,7 +52,7 @@ pub struct Placement {
     pub target: Target,
     pub layer: &'static str,
     /// The layer's group; `None` for its first.
-    pub group: Option<&'static str>,
+    pub group: Option<String>,
     pub origin: Origin,
     pub rules: Vec<Rule>,
 }
@@ -125,7 +125,7 @@ impl Compiled {
         &mut self,
         target: Target,
         layer: &'static str,
-        group: &'static str,
+        group: impl Into<String>,
         origin: Origin,
         rules: Vec<Rule>,
     ) {
@@ -133,7 +133,7 @@ impl Compiled {
             self.placements.push(Placement {
                 target,
                 layer,
-                group: Some(group),
+                group: Some(group.into()),
                 origin,
                 rules,
             });

@@ -155,14 +155,19 @@ fn acl_layer(out: &mut String, rules: &[hns_client::switch::RuleDump]) {
     groups.sort_unstable();
     groups.dedup();
     for g in groups {
-        let (family, dir) = match g.rsplit_once("_IPV") {
-            Some((_, rest)) => rest.split_once('_').unwrap_or((rest, "")),
-            None => ("", ""),
-        };
+        // Names end in the direction and carry the family (a tier's holds both families).
+        let dir = ["IN", "OUT"]
+            .into_iter()
+            .find(|d| g.ends_with(&format!("_{d}")))
+            .unwrap_or("");
+        let family = ["IPv4", "IPv6"]
+            .into_iter()
+            .find(|f| g.contains(&format!("_{}_", f.to_uppercase())))
+            .unwrap_or("IPv4, IPv6");
         let _ = writeln!(out, "    GROUP : {g}");
         let _ = writeln!(out, "      Friendly name : {g}");
         let _ = writeln!(out, "      Direction : {dir}");
-        let _ = writeln!(out, "      Type : IPv{family}");
+        let _ = writeln!(out, "      Type : {family}");
         let _ = writeln!(out, "      Match type : {}", vfp_acl::MATCH);
         let mut in_group: Vec<_> = rules.iter().filter(|r| r.group == g).collect();
         in_group.sort_by_key(|r| r.priority);
