@@ -8,14 +8,15 @@
 //! Block that loses a tie would let through what a deny was written for). Rules are stateful:
 //! the replies of an allowed connection follow its flow without meeting the ACLs again.
 //!
-//! `TierAcl` tiers follow the plain ACLs, each a group of its own in `Order` ([`tiers`]).
+//! An ACL of `RuleType` `Host` is the host firewall's (WFP), not the switch's: it is noted, not
+//! placed. `TierAcl` tiers follow the plain ACLs, each a group of its own in `Order` ([`tiers`]).
 //! Under [`Limitation::AclDefaultDeny`] (ws2025) an endpoint with any ACL blocks what no ACL
 //! allows; elsewhere the layer lets through what no ACL names.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use hcn::policy::{
-    AclAction, AclAddresses, AclDirection, AclList, AclPolicySetting, SetPolicySetting,
+    AclAction, AclAddresses, AclDirection, AclList, AclPolicySetting, AclRuleType, SetPolicySetting,
 };
 use hcn::{Endpoint, EndpointPolicy, Network, NetworkPolicy};
 use hns::profile::{Limitation, Profile};
@@ -65,6 +66,18 @@ pub fn compile(ep: &Endpoint, net: &Network, profile: Profile, out: &mut Compile
         ));
         if !a.id.is_empty() {
             origin = origin.with_name(a.id.clone());
+        }
+        if a.rule_type == Some(AclRuleType::Host) {
+            // Calico's allow-all Host rule at priority 0 would otherwise decide everything.
+            out.notice(
+                &origin.owner,
+                format!(
+                    "ACL {} of endpoint {} has RuleType Host: the host's firewall (WFP) enforces it, not the switch, and winnet does not model WFP; only Switch (and unset) rules are on the ACL layer",
+                    shown_id(a, *i),
+                    name(ep)
+                ),
+            );
+            continue;
         }
         for (v6, r) in rules(a, &sets) {
             let dir = r.conditions.direction.unwrap_or(Direction::In);
@@ -515,6 +528,35 @@ mod tests {
             );
             assert!(out.defaults.is_empty(), "{profile}");
         }
+    }
+
+    /// Calico's Host (WFP) allow at priority 0 is not the switch's: noted, not placed, so the
+    /// Switch rules after it still decide.
+    #[test]
+    fn a_host_rule_is_noted_not_placed() {
+        let net = network(serde_json::json!([]));
+        let mut host = acl(AclDirection::In, "", "");
+        host.action = AclAction::Allow;
+        host.priority = 0;
+        host.rule_type = Some(AclRuleType::Host);
+        host.id = "allow-host".into();
+        let block = acl(AclDirection::In, "80", "");
+        let ep = Endpoint {
+            policies: vec![EndpointPolicy::Acl(host), EndpointPolicy::Acl(block)],
+            ..Endpoint::default()
+        };
+        let mut out = Compiled::default();
+        compile(&ep, &net, Profile::Ws2022, &mut out);
+        assert!(
+            out.placements.iter().all(|p| p.origin.name.is_none()),
+            "only the block"
+        );
+        assert_eq!(out.placements.len(), 2, "the Block, once per family");
+        assert!(
+            out.notices
+                .iter()
+                .any(|n| n.message.contains("RuleType Host"))
+        );
     }
 
     mod exactness {
