@@ -107,6 +107,7 @@ fn a_block_acl_drops_tcp_names_itself_in_the_trace_and_lets_replies_of_allowed_c
     let step = acl_step(&answer, "pb_cbr0");
     assert_eq!(step["Direction"], "in", "{step:#}");
     assert_eq!(step["Origin"]["Kind"], "Endpoint/ACL", "{step:#}");
+    assert_eq!(step["Origin"]["Name"], "deny-pa-into-pb", "{step:#}");
     let source = step["Origin"]["Source"].as_str().unwrap_or_default();
     for want in ["\"deny-pa-into-pb\"", "pb_cbr0", "Block In priority 200"] {
         assert!(source.contains(want), "no {want} in {source}");

@@ -222,6 +222,7 @@ impl View<'_> {
             object,
             kubernetes,
             limitation: limitation.map(|l| self.limitation_ref(l)),
+            name: o.name.clone(),
         }
     }
 
