@@ -413,7 +413,7 @@ async fn set_policy_needs_hns_13() {
 /// policies (numeric `Protocol`, 256 any, `LocalPort` 0 for none, empty address strings) in
 /// the endpoint document posted to `/endpoints/{id}`, which replaces the endpoint's policies.
 #[tokio::test]
-async fn apply_acl_policy__hnsendpoint() {
+async fn felix_applies_v1_acls_through_the_v1_endpoint_update() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = l2bridge_network(&h).await;
     let ep = endpoint(
@@ -449,38 +449,41 @@ async fn apply_acl_policy__hnsendpoint() {
     assert_eq!(code(e), HResult::HCN_E_REQUEST_UNSUPPORTED);
 }
 
-/// hcsshim `internal/hns` `HNSNetwork.Create` / `HNSEndpoint.Create` documents (`Subnets`
-/// with `AddressPrefix` and `GatewayAddress`, `MacPools`, `VirtualNetwork`, `IPAddress`) make
-/// the same objects as their v2 forms.
+/// hnsv1_test.go TestNetwork and TestEndpoint (CreateTestNetwork): a v1 NAT network, its
+/// `Subnets` with `AddressPrefix` and `GatewayAddress`, and a v1 endpoint on it named by
+/// `VirtualNetwork`, make the objects their v2 forms do. Beyond upstream: `MacPools` and the
+/// endpoint's `IPAddress` with `PrefixLength`.
 #[tokio::test]
-async fn v1_network_and_endpoint_documents__hnsnetwork() {
+async fn network_and_endpoint__hnsv1() {
     let h = Hnsd::start(Profile::Ws2022).await;
-    let net = id(&call(&h, Method::POST, "/networks", &json!({"Name": "v1net", "Type": "L2Bridge",
-        "Subnets": [{"AddressPrefix": "10.244.1.0/24", "GatewayAddress": "10.244.1.1"}],
-        "MacPools": [{"StartMacAddress": "00-15-5D-52-C0-00", "EndMacAddress": "00-15-5D-52-CF-FF"}]})).await.expect("v1 network"));
+    let v1 = json!({"Type": "NAT", "Name": "GoTestNat",
+        "Subnets": [{"AddressPrefix": "192.168.100.0/24", "GatewayAddress": "192.168.100.1"}],
+        "MacPools": [{"StartMacAddress": "00-15-5D-52-C0-00", "EndMacAddress": "00-15-5D-52-CF-FF"}]});
+    let net = id(&call(&h, Method::POST, "/networks", &v1)
+        .await
+        .expect("v1 network"));
     let n = get(&h, Kind::Network, &net).await;
     assert_eq!(
-        n["Ipams"][0]["Subnets"][0]["IpAddressPrefix"], "10.244.1.0/24",
+        n["Ipams"][0]["Subnets"][0]["IpAddressPrefix"], "192.168.100.0/24",
         "{n}"
     );
     assert_eq!(
-        n["Ipams"][0]["Subnets"][0]["Routes"][0]["NextHop"], "10.244.1.1",
+        n["Ipams"][0]["Subnets"][0]["Routes"][0]["NextHop"], "192.168.100.1",
         "{n}"
     );
     assert_eq!(
         n["MacPool"]["Ranges"][0]["StartMacAddress"], "00-15-5D-52-C0-00",
         "{n}"
     );
-    let ep = id(&call(
-        &h,
-        Method::POST,
-        "/endpoints",
-        &json!({"Name": "v1ep", "VirtualNetwork": net,
-        "IPAddress": "10.244.1.7", "PrefixLength": 24}),
-    )
-    .await
-    .expect("v1 endpoint"));
+    let ep = json!({"Name": "GoTestNatEndpoint", "VirtualNetwork": net, "IPAddress": "192.168.100.7",
+        "PrefixLength": 24});
+    let ep = id(&call(&h, Method::POST, "/endpoints", &ep)
+        .await
+        .expect("v1 endpoint"));
     let e = get(&h, Kind::Endpoint, &ep).await;
     assert_eq!(e["HostComputeNetwork"], net.as_str(), "{e}");
-    assert_eq!(e["IpConfigurations"][0]["IpAddress"], "10.244.1.7", "{e}");
+    assert_eq!(
+        e["IpConfigurations"][0]["IpAddress"], "192.168.100.7",
+        "{e}"
+    );
 }

@@ -212,7 +212,7 @@ fn applying_the_same_acls_again_resets_live_connections_on_ws2022_only() {
             .unwrap_or_else(|e| panic!("{profile}: pa -> pb:8080 ({e})\n{}", c.lab.logs()));
         s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
             .expect("timeout");
-        let mut echo = |s: &mut std::net::TcpStream| -> std::io::Result<()> {
+        let echo = |s: &mut std::net::TcpStream| -> std::io::Result<()> {
             s.write_all(b"ping")?;
             let mut buf = [0u8; 4];
             s.read_exact(&mut buf)
