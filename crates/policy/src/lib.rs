@@ -7,10 +7,13 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub mod agent;
 pub mod cluster;
+pub mod metrics;
 pub mod model;
 pub mod planner;
 pub mod problem;
+pub mod reconciler;
 
 pub use cluster::{Cluster, Connection};
 pub use planner::{NodeContext, Plan, plan};
