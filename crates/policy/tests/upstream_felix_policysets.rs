@@ -3,6 +3,8 @@
 //! test and producing the same HNS ACL policies (v1 JSON, as felix's expected `hns.ACLPolicy`
 //! values read), on the static-rules-free policy sets (`mockReader("")`).
 
+#![allow(non_snake_case)]
+
 use ipnet::IpNet;
 use policy::planner::felix::{CalicoRule, PolicySet, RuleAction, direction_rules, rule_acls};
 use serde_json::{Value, json};

@@ -3,6 +3,8 @@
 //! translatePolicy.go`), each named after the upstream function whose output it checks, on
 //! the v2 ACL JSON NPM sends (`NPMACLPolSettings` inside `{"Type":"ACL","Settings":...}`).
 
+#![allow(non_snake_case)]
+
 use std::net::IpAddr;
 
 use policy::acl::set_id;
