@@ -407,6 +407,23 @@ mod tests {
     }
 
     #[test]
+    fn network_policies_are_read_in_their_namespace_and_a_bad_one_is_named() {
+        let mut o = Objects::default();
+        let text = "kind: NetworkPolicyList\napiVersion: networking.k8s.io/v1\nitems:\n- kind: NetworkPolicy\n  apiVersion: networking.k8s.io/v1\n  metadata: {name: deny}\n  spec: {podSelector: {}}\n---\nkind: NetworkPolicy\napiVersion: networking.k8s.io/v1\nmetadata: {name: bad, namespace: x}\nspec: {podSelector: 7}\n";
+        load_text(text, "np.yaml", &mut o);
+        assert_eq!(
+            o.network_policies.keys().collect::<Vec<_>>(),
+            ["default/deny"]
+        );
+        assert!(
+            o.problems.len() == 1
+                && o.problems[0].contains("np.yaml document 2 (NetworkPolicy bad)"),
+            "{:?}",
+            o.problems
+        );
+    }
+
+    #[test]
     fn only_changed_files_are_read_again_and_removed_files_drop_their_objects() {
         let dir = folder_dir();
         write_still(&dir.path().join("a.yaml"), SVC, 20);

@@ -22,7 +22,10 @@ pub fn lint(text: &str, origin: &str) -> Result<String, String> {
         .filter(|p| !p.contains("is not read"))
         .collect();
     if !unusable.is_empty() {
-        let lines: Vec<&str> = unusable.iter().map(|s| s.as_str()).collect();
+        let lines: Vec<&str> = unusable
+            .iter()
+            .map(|s| s.trim_end_matches("; skipped"))
+            .collect();
         return Err(lines.join("\n"));
     }
     if cluster.policies.is_empty() {

@@ -121,10 +121,10 @@ fn v4_addresses<'a>(pods: impl Iterator<Item = &'a Pod>) -> BTreeSet<String> {
         .collect()
 }
 
-/// The set named for one requirement of a pod selector, over the pods `within` gives.
-fn label_set<'a>(
+/// The set named for one requirement of a pod selector, and the addresses it holds.
+fn label_set(
     sets: &mut Sets,
-    cluster: &'a Cluster,
+    cluster: &Cluster,
     req: &crate::model::Requirement,
 ) -> (String, BTreeSet<String>) {
     let of = |key: &str, value: Option<&str>| -> BTreeSet<String> {
