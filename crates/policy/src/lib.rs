@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod lint;
 pub mod metrics;
 pub mod model;
+pub mod nftables;
 pub mod planner;
 pub mod problem;
 pub mod reconciler;

@@ -1,5 +1,6 @@
-//! `winnet policy`: the NetworkPolicy agent of a Windows node (`--style calico|npm`), or
-//! `--lint FILE` offline: what each style skips and what a Linux node does instead.
+//! `winnet policy`: the NetworkPolicy agent of a Windows node (`--style calico|npm`), its
+//! Linux twin (`--mode nftables`), or `--lint FILE` offline: what each style skips and what a
+//! Linux node does instead.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +10,20 @@ use anyhow::{Context, bail};
 use policy::Style;
 use policy::agent::Config;
 
+/// `--mode`: where the policies are enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// A Windows node: HNS endpoint ACLs through hnsd.
+    Hns,
+    /// A Linux node: an nftables table of the agent's own in this network namespace.
+    Nftables,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
+    /// hns (a Windows node's endpoints) or nftables (a Linux node).
+    #[arg(long, value_enum, default_value = "hns")]
+    mode: Mode,
     /// Program as Calico for Windows (felix) or Azure NPM does.
     #[arg(long, default_value = "calico")]
     style: Style,
@@ -71,6 +84,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             format!("--healthz-bind-address {s}: write ADDRESS:PORT, e.g. 127.0.0.1:10258")
         })?),
     };
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    if args.mode == Mode::Nftables {
+        let run = policy::nftables::run(source, node, healthz_bind, super::shutdown_signal());
+        return rt.block_on(run).map_err(|e| anyhow::anyhow!(e));
+    }
     let config = Config {
         style: args.style,
         node,
@@ -80,7 +98,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         host_addresses: args.host_addresses,
         healthz_bind,
     };
-    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(policy::agent::run(config, super::shutdown_signal()))
         .map_err(|e| anyhow::anyhow!(e))
 }
