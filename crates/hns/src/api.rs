@@ -33,7 +33,10 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(hns_client::switch::RULES_PATH, post(rules))
         .route(crate::metrics::PATH, get(metrics))
         .route("/{kind}", get(list).post(create))
-        .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
+        .route(
+            "/{kind}/{id}",
+            get(query).patch(modify).delete(delete).post(v1_update),
+        )
         .with_state(service)
 }
 
@@ -164,6 +167,42 @@ async fn modify(
         _ => WriteOp::Modify(kind, id, decode(&body)?),
     };
     let modified = svc.write(op).await?;
+    Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
+}
+
+/// HNS v1 `POST /endpoints/{id}` (hcsshim `HNSEndpoint.Update`, which `ApplyACLPolicy` calls,
+/// Calico's felix for every local endpoint): the endpoint document, v1 or v2 shaped, whose
+/// `Policies` replace the endpoint's whole list ("will overwrite any existing policies",
+/// hcsshim#143). Only the policies are taken; the rest of an endpoint does not change.
+async fn v1_update(
+    AxState(svc): Svc,
+    Path((k, id)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let (kind, id) = (kind(&k)?, guid(&id)?);
+    if kind != Kind::Endpoint {
+        return Err(HnsError::new(
+            HResult::HCN_E_REQUEST_UNSUPPORTED,
+            format!("POST /{k}/{{id}} (HNS v1 update) applies to endpoints; modify a {k} with PATCH and a modify request"),
+        )
+        .into());
+    }
+    let doc: Value = serde_json::from_slice(&body).map_err(|e| {
+        HnsError::new(
+            HResult::HCN_E_INVALID_JSON,
+            format!("the endpoint document is not valid JSON: {e}"),
+        )
+    })?;
+    let policies = doc
+        .as_object()
+        .and_then(|m| m.iter().find(|(k, _)| k.eq_ignore_ascii_case("Policies")))
+        .map_or(Value::Array(Vec::new()), |(_, v)| v.clone());
+    let req = hcn::ModifyRequest {
+        resource_type: hcn::ResourceType::Policy,
+        request_type: hcn::RequestType::Update,
+        settings: serde_json::json!({ "Policies": policies }),
+    };
+    let modified = svc.write(WriteOp::Modify(Kind::Endpoint, id, req)).await?;
     Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
 }
 

@@ -3,8 +3,14 @@
 //! in the endpoint's policy list) or v2 `ACL` endpoint policies (NPM: `Settings` with `Id` and
 //! `Protocols` as text), and `SetPolicy` network policies.
 
-use hcn::policy::{AclAction, AclDirection, AclRuleType, PortRange, SetPolicySetting};
+use hcn::policy::{
+    AclAction, AclDirection, AclPolicySetting, AclRuleType, PortRange, SetPolicySetting,
+    SetPolicyType,
+};
+use hcn::{Endpoint, EndpointPolicy};
 use serde_json::{Map, Value, json};
+
+use crate::problem::Style;
 
 /// HNS's protocol number for "any protocol" in v1 ACLs.
 pub const ANY_PROTOCOL: u16 = 256;
@@ -100,21 +106,6 @@ impl Acl {
         }
     }
 
-    /// The rule as the hcn model's v2 `ACL` policy, for hnsd. The model has no `Id` yet, so
-    /// the rule is named only by its place in the endpoint's list; an address the model
-    /// cannot read (a set ID) is an error naming it.
-    pub fn to_hcn(&self) -> Result<hcn::EndpointPolicy, String> {
-        let settings: hcn::policy::AclPolicySetting = serde_json::from_value({
-            let mut v = self.v2_json()["Settings"].clone();
-            if let Some(m) = v.as_object_mut() {
-                m.remove("Id");
-            }
-            v
-        })
-        .map_err(|e| format!("ACL {} cannot be sent to this HNS: {e}", self.describe()))?;
-        Ok(hcn::EndpointPolicy::Acl(settings))
-    }
-
     /// The rule in one line, for logs and lint output.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -170,22 +161,28 @@ pub struct IpSet {
 }
 
 impl IpSet {
-    /// `SetPolicy` settings as NPM sends them.
-    pub fn setting(&self) -> SetPolicySetting {
-        SetPolicySetting {
-            id: self.id.clone(),
-            name: self.name.clone(),
-            policy_type: match self.kind {
-                SetKind::IpSet => "IPSET".into(),
-                SetKind::Nested => "NESTEDIPSET".into(),
-            },
-            values: self.members.join(","),
-        }
+    /// The network policy JSON NPM sends.
+    pub fn json(&self) -> Value {
+        let policy_type = match self.kind {
+            SetKind::IpSet => "IPSET",
+            SetKind::Nested => "NESTEDIPSET",
+        };
+        json!({"Type": "SetPolicy", "Settings": {"Id": self.id, "Name": self.name,
+            "PolicyType": policy_type, "Values": self.members.join(",")}})
     }
 
-    /// The network policy JSON.
-    pub fn json(&self) -> Value {
-        json!({"Type": "SetPolicy", "Settings": self.setting()})
+    /// The `SetPolicy` settings as HNS reads them.
+    pub fn setting(&self) -> Result<SetPolicySetting, String> {
+        let bad = |e: String| format!("set {} ({}) cannot be written: {e}", self.name, self.id);
+        let setting: SetPolicySetting = serde_json::from_value(self.json()["Settings"].clone())
+            .map_err(|e| bad(e.to_string()))?;
+        let kind_ok = match self.kind {
+            SetKind::IpSet => setting.policy_type == SetPolicyType::IpSet,
+            SetKind::Nested => setting.policy_type == SetPolicyType::NestedIpSet,
+        };
+        kind_ok
+            .then_some(setting)
+            .ok_or_else(|| bad("its type did not read back".into()))
     }
 }
 
@@ -197,4 +194,27 @@ pub fn set_id(name: &str) -> String {
         h = h.wrapping_mul(0x0100_0193);
     }
     format!("azure-npm-{h}")
+}
+
+/// `acls` as HNS reads them (v1 JSON for calico, v2 for npm, decoded by hcn's reader), the
+/// same rule listed twice kept once.
+pub fn hcn_acls(acls: &[Acl], style: Style) -> Result<Vec<AclPolicySetting>, String> {
+    let policies: Vec<Value> = acls
+        .iter()
+        .map(|a| match style {
+            Style::Calico => a.v1_json(),
+            Style::Npm => a.v2_json(),
+        })
+        .collect();
+    let ep: Endpoint = hcn::decode_value(json!({ "Policies": policies }))
+        .map_err(|e| format!("the ACLs cannot be sent: {}: {}", e.path, e.message))?;
+    let mut out: Vec<AclPolicySetting> = Vec::with_capacity(acls.len());
+    for p in ep.policies {
+        if let EndpointPolicy::Acl(a) = p
+            && !out.contains(&a)
+        {
+            out.push(a);
+        }
+    }
+    Ok(out)
 }

@@ -60,7 +60,7 @@ pub struct Agent {
 impl Agent {
     pub fn new(client: Arc<Client>, config: &Config) -> Agent {
         Agent {
-            reconciler: Reconciler::new(client, &config.network_name),
+            reconciler: Reconciler::new(client, &config.network_name, config.style),
             context: NodeContext {
                 node: config.node.clone(),
                 host_addresses: config.host_addresses.clone(),

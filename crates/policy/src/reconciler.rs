@@ -8,11 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use hcn::policy::{AclPolicySetting, SetPolicySetting};
 use hcn::{Endpoint, EndpointPolicy, NetworkPolicy, RequestType};
 use hns_client::Client;
+use hns_client::acl::endpoint_acls;
+use serde_json::json;
 
-use crate::acl::{IpSet, SetKind};
+use crate::acl::{Acl, IpSet, hcn_acls};
 use crate::planner::Plan;
+use crate::problem::Style;
 
 /// The prefix of the set IDs the npm style owns on the network.
 const SET_PREFIX: &str = "azure-npm-";
@@ -43,17 +47,20 @@ impl SyncReport {
     }
 }
 
-/// Talks to HNS for the agent.
+/// Talks to HNS for the agent, as `style`'s peer does: felix's v1 endpoint update (calico),
+/// or a v2 policy Update of the endpoint (npm).
 pub struct Reconciler {
     client: Arc<Client>,
     network_name: String,
+    style: Style,
 }
 
 impl Reconciler {
-    pub fn new(client: Arc<Client>, network_name: &str) -> Reconciler {
+    pub fn new(client: Arc<Client>, network_name: &str, style: Style) -> Reconciler {
         Reconciler {
             client,
             network_name: network_name.to_string(),
+            style,
         }
     }
 
@@ -97,40 +104,36 @@ impl Reconciler {
         report
     }
 
-    /// Adds the missing sets (plain, then nested) and updates changed ones; returns the held
-    /// sets the plan no longer has.
+    /// Adds the missing sets and updates changed ones (hns-client orders plain before
+    /// nested); returns the held sets the plan no longer has.
     async fn add_sets(
         &self,
         network: hcn::Guid,
         wanted: &[IpSet],
-        held: &BTreeMap<String, hcn::policy::SetPolicySetting>,
+        held: &BTreeMap<String, SetPolicySetting>,
         report: &mut SyncReport,
-    ) -> Vec<hcn::policy::SetPolicySetting> {
-        for kind in [SetKind::IpSet, SetKind::Nested] {
-            let new: Vec<NetworkPolicy> = wanted
-                .iter()
-                .filter(|s| s.kind == kind && !held.contains_key(&s.id))
-                .map(|s| NetworkPolicy::SetPolicy(s.setting()))
-                .collect();
-            let n = new.len();
-            if self
-                .network_call(network, RequestType::Add, new, report)
-                .await
-            {
-                report.sets_added += n;
+    ) -> Vec<SetPolicySetting> {
+        let mut new = Vec::new();
+        let mut changed = Vec::new();
+        for set in wanted {
+            match set.setting() {
+                Ok(s) => match held.get(&set.id) {
+                    None => new.push(s),
+                    Some(h) if *h != s => changed.push(s),
+                    Some(_) => {}
+                },
+                Err(e) => report.errors.push(e),
             }
         }
-        let changed: Vec<NetworkPolicy> = wanted
-            .iter()
-            .filter(|s| held.get(&s.id).is_some_and(|h| *h != s.setting()))
-            .map(|s| NetworkPolicy::SetPolicy(s.setting()))
-            .collect();
-        let n = changed.len();
+        let (n_new, n_changed) = (new.len(), changed.len());
+        if self.sets_call(network, RequestType::Add, new, report).await {
+            report.sets_added += n_new;
+        }
         if self
-            .network_call(network, RequestType::Update, changed, report)
+            .sets_call(network, RequestType::Update, changed, report)
             .await
         {
-            report.sets_updated += n;
+            report.sets_updated += n_changed;
         }
         let ids: BTreeSet<&str> = wanted.iter().map(|s| s.id.as_str()).collect();
         held.values()
@@ -139,41 +142,35 @@ impl Reconciler {
             .collect()
     }
 
-    /// Removes sets nothing names any more: nested ones first (they name the plain ones).
+    /// Removes sets nothing names any more, nested ones with their members in one request.
     async fn remove_sets(
         &self,
         network: hcn::Guid,
-        stale: Vec<hcn::policy::SetPolicySetting>,
+        stale: Vec<SetPolicySetting>,
         report: &mut SyncReport,
     ) {
-        let (nested, plain): (Vec<_>, Vec<_>) = stale
-            .into_iter()
-            .partition(|s| s.policy_type == "NESTEDIPSET");
-        for group in [nested, plain] {
-            let n = group.len();
-            let policies = group.into_iter().map(NetworkPolicy::SetPolicy).collect();
-            if self
-                .network_call(network, RequestType::Remove, policies, report)
-                .await
-            {
-                report.sets_removed += n;
-            }
+        let n = stale.len();
+        if self
+            .sets_call(network, RequestType::Remove, stale, report)
+            .await
+        {
+            report.sets_removed += n;
         }
     }
 
     /// One network modify call (none when there is nothing to send); false when it failed.
-    async fn network_call(
+    async fn sets_call(
         &self,
         network: hcn::Guid,
         request: RequestType,
-        policies: Vec<NetworkPolicy>,
+        sets: Vec<SetPolicySetting>,
         report: &mut SyncReport,
     ) -> bool {
-        if policies.is_empty() {
+        if sets.is_empty() {
             return true;
         }
         report.hns_calls += 1;
-        match self.client.network_policy(network, request, policies).await {
+        match self.client.set_policies(network, request, sets).await {
             Ok(_) => true,
             Err(e) => {
                 report.errors.push(format!("{request} of IP sets: {e}"));
@@ -205,8 +202,8 @@ impl Reconciler {
                 .get(ip)
                 .map(|e| e.acls.as_slice())
                 .unwrap_or_default();
-            match hcn_acls(wanted) {
-                Ok(wanted) => self.apply_endpoint(ep, pod, wanted, report).await,
+            match hcn_acls(wanted, self.style) {
+                Ok(decoded) => self.apply_endpoint(ep, pod, wanted, decoded, report).await,
                 Err(e) => report.errors.push(format!("pod {pod}: {e}")),
             }
         }
@@ -217,38 +214,52 @@ impl Reconciler {
         &self,
         ep: &Endpoint,
         pod: &str,
-        wanted: Vec<EndpointPolicy>,
+        acls: &[Acl],
+        wanted: Vec<AclPolicySetting>,
         report: &mut SyncReport,
     ) {
-        let held: Vec<EndpointPolicy> = ep
-            .policies
-            .iter()
-            .filter(|p| matches!(p, EndpointPolicy::Acl(_)))
-            .cloned()
-            .collect();
+        let held: Vec<AclPolicySetting> = endpoint_acls(ep).into_iter().cloned().collect();
         if held == wanted {
             report.endpoints_unchanged += 1;
             return;
         }
-        // Update replaces the endpoint's ACLs whole; with none wanted, the held ones go.
-        let (request, policies) = match (held.is_empty(), wanted.is_empty()) {
-            (true, _) => (RequestType::Add, wanted),
-            (false, true) => (RequestType::Remove, held),
-            (false, false) => (RequestType::Update, wanted),
-        };
         report.hns_calls += 1;
-        match self.client.endpoint_policy(ep.id, request, policies).await {
-            Ok(_) => report.endpoints_updated += 1,
-            Err(e) => report.errors.push(format!(
-                "{request} of the ACLs of pod {pod} (endpoint {}): {e}",
-                ep.id
-            )),
+        let sent = match self.style {
+            Style::Npm => self
+                .client
+                .set_endpoint_acls(ep.id, wanted)
+                .await
+                .map(|_| ()),
+            Style::Calico => self
+                .client
+                .apply_v1_endpoint(ep.id, &v1_document(ep, acls))
+                .await
+                .map(|_| ()),
+        };
+        match sent {
+            Ok(()) => report.endpoints_updated += 1,
+            Err(e) => report
+                .errors
+                .push(format!("the ACLs of pod {pod} (endpoint {}): {e}", ep.id)),
         }
     }
 }
 
+/// Felix's v1 update of `ep`: the endpoint's ID and its whole policy list. Felix sends only
+/// its ACLs; HNS's v1 update replaces the whole list, so the endpoint's other policies (the
+/// CNI's OutBoundNAT, routes) are sent first, as Azure NPM does, and the pod keeps them.
+fn v1_document(ep: &Endpoint, acls: &[Acl]) -> serde_json::Value {
+    let others = ep
+        .policies
+        .iter()
+        .filter(|p| !matches!(p, EndpointPolicy::Acl(_)))
+        .filter_map(|p| serde_json::to_value(p).ok());
+    let policies: Vec<serde_json::Value> = others.chain(acls.iter().map(Acl::v1_json)).collect();
+    json!({ "Id": ep.id, "Policies": policies })
+}
+
 /// The sets the npm style holds on the network, by ID.
-fn held_sets(policies: &[NetworkPolicy]) -> BTreeMap<String, hcn::policy::SetPolicySetting> {
+fn held_sets(policies: &[NetworkPolicy]) -> BTreeMap<String, SetPolicySetting> {
     policies
         .iter()
         .filter_map(|p| match p {
@@ -258,16 +269,4 @@ fn held_sets(policies: &[NetworkPolicy]) -> BTreeMap<String, hcn::policy::SetPol
             _ => None,
         })
         .collect()
-}
-
-/// The plan's ACLs as hcn policies, identical ones once (HNS refuses a duplicate).
-fn hcn_acls(acls: &[crate::acl::Acl]) -> Result<Vec<EndpointPolicy>, String> {
-    let mut out: Vec<EndpointPolicy> = Vec::with_capacity(acls.len());
-    for a in acls {
-        let p = a.to_hcn()?;
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }

@@ -2,7 +2,8 @@
 //! policies (as the JSON a user writes), every connection between the pods judged by a
 //! reference written from the API's documentation, small and obvious, over that JSON. Linux's
 //! verdict (`Cluster::allows`) must equal it; the calico style's ACLs, matched as the switch
-//! matches them (hns-compiler's rules, lowest priority first), must equal it when felix
+//! matches them (hns-compiler's rules from what HNS reads, sets expanded, lowest priority
+//! first), must equal it when felix
 //! skipped nothing and never allow more when it did; the npm style's must equal it when NPM
 //! refused nothing.
 
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use hcn::policy::{AclAction, AclDirection};
-use policy::acl::{Acl, IpSet, SetKind};
+use policy::acl::Acl;
 use policy::model::Protocol;
 use policy::{Cluster, Connection, NodeContext, Plan, Style, plan};
 use proptest::prelude::*;
@@ -303,47 +304,45 @@ fn build(
     (cluster, refs)
 }
 
-/// The switch's verdict for `h` on an endpoint's ACLs of one direction: the matching rule of
-/// lowest priority decides; no match allows.
-fn acl_verdict(acls: &[Acl], sets: &[IpSet], dir: AclDirection, h: &Headers) -> bool {
+/// The switch's verdict for `h` on an endpoint's ACLs of one direction, the rules made by
+/// hns-compiler from what HNS reads (sets expanded as the network holds them): the matching
+/// rule of lowest priority decides, Block on a tie; no match allows.
+fn acl_verdict(
+    acls: &[Acl],
+    style: Style,
+    net: &hcn::Network,
+    dir: AclDirection,
+    h: &Headers,
+) -> bool {
     let vfp_dir = match dir {
         AclDirection::In => vfp::Direction::In,
         AclDirection::Out => vfp::Direction::Out,
     };
-    acls.iter()
+    let sets = hns_compiler::acl::Sets::of(net);
+    let mine: Vec<Acl> = acls
+        .iter()
         .filter(|a| a.direction == dir)
-        .map(|a| resolve(a, sets))
-        .filter_map(|a| match a.to_hcn().unwrap() {
-            hcn::EndpointPolicy::Acl(s) => Some(hns_compiler::acl::rule(&s)),
-            _ => None,
-        })
+        .cloned()
+        .collect();
+    policy::acl::hcn_acls(&mine, style)
+        .unwrap()
+        .iter()
+        .flat_map(|a| hns_compiler::acl::rules(a, &sets))
+        .map(|(_, r)| r)
         .filter(|r| r.conditions.matches(h, None, vfp_dir))
-        .min_by_key(|r| r.priority)
+        .min_by_key(|r| (r.priority, r.action != vfp::Action::Block))
         .is_none_or(|r| r.action == vfp::Action::Allow)
 }
 
-/// An npm ACL with its set IDs replaced by their addresses, as HNS reads them.
-fn resolve(a: &Acl, sets: &[IpSet]) -> Acl {
-    fn members(id: &str, sets: &[IpSet]) -> Vec<String> {
-        match sets.iter().find(|s| s.id == id) {
-            None => vec![id.to_string()],
-            Some(s) if s.kind == SetKind::IpSet => s.members.clone(),
-            Some(s) => s.members.iter().flat_map(|m| members(m, sets)).collect(),
-        }
-    }
-    let mut a = a.clone();
-    for list in [&mut a.local_addresses, &mut a.remote_addresses] {
-        let named = !list.is_empty();
-        *list = list.iter().flat_map(|e| members(e, sets)).collect();
-        if named && list.is_empty() {
-            // A set with no member matches nothing: an address no packet here carries.
-            list.push("192.0.2.255/32".into());
-        }
-    }
-    a
-}
-
-fn windows_allows(plan: &Plan, src: IpAddr, dst: IpAddr, c: &Connection) -> bool {
+fn windows_allows(plan: &Plan, style: Style, src: IpAddr, dst: IpAddr, c: &Connection) -> bool {
+    let net = hcn::Network {
+        policies: plan
+            .sets
+            .iter()
+            .map(|s| hcn::NetworkPolicy::SetPolicy(s.setting().unwrap()))
+            .collect(),
+        ..Default::default()
+    };
     let h = Headers {
         src_ip: src,
         dst_ip: dst,
@@ -362,8 +361,8 @@ fn windows_allows(plan: &Plan, src: IpAddr, dst: IpAddr, c: &Connection) -> bool
         .get(&dst)
         .map(|e| e.acls.as_slice())
         .unwrap_or_default();
-    acl_verdict(out, &plan.sets, AclDirection::Out, &h)
-        && acl_verdict(inn, &plan.sets, AclDirection::In, &h)
+    acl_verdict(out, style, &net, AclDirection::Out, &h)
+        && acl_verdict(inn, style, &net, AclDirection::In, &h)
 }
 
 const CONNECTIONS: [(&str, Protocol, u16); 3] = [
@@ -395,14 +394,14 @@ proptest! {
                     let c = Connection { src: refs[s].ip, dst: refs[d].ip, protocol, port };
                     let expected = reference(&named, &refs, s, d, (name, port));
                     prop_assert_eq!(cluster.allows(&c), expected, "linux {:?}", c);
-                    let on_calico = windows_allows(&calico, c.src, c.dst, &c);
+                    let on_calico = windows_allows(&calico, Style::Calico, c.src, c.dst, &c);
                     if calico.problems.is_empty() {
                         prop_assert_eq!(on_calico, expected, "calico {:?} {:#?}", c, calico.endpoints);
                     } else {
                         prop_assert!(!on_calico || expected, "calico allowed more than Linux {:?}", c);
                     }
                     if npm.problems.is_empty() {
-                        prop_assert_eq!(windows_allows(&npm, c.src, c.dst, &c), expected, "npm {:?}", c);
+                        prop_assert_eq!(windows_allows(&npm, Style::Npm, c.src, c.dst, &c), expected, "npm {:?}", c);
                     }
                 }
             }

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use hcn::EndpointPolicy;
+use hcn::policy::AclPolicySetting;
 use hns::store::Store;
 use hns::{InProcess, Profile, Service};
 use hns_client::transport::Exchange;
@@ -45,13 +45,19 @@ struct Node {
 }
 
 impl Node {
+    async fn network(&self) -> hcn::Network {
+        let found = self.client.get_network_by_name("cbr0").await.unwrap();
+        found.expect("network cbr0")
+    }
+
     fn modifies(&self) -> usize {
         self.counting.modifies.load(Ordering::SeqCst)
     }
 }
 
-async fn node_with_endpoints(ips: &[&str]) -> Node {
-    let service = Arc::new(Service::start(Store::in_memory().unwrap(), Profile::Ws2022).unwrap());
+/// An hnsd of `profile` with network cbr0 and an endpoint per address.
+async fn node_with_endpoints(profile: Profile, ips: &[&str]) -> Node {
+    let service = Arc::new(Service::start(Store::in_memory().unwrap(), profile).unwrap());
     let counting = Arc::new(Counting {
         inner: InProcess::new(service, "n1"),
         modifies: AtomicUsize::new(0),
@@ -77,6 +83,7 @@ async fn node_with_endpoints(ips: &[&str]) -> Node {
         client.create_endpoint(&ep).await.unwrap();
     }
     counting.modifies.store(0, Ordering::SeqCst);
+    counting.paths.lock().unwrap().clear();
     Node { counting, client }
 }
 
@@ -133,20 +140,19 @@ fn cluster(text: &str) -> Cluster {
     c
 }
 
-async fn acls_of(client: &Client, ip: &str) -> Vec<EndpointPolicy> {
+async fn acls_of(client: &Client, ip: &str) -> Vec<AclPolicySetting> {
     let ip: IpAddr = ip.parse().unwrap();
     let eps = client.list_endpoints().await.unwrap();
     let ep = eps.iter().find(|e| e.ips().any(|i| i == ip)).unwrap();
-    ep.policies
-        .iter()
-        .filter(|p| matches!(p, EndpointPolicy::Acl(_)))
+    hns_client::acl::endpoint_acls(ep)
+        .into_iter()
         .cloned()
         .collect()
 }
 
 #[tokio::test]
 async fn one_call_per_endpoint_and_none_when_nothing_changed_even_after_a_restart() {
-    let node = node_with_endpoints(&["10.244.1.2", "10.244.1.3"]).await;
+    let node = node_with_endpoints(Profile::Ws2022, &["10.244.1.2", "10.244.1.3"]).await;
     let c = cluster(&format!("{PODS}{ALLOW_B_TO_A}"));
     let mut agent = Agent::new(Arc::clone(&node.client), &config(Style::Calico));
     let (plan, report) = agent.sync(&c).await;
@@ -160,8 +166,7 @@ async fn one_call_per_endpoint_and_none_when_nothing_changed_even_after_a_restar
     // profile's allow and Block outbound) and b's.
     for (ip, wanted) in &plan.endpoints {
         let held = acls_of(&node.client, &ip.to_string()).await;
-        let planned: Vec<EndpointPolicy> =
-            wanted.acls.iter().map(|a| a.to_hcn().unwrap()).collect();
+        let planned = policy::acl::hcn_acls(&wanted.acls, Style::Calico).unwrap();
         assert_eq!(held, planned, "{ip}");
     }
     let a = &plan.endpoints[&"10.244.1.2".parse::<IpAddr>().unwrap()].acls;
@@ -210,18 +215,13 @@ async fn one_call_per_endpoint_and_none_when_nothing_changed_even_after_a_restar
 
 #[tokio::test]
 async fn a_pod_without_its_endpoint_waits_and_is_programmed_once_it_has_one() {
-    let node = node_with_endpoints(&["10.244.1.2"]).await;
+    let node = node_with_endpoints(Profile::Ws2022, &["10.244.1.2"]).await;
     let c = cluster(&format!("{PODS}{ALLOW_B_TO_A}"));
     let mut agent = Agent::new(Arc::clone(&node.client), &config(Style::Calico));
     let (_, first) = agent.sync(&c).await;
     assert_eq!(first.endpoints_pending, ["x/b"]);
     assert!(first.needs_retry());
-    let net = node
-        .client
-        .get_network_by_name("cbr0")
-        .await
-        .unwrap()
-        .unwrap();
+    let net = node.network().await;
     let ep = hcn::Endpoint {
         name: "b".into(),
         host_compute_network: net.id,
@@ -283,4 +283,59 @@ async fn nothing_is_programmed_before_the_source_is_read_whole() {
         .unwrap()
         .expect("synced once the file reads whole");
     assert_eq!(cluster.pods.len(), 2);
+}
+
+/// The npm style needs SetPolicy (HNS 13.0: the ws2025 and unrestricted profiles; the table
+/// has ws2022 at HNS 12.1).
+#[tokio::test]
+async fn npm_sets_come_before_the_acls_naming_them_and_go_after() {
+    let node = node_with_endpoints(Profile::Ws2025, &["10.244.1.2", "10.244.1.3"]).await;
+    let mut agent = Agent::new(Arc::clone(&node.client), &config(Style::Npm));
+    let (plan, report) = agent.sync(&cluster(&format!("{PODS}{ALLOW_B_TO_A}"))).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    // One Add of the three sets, then a's ACL list; b is selected by nothing and untouched.
+    assert_eq!(
+        (
+            report.sets_added,
+            report.endpoints_updated,
+            report.endpoints_unchanged
+        ),
+        (3, 1, 1)
+    );
+    let paths = node.counting.paths.lock().unwrap().clone();
+    assert_eq!(paths.len(), 2, "{paths:?}");
+    assert!(
+        paths[0].contains("/networks/") && paths[1].contains("/endpoints/"),
+        "{paths:?}"
+    );
+    let held = acls_of(&node.client, "10.244.1.2").await;
+    let peer = policy::acl::set_id("ns-x&podlabel-pod:b");
+    assert_eq!(held[0].id, "azure-acl-x-allow-b");
+    assert!(
+        held[0].remote_addresses.sets().any(|s| s == peer),
+        "{held:?}"
+    );
+    assert_eq!(
+        held.len(),
+        plan.endpoints.values().map(|e| e.acls.len()).sum::<usize>()
+    );
+    // Unchanged: nothing sent.
+    let (_, again) = agent.sync(&cluster(&format!("{PODS}{ALLOW_B_TO_A}"))).await;
+    assert_eq!((again.hns_calls, node.modifies()), (0, 2));
+    // The policy goes: a's ACLs first, then the sets nothing names any more.
+    let (_, gone) = agent.sync(&cluster(PODS)).await;
+    assert!(gone.errors.is_empty(), "{:?}", gone.errors);
+    assert_eq!((gone.endpoints_updated, gone.sets_removed), (1, 3));
+    let paths = node.counting.paths.lock().unwrap().clone();
+    assert!(
+        paths[2].contains("/endpoints/") && paths[3].contains("/networks/"),
+        "{paths:?}"
+    );
+    assert!(acls_of(&node.client, "10.244.1.2").await.is_empty());
+    let net = node.network().await;
+    assert!(
+        !net.policies
+            .iter()
+            .any(|p| matches!(p, hcn::NetworkPolicy::SetPolicy(_)))
+    );
 }

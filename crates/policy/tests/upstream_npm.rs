@@ -78,8 +78,8 @@ spec:
             format!(
                 "{} {} {}",
                 s.name,
-                s.setting().policy_type,
-                s.setting().values
+                s.json()["Settings"]["PolicyType"].as_str().unwrap(),
+                s.json()["Settings"]["Values"].as_str().unwrap()
             )
         })
         .collect();

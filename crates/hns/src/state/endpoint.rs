@@ -16,11 +16,20 @@ use hcn::{
 use ipnet::IpNet;
 
 use super::pool::LowestFree;
-use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+use super::{Change, Kind, Object, Plan, PolicyEdit, State, edit_policies, settings};
+
+/// An endpoint's `Update` replaces its whole policy list, as HNS does: Azure NPM re-sends the
+/// endpoint's other policies (OutBoundNAT, routes) before its ACLs for this reason.
+const ENDPOINT_POLICY_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
+    type_name: EndpointPolicy::type_name,
+    same: |c, g| c == g,
+    replaced: |_, _| true,
+};
 
 impl State {
     pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
         ep.id = self.new_id(Kind::Endpoint, ep.id)?;
+        ep.linux_acl_generation = 0;
         if ep.host_compute_network.is_nil() {
             return Err(HnsError::new(
                 HResult::E_INVALIDARG,
@@ -32,6 +41,7 @@ impl State {
             .get(&ep.host_compute_network)
             .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
         check_endpoint(&ep)?;
+        self.check_endpoint_acls(&ep, net)?;
         let joins = self.namespace_to_join(&ep)?;
         self.assign_addresses(net, &mut ep)?;
         self.assign_mac(net, &mut ep)?;
@@ -72,14 +82,24 @@ impl State {
             ));
         }
         let given: PolicyRequest<EndpointPolicy> = settings(&req)?;
+        let carries_acls = given
+            .policies
+            .iter()
+            .any(|p| matches!(p, EndpointPolicy::Acl(_)));
+        if carries_acls || req.request_type == hcn::RequestType::Update {
+            ep.linux_acl_generation += 1;
+        }
         edit_policies(
             &mut ep.policies,
             req.request_type,
             given.policies,
-            EndpointPolicy::type_name,
+            &ENDPOINT_POLICY_EDIT,
         )?;
         check_endpoint(&ep)?;
         self.check_host_ports(&ep)?;
+        if let Some(net) = self.networks.get(&ep.host_compute_network) {
+            self.check_endpoint_acls(&ep, net)?;
+        }
         let obj = Object::Endpoint(ep);
         Ok(Plan {
             changes: vec![Change::Put(obj.clone())],

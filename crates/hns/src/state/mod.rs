@@ -4,6 +4,7 @@
 //! either refuses it with an HNS error or yields the [`Change`]s to make; the service makes them
 //! durable and then [`State::apply`]s them. So a refused call changes nothing.
 
+mod acl;
 mod check;
 mod endpoint;
 mod loadbalancer;
@@ -508,16 +509,27 @@ where
         .map_err(|e| HnsError::new(e.code, format!("Settings.{}: {}", e.path, e.message)))
 }
 
+/// How a policy list takes a modify request: which given policy a `Remove` takes away, and
+/// which current policies an `Update` replaces.
+pub(super) struct PolicyEdit<P> {
+    pub type_name: fn(&P) -> &'static str,
+    /// `Remove`: the current policy `c` is the given `g`.
+    pub same: fn(c: &P, g: &P) -> bool,
+    /// `Update`: the current policy `c` goes, replaced by `given`.
+    pub replaced: fn(c: &P, given: &[P]) -> bool,
+}
+
 /// Applies a policy modify request to a policy list: `Add` appends (an identical policy is
-/// refused), `Remove` removes identical ones (a missing one is refused), `Update` replaces every
-/// policy of the given types.
+/// refused), `Remove` removes the ones [`PolicyEdit::same`] finds (a missing one is refused),
+/// `Update` replaces what [`PolicyEdit::replaced`] says.
 fn edit_policies<P: PartialEq>(
     current: &mut Vec<P>,
     request: hcn::RequestType,
     given: Vec<P>,
-    type_name: fn(&P) -> &'static str,
+    edit: &PolicyEdit<P>,
 ) -> Result<(), HnsError> {
     use hcn::RequestType;
+    let type_name = edit.type_name;
     match request {
         RequestType::Add => {
             for p in given {
@@ -532,7 +544,7 @@ fn edit_policies<P: PartialEq>(
         }
         RequestType::Remove => {
             for p in given {
-                let Some(at) = current.iter().position(|c| *c == p) else {
+                let Some(at) = current.iter().position(|c| (edit.same)(c, &p)) else {
                     return Err(HnsError::new(
                         HResult::HCN_E_POLICY_NOT_FOUND,
                         format!("no identical {} policy to remove", type_name(&p)),
@@ -542,8 +554,7 @@ fn edit_policies<P: PartialEq>(
             }
         }
         RequestType::Update => {
-            let types: Vec<&str> = given.iter().map(type_name).collect();
-            current.retain(|c| !types.contains(&type_name(c)));
+            current.retain(|c| !(edit.replaced)(c, &given));
             current.extend(given);
         }
         RequestType::Refresh => {
