@@ -169,3 +169,36 @@ pub fn serve(addr: SocketAddr, health: Arc<Health>) -> JoinHandle<()> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Construct, Effect, Style};
+
+    #[test]
+    fn healthz_is_unavailable_until_a_first_sync_and_every_reason_is_exported() {
+        let h = Health::default();
+        assert_eq!(h.healthz().0, 503);
+        h.synced();
+        assert_eq!(h.healthz().0, 200);
+        let named = Problem {
+            policy: "x/p".into(),
+            direction: None,
+            rule: None,
+            peer: None,
+            construct: Construct::NamedPort("http".into()),
+            effect: Effect::RuleSkipped,
+            style: Style::Calico,
+        };
+        h.metrics.set_skipped(&[named.clone(), named]);
+        let text = h.metrics.render();
+        assert!(
+            text.contains("winnet_policy_skipped_constructs{reason=\"named_port\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("winnet_policy_skipped_constructs{reason=\"except\"} 0"),
+            "{text}"
+        );
+    }
+}
