@@ -79,9 +79,12 @@ impl Agent {
     pub async fn sync(&mut self, cluster: &Cluster) -> (Plan, SyncReport) {
         let started = Instant::now();
         let plan = plan(cluster, &self.context, self.style);
-        let local: BTreeMap<IpAddr, String> = cluster
-            .local_pods(&self.context.node)
-            .flat_map(|p| p.ips.iter().map(move |ip| (*ip, p.key())))
+        // Each local pod once, by the address its endpoint is found by (a dual-stack
+        // endpoint's IPv6 address must not read as a second pod with no ACLs).
+        let local: BTreeMap<IpAddr, String> = plan
+            .endpoints
+            .iter()
+            .map(|(ip, e)| (*ip, e.pod.clone()))
             .collect();
         let report = self.reconciler.sync(&plan, &local).await;
         let m = &self.health.metrics;
@@ -124,6 +127,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     tokio::pin!(shutdown);
     let mut objects = kubesrc::watch(&config.source, kinds()).await?;
     let client = Arc::new(Client::new(&config.hns_socket));
+    check_hns(&client, config.style).await?;
     let mut agent = Agent::new(client, &config);
     if let Some(addr) = config.healthz_bind {
         metrics::serve(addr, agent.health());
@@ -148,6 +152,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             }
         }
     }
+}
+
+/// What the style needs of HNS: npm names SetPolicy sets (HNS 13.0 and later).
+pub async fn check_hns(client: &Client, style: Style) -> Result<(), String> {
+    let features = client
+        .get_supported_features()
+        .await
+        .map_err(|e| format!("asking HNS what it supports: {e}"))?;
+    if style == Style::Npm && !features.set_policy {
+        let v = client
+            .get_version()
+            .await
+            .map_err(|e| format!("asking HNS its version: {e}"))?;
+        return Err(format!(
+            "--style npm needs SetPolicy (HNS 13.0 and later); this HNS is {}.{}: use --style calico",
+            v.major, v.minor
+        ));
+    }
+    Ok(())
 }
 
 fn set_source(health: &Health, cluster: &Cluster) {

@@ -66,18 +66,26 @@ async fn node_with_endpoints(profile: Profile, ips: &[&str]) -> Node {
     let client = Arc::new(Client::over(Arc::clone(&counting) as Arc<dyn Transport>));
     let net = testkit::hnsd::create_network(
         &client,
-        &json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[{"IpAddressPrefix":"10.244.1.0/24",
-            "Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}),
+        &json!({"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Subnets":[
+            {"IpAddressPrefix":"10.244.1.0/24","Routes":[{"NextHop":"10.244.1.1","DestinationPrefix":"0.0.0.0/0"}]},
+            {"IpAddressPrefix":"fd00:244:1::/64","Routes":[{"NextHop":"fd00:244:1::1","DestinationPrefix":"::/0"}]}]}]}),
     )
     .await;
     for (i, ip) in ips.iter().enumerate() {
         let ep = hcn::Endpoint {
             name: format!("pod{i}"),
             host_compute_network: net.id,
-            ip_configurations: vec![hcn::IpConfig {
-                ip_address: Some(ip.parse().unwrap()),
-                prefix_length: 24,
-            }],
+            // "v4" or "v4,v6": a dual-stack endpoint.
+            ip_configurations: ip
+                .split(',')
+                .map(|a| {
+                    let address: IpAddr = a.parse().unwrap();
+                    hcn::IpConfig {
+                        ip_address: Some(address),
+                        prefix_length: if address.is_ipv4() { 24 } else { 64 },
+                    }
+                })
+                .collect(),
             ..Default::default()
         };
         client.create_endpoint(&ep).await.unwrap();
@@ -338,4 +346,40 @@ async fn npm_sets_come_before_the_acls_naming_them_and_go_after() {
             .iter()
             .any(|p| matches!(p, hcn::NetworkPolicy::SetPolicy(_)))
     );
+}
+
+#[tokio::test]
+async fn a_dual_stack_pod_is_programmed_once_by_its_ipv4_address() {
+    let node =
+        node_with_endpoints(Profile::Ws2022, &["10.244.1.2,fd00:244:1::2", "10.244.1.3"]).await;
+    let dual = PODS.replace(
+        "status: {podIP: 10.244.1.2}",
+        "status: {podIP: 10.244.1.2, podIPs: [{ip: 10.244.1.2}, {ip: \"fd00:244:1::2\"}]}",
+    );
+    assert_ne!(dual, PODS);
+    let c = cluster(&format!("{dual}{ALLOW_B_TO_A}"));
+    let mut agent = Agent::new(Arc::clone(&node.client), &config(Style::Calico));
+    let (_, first) = agent.sync(&c).await;
+    assert_eq!(
+        (first.endpoints_updated, node.modifies()),
+        (2, 2),
+        "{first:?}"
+    );
+    assert_eq!(acls_of(&node.client, "10.244.1.2").await.len(), 5);
+    let (_, again) = agent.sync(&c).await;
+    assert_eq!(
+        (again.endpoints_unchanged, node.modifies()),
+        (2, 2),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_npm_style_refuses_to_start_on_an_hns_without_set_policy() {
+    let old = node_with_endpoints(Profile::Ws2022, &[]).await;
+    let e = agent::check_hns(&old.client, Style::Npm).await.unwrap_err();
+    assert!(e.contains("needs SetPolicy") && e.contains("12.1"), "{e}");
+    agent::check_hns(&old.client, Style::Calico).await.unwrap();
+    let new = node_with_endpoints(Profile::Ws2025, &[]).await;
+    agent::check_hns(&new.client, Style::Npm).await.unwrap();
 }
