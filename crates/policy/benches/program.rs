@@ -28,9 +28,14 @@ fn pod_ip(i: usize) -> IpAddr {
 }
 
 fn pod(i: usize) -> Value {
-    let node = if i < LOCAL { "win-1" } else { "win-2" };
+    // This node's pods are in ns0, where the policies are; the others spread over 5 namespaces.
+    let (node, ns) = if i < LOCAL {
+        ("win-1", 0)
+    } else {
+        ("win-2", i % 5)
+    };
     json!({"kind":"Pod","apiVersion":"v1",
-        "metadata":{"namespace":format!("ns{}", i % 5),"name":format!("p{i}"),
+        "metadata":{"namespace":format!("ns{ns}"),"name":format!("p{i}"),
             "labels":{"pod":format!("p{i}"),"app":format!("a{}", i % 10)}},
         "spec":{"nodeName":node,"containers":[{"name":"c"}]},"status":{"podIP":pod_ip(i).to_string()}})
 }
@@ -123,7 +128,10 @@ async fn measure(c: &Cluster, style: Style) -> (Duration, Duration, Duration, us
     for ep in &eps {
         let ip = ep.ips().next().expect("address");
         let acls = policy::acl::hcn_acls(&plan.endpoints[&ip].acls, Style::Npm).expect("acls");
-        client2.set_endpoint_acls(ep.id, acls).await.expect("acls");
+        // An endpoint with no ACL to hold needs no call (the agent makes none either).
+        if !acls.is_empty() {
+            client2.set_endpoint_acls(ep.id, acls).await.expect("acls");
+        }
     }
     let floor = t.elapsed();
     (first, second, floor, plan.rule_count(), plan.sets.len())
