@@ -152,3 +152,39 @@ fn is_unsupported_windows_translation_err__npm() {
         );
     }
 }
+
+/// ipBlockSetName: an ipBlock peer is a set named
+/// `<policy>-in-ns-<namespace>-<rule index>-<peer index><IN|OUT>` holding the CIDR.
+#[test]
+fn ip_block_set_name__npm() {
+    let (got, p) = acls(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: ext}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {pod: b}}}, {ipBlock: {cidr: 192.0.2.0/24}}]
+"#,
+    );
+    let set = p
+        .sets
+        .iter()
+        .find(|s| s.name == "ext-in-ns-x-0-1OUT")
+        .expect("the ipBlock's set");
+    assert_eq!(set.members, ["192.0.2.0/24"]);
+    let remotes: Vec<&Value> = got
+        .iter()
+        .map(|a| &a["Settings"]["RemoteAddresses"])
+        .collect();
+    assert_eq!(
+        remotes,
+        [
+            &json!(set_id("ns-x&podlabel-pod:b")),
+            &json!(set.id),
+            &Value::Null
+        ]
+    );
+}
