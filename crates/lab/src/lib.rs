@@ -8,6 +8,7 @@ pub mod dual_stack;
 pub mod objects;
 pub mod sim;
 pub mod topology;
+pub mod workloads;
 
 pub use sim::{
     Cluster, DropRecord, Exchange, PodOptions, Service, UdpResponder, UdpResponders, Who,

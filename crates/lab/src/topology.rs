@@ -54,7 +54,7 @@ pub struct NodeSpec {
     pub name: String,
     pub os: Os,
     #[serde(default)]
-    pub pods: Vec<String>,
+    pub pods: Vec<crate::workloads::PodSpec>,
 }
 
 /// A Service as the file gives it.
@@ -217,6 +217,27 @@ pub struct Topology {
     pub nodes: Vec<NodeSpec>,
     #[serde(default)]
     pub services: Vec<ServiceSpec>,
+    /// Kubernetes namespaces with their labels, beside `default` (which is always there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<crate::workloads::NamespaceSpec>,
+    /// NetworkPolicy objects, as YAML, that the cluster starts with.
+    #[serde(
+        default,
+        rename = "networkPolicies",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub network_policies: Vec<serde_json::Value>,
+    /// How the Windows nodes' agent programs HNS: as Calico (the default) or Azure NPM does.
+    #[serde(
+        default = "calico",
+        rename = "networkPolicyStyle",
+        with = "crate::workloads::style_name"
+    )]
+    pub network_policy_style: crate::workloads::Style,
+}
+
+fn calico() -> crate::workloads::Style {
+    crate::workloads::Style::Calico
 }
 
 fn dsr_on() -> bool {
@@ -342,6 +363,7 @@ impl Topology {
         if self.nodes.len() > 9 {
             bail!("nodes: at most 9 nodes");
         }
+        let namespaces = crate::workloads::check_namespaces(&self.namespaces)?;
         let mut names = std::collections::BTreeSet::new();
         for n in &self.nodes {
             check_name("nodes[].name", &n.name)?;
@@ -352,18 +374,20 @@ impl Topology {
                 bail!("nodes[{}].pods: at most 50 pods a node", n.name);
             }
             for p in &n.pods {
-                check_name("nodes[].pods[]", p)?;
-                if p.starts_with(DNS_POD_PREFIX) {
+                crate::workloads::check_pod(&n.name, p, &namespaces)?;
+                if p.name.starts_with(DNS_POD_PREFIX) {
                     bail!(
-                        "nodes[{}].pods: {p:?}: names starting {DNS_POD_PREFIX:?} are the cluster DNS's; rename the pod",
-                        n.name
+                        "nodes[{}].pods: {:?}: names starting {DNS_POD_PREFIX:?} are the cluster DNS's; rename the pod",
+                        n.name,
+                        p.name
                     );
                 }
-                if !names.insert(format!("pod/{p}")) {
-                    bail!("pods: the name {p} is used twice");
+                if !names.insert(format!("pod/{}", p.key())) {
+                    bail!("pods: {} is given twice", p.key());
                 }
             }
         }
+        crate::workloads::check_policies(&self.network_policies, &namespaces)?;
         if self.services.len() > MAX_SERVICES {
             bail!("services: at most {MAX_SERVICES} Services");
         }
@@ -450,7 +474,7 @@ impl Topology {
     }
 }
 
-fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
+pub(crate) fn check_name(field: &str, s: &str) -> anyhow::Result<()> {
     let ok = !s.is_empty()
         && s.len() <= 12
         && s.chars()

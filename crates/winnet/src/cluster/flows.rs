@@ -792,11 +792,13 @@ mod tests {
             pods: pods
                 .iter()
                 .enumerate()
-                .map(|(j, p)| PodState {
-                    name: p.to_string(),
-                    netns: format!("wn-{name}-{p}"),
-                    ip: Ipv4Addr::new(10, 244, k, 10 + j as u8),
-                    ip6: None,
+                .map(|(j, p)| {
+                    PodState::new(
+                        &lab::workloads::PodSpec::plain(p),
+                        format!("wn-{name}-{p}"),
+                        Ipv4Addr::new(10, 244, k, 10 + j as u8),
+                        None,
+                    )
                 })
                 .collect(),
         };

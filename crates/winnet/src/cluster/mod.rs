@@ -49,11 +49,56 @@ pub struct NodeState {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PodState {
     pub name: String,
+    /// Its Kubernetes namespace (`default` unless the topology gives another).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: lab::workloads::Labels,
+    /// The ports its server answers on.
+    #[serde(default)]
+    pub ports: Vec<lab::workloads::ServePort>,
     pub netns: String,
     pub ip: std::net::Ipv4Addr,
     /// Its IPv6 address on a dual-stack cluster, where its CNI plugin gave it one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip6: Option<std::net::Ipv6Addr>,
+}
+
+fn default_namespace() -> String {
+    topology::NAMESPACE.to_string()
+}
+
+impl PodState {
+    /// Pod `spec` as made: in namespace `netns` with its addresses.
+    pub fn new(
+        spec: &lab::workloads::PodSpec,
+        netns: String,
+        ip: std::net::Ipv4Addr,
+        ip6: Option<std::net::Ipv6Addr>,
+    ) -> PodState {
+        PodState {
+            name: spec.name.clone(),
+            namespace: spec.namespace.clone(),
+            labels: spec.labels.clone(),
+            ports: spec.ports(),
+            netns,
+            ip,
+            ip6,
+        }
+    }
+}
+
+#[cfg(test)]
+impl PodState {
+    /// A plain pod `name` at `ip` in namespace `wn-<name>`, for tests of what is written.
+    pub fn plain_at(name: &str, ip: [u8; 4]) -> PodState {
+        PodState::new(
+            &lab::workloads::PodSpec::plain(name),
+            format!("wn-{name}"),
+            ip.into(),
+            None,
+        )
+    }
 }
 
 /// Everything the cluster made, written after each step.

@@ -17,6 +17,7 @@ use anyhow::{Context, anyhow, bail};
 use flannel::config::BackendType;
 use lab::sim::agents::cni::FIRST_POD;
 use lab::sim::agents::flannel::{leases, nth};
+use lab::workloads::PodSpec;
 use lab::{Cluster, Exchange, PodOptions, Who};
 
 use super::check::{self, Outcome};
@@ -115,7 +116,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         });
     }
     // The pods in the real order: the topology's, node by node; then the DNS pods.
-    let mut order: Vec<(usize, String)> = t
+    let mut order: Vec<(usize, PodSpec)> = t
         .nodes
         .iter()
         .enumerate()
@@ -125,9 +126,10 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         wins.iter()
             .take(DNS_PODS)
             .enumerate()
-            .map(|(k, i)| (*i, format!("{DNS_POD_PREFIX}{}", k + 1))),
+            .map(|(k, i)| (*i, PodSpec::plain(&format!("{DNS_POD_PREFIX}{}", k + 1)))),
     );
-    for (i, pod) in order {
+    for (i, spec) in order {
+        let pod = spec.stem();
         let mut ip6 = None;
         let ip = match t.nodes[i].os {
             Os::Windows => {
@@ -160,12 +162,8 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
             }
         };
         let node = &mut state.nodes[i];
-        node.pods.push(PodState {
-            name: pod.clone(),
-            netns: format!("{NS_PREFIX}{}-{pod}", node.name),
-            ip,
-            ip6,
-        });
+        let netns = format!("{NS_PREFIX}{}-{pod}", node.name);
+        node.pods.push(PodState::new(&spec, netns, ip, ip6));
     }
     // The Kubernetes objects the real cluster writes, over the pods that exist here.
     let simulated: Vec<(String, PodState)> = state

@@ -1,7 +1,8 @@
 //! `winnet serve`: the small servers every pod, node and the external host run in the local
 //! cluster: HTTP on a TCP port answering `from <client address> to <server address>`, and a
 //! UDP echo answering `<payload> from <client address>`, so a client sees the source address
-//! the server saw (and, over TCP, which server it reached at which address).
+//! the server saw (and, over TCP, which server it reached at which address). A pod of a
+//! NetworkPolicy lab serves several ports of each (TCP and UDP 80 and 81).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -9,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-/// Serves until killed.
-pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
+/// Serves every port of `tcp` and `udp` until killed.
+pub fn serve(tcp: &[u16], udp: &[u16]) -> anyhow::Result<()> {
     let mut threads = Vec::new();
-    if let Some(port) = udp {
+    if !udp.is_empty() {
         // One socket per local address, so that each answer leaves from the address its
         // request was sent to (a socket on 0.0.0.0 answers from the route's source address,
         // which a client behind NAT would not recognise).
@@ -23,22 +24,25 @@ pub fn serve(tcp: Option<u16>, udp: Option<u16>) -> anyhow::Result<()> {
             .map(|a| a.net.addr())
             .filter(|a| a.is_ipv4())
             .collect();
-        for a in addrs {
-            let sock = UdpSocket::bind((a, port))
-                .with_context(|| format!("cannot listen on UDP {a}:{port}"))?;
-            threads.push(std::thread::spawn(move || echo(&sock)));
+        for &port in udp {
+            for &a in &addrs {
+                let sock = UdpSocket::bind((a, port))
+                    .with_context(|| format!("cannot listen on UDP {a}:{port}"))?;
+                threads.push(std::thread::spawn(move || echo(&sock)));
+            }
         }
     }
-    if let Some(port) = tcp {
+    let v6 = !tcp.is_empty() && has_ipv6()?;
+    for &port in tcp {
         let listener = TcpListener::bind(("0.0.0.0", port))
             .with_context(|| format!("cannot listen on TCP port {port}"))?;
-        if has_ipv6()? {
+        threads.push(std::thread::spawn(move || accept(&listener)));
+        if v6 {
             // A dual-stack pod answers on its IPv6 address too; an IPv6-only socket keeps
             // IPv4 clients shown as IPv4 addresses (not ::ffff:a.b.c.d).
             let v6 = listen_v6_only(port)?;
             threads.push(std::thread::spawn(move || accept(&v6)));
         }
-        accept(&listener);
     }
     for t in threads {
         let _ = t.join();

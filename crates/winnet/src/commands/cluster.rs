@@ -321,17 +321,17 @@ fn status(s: &State) -> anyhow::Result<()> {
 /// `winnet serve`.
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Answer HTTP on this TCP port with the client's address.
+    /// Answer HTTP on this TCP port with the client's address (repeat for more ports).
     #[arg(long)]
-    tcp: Option<u16>,
-    /// Echo UDP on this port with the client's address.
+    tcp: Vec<u16>,
+    /// Echo UDP on this port with the client's address (repeat for more ports).
     #[arg(long)]
-    udp: Option<u16>,
+    udp: Vec<u16>,
 }
 
 pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    if a.tcp.is_none() && a.udp.is_none() {
+    if a.tcp.is_empty() && a.udp.is_empty() {
         bail!("winnet serve: give --tcp PORT, --udp PORT or both");
     }
-    cluster::servers::serve(a.tcp, a.udp)
+    cluster::servers::serve(&a.tcp, &a.udp)
 }

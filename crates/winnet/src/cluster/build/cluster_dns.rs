@@ -88,7 +88,8 @@ impl Builder {
             .collect();
         let mut out = Vec::new();
         for (k, node) in wins.into_iter().enumerate() {
-            let pod = self.add_pod(node, &format!("{DNS_POD_PREFIX}{}", k + 1), plugins)?;
+            let spec = lab::workloads::PodSpec::plain(&format!("{DNS_POD_PREFIX}{}", k + 1));
+            let pod = self.add_pod(node, &spec, plugins)?;
             out.push(DnsPod { node, pod });
         }
         Ok(out)
@@ -181,12 +182,7 @@ mod tests {
     /// and the cluster DNS have always read.
     #[test]
     fn kube_dns_is_the_document_it_always_was_and_kubesrc_reads_it() {
-        let pod = |n: &str, ip: [u8; 4]| PodState {
-            name: n.into(),
-            netns: format!("wn-{n}"),
-            ip: ip.into(),
-            ip6: None,
-        };
+        let pod = PodState::plain_at;
         let list = kube_dns_objects(&[
             ("win-1".into(), pod("coredns-1", [10, 244, 1, 11])),
             ("win-2".into(), pod("coredns-2", [10, 244, 2, 11])),

@@ -24,8 +24,10 @@ use host::netlink::{MacText, RouteEntry};
 use host::netns::Netns;
 use ipnet::{IpNet, Ipv4Net};
 
+use lab::workloads::{PodSpec, Protocol, ServePort};
+
 use super::topology::{
-    self, ETCD_IP, EXTERNAL_IP, HTTP_PORT, Mode, OUTSIDE_IP, Os, Topology, UDP_PORT,
+    self, ETCD_IP, EXTERNAL_IP, HTTP_PORT, Mode, NAMESPACE, OUTSIDE_IP, Os, Topology,
 };
 use super::{NS_PREFIX, NodeState, State, netlink_in, procs, sh};
 
@@ -86,7 +88,7 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     b.route_ipv6_pods()?;
     for i in 0..t.nodes.len() {
         for pod in t.nodes[i].pods.clone() {
-            progress(&format!("pod {pod} on {}", t.nodes[i].name));
+            progress(&format!("pod {} on {}", pod.key(), t.nodes[i].name));
             b.pod(i, &pod, &plugins)?;
         }
     }
@@ -119,10 +121,10 @@ pub fn add_pod(dir: &Path, node: &str, name: &str) -> anyhow::Result<super::PodS
         bail!("{node} already has a pod {name}");
     }
     let plugins = dir.join("cni-bin");
-    if let Err(e) = b.pod(i, name, &plugins) {
+    if let Err(e) = b.pod(i, &PodSpec::plain(name), &plugins) {
         // As a runtime does after a failed ADD: DEL, so that nothing of the pod is left; when
         // that fails too (hnsd down), its namespace stays recorded for `cluster pod delete`.
-        return Err(match b.delete_pod(i, name, &plugins) {
+        return Err(match b.delete_pod(i, NAMESPACE, name, &plugins) {
             Ok(()) => e.context(format!("pod {name} not added (CNI DEL cleaned up after it)")),
             Err(d) => e.context(format!(
                 "pod {name} not added, and the CNI DEL after it failed too ({d:#}): run `winnet cluster pod delete {node} {name}`"
@@ -141,7 +143,7 @@ pub fn delete_pod(dir: &Path, node: &str, name: &str) -> anyhow::Result<()> {
     let mut b = Builder::resume(dir)?;
     let i = b.node_index(node)?;
     let plugins = dir.join("cni-bin");
-    b.delete_pod(i, name, &plugins)
+    b.delete_pod(i, NAMESPACE, name, &plugins)
 }
 
 /// Stops the cluster's process `name` with `signal` and starts it again as it was started.
@@ -244,14 +246,15 @@ impl Builder {
     }
 
     /// Starts `winnet serve` in `netns`.
-    fn serve(&mut self, name: &str, netns: &str, udp: bool) -> anyhow::Result<()> {
-        let tcp = HTTP_PORT.to_string();
-        let udp_port = UDP_PORT.to_string();
-        let mut args = vec![self.winnet.as_str(), "serve", "--tcp", &tcp];
-        if udp {
-            args.extend(["--udp", &udp_port]);
+    fn serve(&mut self, name: &str, netns: &str, ports: &[ServePort]) -> anyhow::Result<()> {
+        let mut w = vec![self.winnet.clone(), "serve".to_string()];
+        for p in ports {
+            let flag = match p.protocol {
+                Protocol::Tcp => "--tcp",
+                Protocol::Udp => "--udp",
+            };
+            w.extend([flag.to_string(), p.port.to_string()]);
         }
-        let w = args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let refs: Vec<&str> = w.iter().map(String::as_str).collect();
         self.spawn(
             &format!("{name} serve"),
@@ -313,7 +316,7 @@ impl Builder {
             let lo = nl.existing_link("lo")?;
             nl.add_address(lo.index, outside)
         })?;
-        self.serve("external", &e, true)?;
+        self.serve("external", &e, &PodSpec::plain("external").ports())?;
         self.external_zone(&e)
     }
 
@@ -335,7 +338,14 @@ impl Builder {
                 ethtool::set_offload("eth0", Offload::Gso, false)
             })?;
         }
-        self.serve(name, &ns, false)?;
+        self.serve(
+            name,
+            &ns,
+            &[ServePort {
+                protocol: Protocol::Tcp,
+                port: HTTP_PORT,
+            }],
+        )?;
         self.state.nodes.push(NodeState {
             name: name.to_string(),
             os,

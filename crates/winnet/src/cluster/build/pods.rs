@@ -13,6 +13,7 @@ use flannel::windows::host_of;
 use host::netns::Netns;
 use ipnet::IpNet;
 use lab::sim::agents::cni::{FIRST_POD, NetworkConf, PodOptions, cluster_dns_conf, cni_config};
+use lab::workloads::PodSpec;
 use serde_json::{Value, json};
 
 use super::super::leases;
@@ -21,22 +22,28 @@ use super::super::{NS_PREFIX, PodState, procs};
 use super::{Builder, DEBIAN_CNI};
 
 impl Builder {
-    /// Pod `name` on node `i`, with `winnet serve` in it.
-    pub(super) fn pod(&mut self, i: usize, name: &str, plugins: &Path) -> anyhow::Result<()> {
+    /// Pod `spec` on node `i`, with `winnet serve` on its ports in it.
+    pub(super) fn pod(&mut self, i: usize, spec: &PodSpec, plugins: &Path) -> anyhow::Result<()> {
         let node = self.state.nodes[i].name.clone();
-        let pod = self.add_pod(i, name, plugins)?;
-        self.serve(&format!("{node}-{name}"), &pod.netns, true)
+        let pod = self.add_pod(i, spec, plugins)?;
+        self.serve(
+            &format!("{node}-{}", spec.stem()),
+            &pod.netns,
+            &spec.ports(),
+        )
     }
 
-    /// Pod `name`'s namespace on node `i`, added to the node's network by its CNI plugin and
+    /// Pod `spec`'s namespace on node `i`, added to the node's network by its CNI plugin and
     /// recorded; nothing runs in it yet.
     pub(super) fn add_pod(
         &mut self,
         i: usize,
-        name: &str,
+        spec: &PodSpec,
         plugins: &Path,
     ) -> anyhow::Result<PodState> {
         let node = self.state.nodes[i].name.clone();
+        let name = spec.stem();
+        let name = name.as_str();
         let ns = self.ns(&format!("{node}-{name}"))?;
         let result = self
             .cni(i, "ADD", name, &ns, plugins)?
@@ -65,34 +72,35 @@ impl Builder {
             std::fs::create_dir_all(&etc).with_context(|| format!("create {}", etc.display()))?;
             std::fs::write(etc.join("resolv.conf"), linux_pod_resolv_conf())?;
         }
-        let pod = PodState {
-            name: name.to_string(),
-            netns: ns,
-            ip,
-            ip6,
-        };
+        let pod = PodState::new(spec, ns, ip, ip6);
         self.state.nodes[i].pods.push(pod.clone());
         self.state.save(&self.dir)?;
         Ok(pod)
     }
 
-    /// Removes pod `name` from node `i` as a runtime does when the pod goes: its server
-    /// stopped, CNI DEL through the node's plugin, its namespace removed, its record dropped.
-    /// A pod whose ADD failed has no record but its namespace: DEL and the namespace all the
-    /// same (a runtime calls DEL after a failed ADD, and again until it succeeds).
+    /// Removes pod `name` of `namespace` from node `i` as a runtime does when the pod goes:
+    /// its server stopped, CNI DEL through the node's plugin, its namespace removed, its
+    /// record dropped. A pod whose ADD failed has no record but its namespace: DEL and the
+    /// namespace all the same (a runtime calls DEL after a failed ADD, and again until it
+    /// succeeds).
     pub(super) fn delete_pod(
         &mut self,
         i: usize,
+        namespace: &str,
         name: &str,
         plugins: &Path,
     ) -> anyhow::Result<()> {
         let node = self.state.nodes[i].name.clone();
-        let ns = format!("{NS_PREFIX}{node}-{name}");
-        let at = self.state.nodes[i].pods.iter().position(|p| p.name == name);
+        let stem = lab::workloads::stem(namespace, name);
+        let ns = format!("{NS_PREFIX}{node}-{stem}");
+        let at = self.state.nodes[i]
+            .pods
+            .iter()
+            .position(|p| p.name == name && p.namespace == namespace);
         if at.is_none() && !self.state.namespaces.contains(&ns) {
-            bail!("{node} has no pod {name}");
+            bail!("{node} has no pod {namespace}/{name}");
         }
-        let server = format!("{node}-{name} serve");
+        let server = format!("{node}-{stem} serve");
         let (servers, rest): (Vec<_>, Vec<_>) =
             self.state.procs.drain(..).partition(|p| p.name == server);
         self.state.procs = rest;
@@ -101,7 +109,7 @@ impl Builder {
         if !left.is_empty() {
             bail!("cannot stop {}", left.join(", "));
         }
-        self.cni(i, "DEL", name, &ns, plugins)?;
+        self.cni(i, "DEL", &stem, &ns, plugins)?;
         Netns::named(&ns).delete()?;
         let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&ns));
         self.state.namespaces.retain(|n| *n != ns);

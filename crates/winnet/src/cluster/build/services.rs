@@ -434,12 +434,7 @@ mod tests {
     use serde_json::json;
 
     fn pods() -> Vec<(String, PodState)> {
-        let pod = |n: &str, ip: [u8; 4]| PodState {
-            name: n.into(),
-            netns: format!("wn-{n}"),
-            ip: ip.into(),
-            ip6: None,
-        };
+        let pod = PodState::plain_at;
         vec![
             ("win-1".into(), pod("web-1", [10, 244, 1, 10])),
             ("lin-1".into(), pod("web-2", [10, 244, 3, 10])),
