@@ -8,6 +8,8 @@ pub mod build;
 pub mod check;
 pub mod flows;
 pub mod leases;
+pub mod netpol;
+pub mod probe;
 pub mod procs;
 pub mod render;
 pub mod run_sim;

@@ -34,6 +34,33 @@ enum Verb {
     Restart(RestartArgs),
     /// Add or delete a pod on a node, as a kubelet does through the node's CNI plugin.
     Pod(PodArgs),
+    /// Add the NetworkPolicies of a (multi-document) YAML file; waits for every node's agent.
+    Apply(FileArgs),
+    /// Remove the NetworkPolicies of a YAML file; waits for every node's agent.
+    Delete(FileArgs),
+    /// Print the reachability matrix from every pod to every pod (rows from, columns to, `.`
+    /// connected, `X` blocked).
+    Probe(ProbeArgs),
+}
+
+#[derive(clap::Args)]
+pub struct FileArgs {
+    /// The YAML file of NetworkPolicies.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct ProbeArgs {
+    /// The destination port.
+    #[arg(long, default_value_t = 80)]
+    pub port: u16,
+    /// tcp or udp.
+    #[arg(long, default_value = "tcp")]
+    pub protocol: lab::workloads::Protocol,
+    /// A list of {"from","to","port","protocol","connected"}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -111,6 +138,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bail!("some flows did not behave as the profile says (see MISMATCH above)");
             }
             Ok(())
+        }
+        Verb::Apply(a) => {
+            need_root("cluster apply")?;
+            let n = cluster::netpol::change(dir, &a.file, true)?;
+            note!("{n} NetworkPolicies applied; every agent has synced");
+            Ok(())
+        }
+        Verb::Delete(a) => {
+            need_root("cluster delete")?;
+            let n = cluster::netpol::change(dir, &a.file, false)?;
+            note!("{n} NetworkPolicies deleted; every agent has synced");
+            Ok(())
+        }
+        Verb::Probe(a) => {
+            need_root("cluster probe")?;
+            let state =
+                State::load(dir)?.context("no cluster is up: run `winnet cluster up` first")?;
+            let cells = cluster::probe::matrix(&state, a.port, a.protocol);
+            if a.json {
+                outln!("{}", serde_json::to_string_pretty(&cells)?)
+            } else {
+                outln!("{}", cluster::probe::table(&cells).trim_end())
+            }
         }
         Verb::Status => {
             need_root("cluster status")?;

@@ -6,12 +6,14 @@
 //! runtime calls them ([`pods`]), the cluster DNS's pods ([`cluster_dns`]) and `winnet proxy`
 //! on the manifests ([`services`]); on Linux
 //! nodes `winnet flanneld` (routes, VXLAN device), Debian's `bridge` + `host-local` plugins and
-//! `winnet proxy --proxy-mode nftables` (kube-proxy's nftables mode).
+//! `winnet proxy --proxy-mode nftables` (kube-proxy's nftables mode); on every node the
+//! NetworkPolicy agent, `winnet policy` ([`policy`]).
 
 pub(crate) mod cluster_dns;
 mod flannel;
 pub(crate) mod knot;
 pub(crate) mod pods;
+pub mod policy;
 pub(crate) mod services;
 
 use std::net::Ipv4Addr;
@@ -105,7 +107,13 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
             Os::Linux => b.linux_proxy(i)?,
         }
     }
+    progress("Pods, Namespaces, NetworkPolicies (manifests) and each node's policy agent");
+    b.policy_objects()?;
+    for i in 0..t.nodes.len() {
+        b.policy_agent(i)?;
+    }
     b.wait_programmed(progress)?;
+    b.wait_policy_agents(progress)?;
     b.wait_dns(progress)?;
     b.state.ready = true;
     b.state.save(dir)?;
