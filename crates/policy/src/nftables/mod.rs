@@ -73,6 +73,7 @@ pub async fn run(
             // Kept as it was; the next change tries again.
             Err(e) => tracing::error!("{e}"),
         }
+        health.metrics.syncs.inc();
         health.synced();
         tokio::select! {
             _ = &mut shutdown => break Ok(()),
