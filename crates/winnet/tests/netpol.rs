@@ -95,6 +95,9 @@ struct Case {
     /// The pods its policies select for ingress only (not egress): under `--style npm` on
     /// ws2025 a Windows one loses its egress too (see [`npm_on_ws2025`]).
     ingress_only: &'static [&'static str],
+    /// The pods its policies select for egress only: under `--style npm` on ws2025 a Windows
+    /// one can no longer be reached.
+    egress_only: &'static [&'static str],
     expect: Vec<(u16, &'static str, Expect)>,
 }
 
@@ -106,8 +109,10 @@ const WINDOWS_PODS: [&str; 6] = ["x/a", "y/b", "z/c", "x/b", "y/c", "z/a"];
 /// turns the endpoint to default-deny both ways (Windows-Containers#616; the profile applies
 /// it to both directions): a Windows pod selected for ingress only can open no connection.
 /// Calico is not affected: felix programs both directions of every endpoint it polices.
-fn npm_on_ws2025(style: &str, case: &Case, from: &str) -> bool {
-    style == "npm" && case.ingress_only.contains(&from) && WINDOWS_PODS.contains(&from)
+fn npm_on_ws2025(style: &str, case: &Case, from: &str, to: &str) -> bool {
+    let windows =
+        |pod: &str, selected: &[&str]| selected.contains(&pod) && WINDOWS_PODS.contains(&pod);
+    style == "npm" && (windows(from, case.ingress_only) || windows(to, case.egress_only))
 }
 
 fn ns(pod: &str) -> &str {
@@ -119,6 +124,7 @@ fn cases() -> Vec<Case> {
         Case {
             // It("should support a 'default-deny-ingress' policy")
             name: "default-deny-ingress",
+            egress_only: &[],
             ingress_only: &["x/a", "x/b", "x/c"],
             policies: "metadata: {name: deny-ingress, namespace: x}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n",
             expect: vec![(80, "tcp", Box::new(|_, to| ns(to) != "x"))],
@@ -126,6 +132,7 @@ fn cases() -> Vec<Case> {
         Case {
             // It("should support a 'default-deny-all' policy")
             name: "default-deny-all",
+            egress_only: &[],
             ingress_only: &[],
             policies: "metadata: {name: deny-all, namespace: x}\nspec: {podSelector: {}, policyTypes: [Ingress, Egress]}\n",
             expect: vec![(
@@ -138,6 +145,7 @@ fn cases() -> Vec<Case> {
             // It("should enforce policy to allow traffic from pods within server namespace
             // based on PodSelector")
             name: "allow-from-pod-selector",
+            egress_only: &[],
             ingress_only: &["x/a"],
             policies: "metadata: {name: x-a-from-b, namespace: x}\n\
                        spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{podSelector: {matchLabels: {pod: b}}}]}]}\n",
@@ -146,6 +154,7 @@ fn cases() -> Vec<Case> {
         Case {
             // It("should enforce policy based on Ports")
             name: "ports",
+            egress_only: &[],
             ingress_only: &["x/a"],
             policies: "metadata: {name: x-a-from-y-81, namespace: x}\n\
                        spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{namespaceSelector: {matchLabels: {ns: y}}}], ports: [{port: 81, protocol: TCP}]}]}\n",
@@ -161,12 +170,96 @@ fn cases() -> Vec<Case> {
         Case {
             // It("should not allow access by TCP when a policy specifies only UDP")
             name: "udp-only",
+            egress_only: &[],
             ingress_only: &["x/a"],
             policies: "metadata: {name: x-a-udp-81, namespace: x}\n\
                        spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{ports: [{port: 81, protocol: UDP}]}]}\n",
             expect: vec![
                 (81, "tcp", Box::new(|_, to| to != "x/a")),
                 (81, "udp", Box::new(|_, _| true)),
+            ],
+        },
+        Case {
+            // It("should enforce policy to allow ingress traffic from pods in all namespaces")
+            name: "allow-from-all-namespaces",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-from-all, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{namespaceSelector: {}}]}]}\n",
+            expect: vec![(80, "tcp", Box::new(|_, _| true))],
+        },
+        Case {
+            // It("should enforce policy to allow traffic based on NamespaceSelector with
+            // MatchLabels using default ns label")
+            name: "allow-from-default-ns-label",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-from-y, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: y}}}]}]}\n",
+            expect: vec![(
+                80,
+                "tcp",
+                Box::new(|from, to| to != "x/a" || ns(from) == "y"),
+            )],
+        },
+        Case {
+            // It("should enforce policy based on PodSelector and NamespaceSelector")
+            name: "pod-and-namespace-selector",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-from-y-b, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{namespaceSelector: {matchLabels: {ns: y}}, podSelector: {matchLabels: {pod: b}}}]}]}\n",
+            expect: vec![(80, "tcp", Box::new(|from, to| to != "x/a" || from == "y/b"))],
+        },
+        Case {
+            // It("should enforce policy based on PodSelector or NamespaceSelector")
+            name: "pod-or-namespace-selector",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-from-y-or-b, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{from: [{namespaceSelector: {matchLabels: {ns: y}}}, {podSelector: {matchLabels: {pod: b}}}]}]}\n",
+            expect: vec![(
+                80,
+                "tcp",
+                Box::new(|from, to| to != "x/a" || ns(from) == "y" || from == "x/b"),
+            )],
+        },
+        Case {
+            // It("should support allow-all policy")
+            name: "allow-all",
+            egress_only: &[],
+            ingress_only: &["x/a", "x/b", "x/c"],
+            policies: "metadata: {name: allow-all, namespace: x}\nspec: {podSelector: {}, ingress: [{}]}\n",
+            expect: vec![(80, "tcp", Box::new(|_, _| true))],
+        },
+        Case {
+            // It("should deny egress from pods based on PodSelector")
+            name: "deny-egress-pod-selector",
+            egress_only: &["x/a"],
+            ingress_only: &[],
+            policies: "metadata: {name: x-a-no-egress, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress]}\n",
+            expect: vec![(80, "tcp", Box::new(|from, _| from != "x/a"))],
+        },
+        Case {
+            // It("should deny egress from all pods in a namespace")
+            name: "deny-egress-namespace",
+            egress_only: &["x/a", "x/b", "x/c"],
+            ingress_only: &[],
+            policies: "metadata: {name: x-no-egress, namespace: x}\nspec: {podSelector: {}, policyTypes: [Egress]}\n",
+            expect: vec![(80, "tcp", Box::new(|from, _| ns(from) != "x"))],
+        },
+        Case {
+            // It("should enforce ingress policy allowing any port traffic to a server on a
+            // specific protocol")
+            name: "any-port-one-protocol",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-tcp, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, ingress: [{ports: [{protocol: TCP}]}]}\n",
+            expect: vec![
+                (80, "tcp", Box::new(|_, _| true)),
+                (80, "udp", Box::new(|_, to| to != "x/a")),
             ],
         },
     ]
@@ -198,8 +291,9 @@ fn upstream_netpol_cases_hold_under_calico_and_npm() {
                 text(&out)
             );
             for (port, protocol, expect) in &case.expect {
-                let windows =
-                    |from: &str, to: &str| expect(from, to) && !npm_on_ws2025(style, &case, from);
+                let windows = |from: &str, to: &str| {
+                    expect(from, to) && !npm_on_ws2025(style, &case, from, to)
+                };
                 for m in mismatches(*port, protocol, &windows) {
                     failures.push(format!("{style} {}: {m}", case.name));
                 }
