@@ -262,6 +262,76 @@ fn cases() -> Vec<Case> {
                 (80, "udp", Box::new(|_, to| to != "x/a")),
             ],
         },
+        Case {
+            // It("should deny ingress from pods on other namespaces")
+            name: "deny-other-namespaces",
+            egress_only: &[],
+            ingress_only: &["x/a", "x/b", "x/c"],
+            policies: "metadata: {name: x-from-x, namespace: x}\n\
+                       spec: {podSelector: {}, ingress: [{from: [{podSelector: {}}]}]}\n",
+            expect: vec![(
+                80,
+                "tcp",
+                Box::new(|from, to| ns(to) != "x" || ns(from) == "x"),
+            )],
+        },
+        Case {
+            // It("should enforce policy to allow ingress traffic for a target")
+            name: "allow-ingress-for-target",
+            egress_only: &[],
+            ingress_only: &["x/a", "x/b", "x/c"],
+            policies: "metadata: {name: deny-ingress, namespace: x}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n---\n\
+                       metadata: {name: x-a-from-all, namespace: x}\nspec: {podSelector: {matchLabels: {pod: a}}, ingress: [{}]}\n",
+            expect: vec![(80, "tcp", Box::new(|_, to| ns(to) != "x" || to == "x/a"))],
+        },
+        Case {
+            // It("should enforce multiple ingress policies with ingress allow-all policy
+            // taking precedence")
+            name: "ingress-allow-all-precedence",
+            egress_only: &[],
+            ingress_only: &["x/a"],
+            policies: "metadata: {name: x-a-81, namespace: x}\nspec: {podSelector: {matchLabels: {pod: a}}, ingress: [{ports: [{port: 81}]}]}\n---\n\
+                       metadata: {name: x-a-all, namespace: x}\nspec: {podSelector: {matchLabels: {pod: a}}, ingress: [{}]}\n",
+            expect: vec![(80, "tcp", Box::new(|_, _| true))],
+        },
+        Case {
+            // It("should enforce multiple egress policies with egress allow-all policy taking
+            // precedence")
+            name: "egress-allow-all-precedence",
+            egress_only: &["x/a"],
+            ingress_only: &[],
+            policies: "metadata: {name: x-a-out-81, namespace: x}\nspec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress], egress: [{ports: [{port: 81}]}]}\n---\n\
+                       metadata: {name: x-a-out-all, namespace: x}\nspec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress], egress: [{}]}\n",
+            expect: vec![(80, "tcp", Box::new(|_, _| true))],
+        },
+        Case {
+            // It("should support denying of egress traffic on the client side (even if the
+            // server explicitly allows this traffic)")
+            name: "client-side-egress-deny",
+            egress_only: &["x/a"],
+            ingress_only: &["z/a", "z/b", "z/c"],
+            policies: "metadata: {name: x-a-to-y, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress], egress: [{to: [{namespaceSelector: {matchLabels: {ns: y}}}]}]}\n---\n\
+                       metadata: {name: z-from-x-a, namespace: z}\n\
+                       spec: {podSelector: {}, ingress: [{from: [{namespaceSelector: {matchLabels: {ns: x}}, podSelector: {matchLabels: {pod: a}}}]}]}\n",
+            expect: vec![(
+                80,
+                "tcp",
+                Box::new(|from, to| {
+                    (from != "x/a" || ns(to) == "y") && (ns(to) != "z" || from == "x/a")
+                }),
+            )],
+        },
+        Case {
+            // It("should enforce egress policy allowing traffic to a server in a different
+            // namespace based on PodSelector and NamespaceSelector")
+            name: "egress-pod-and-namespace-selector",
+            egress_only: &["x/a"],
+            ingress_only: &[],
+            policies: "metadata: {name: x-a-to-y-b, namespace: x}\n\
+                       spec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Egress], egress: [{to: [{namespaceSelector: {matchLabels: {ns: y}}, podSelector: {matchLabels: {pod: b}}}]}]}\n",
+            expect: vec![(80, "tcp", Box::new(|from, to| from != "x/a" || to == "y/b"))],
+        },
     ]
 }
 
@@ -280,6 +350,7 @@ fn upstream_netpol_cases_hold_under_calico_and_npm() {
         let none = mismatches(80, "tcp", &|_, _| true);
         assert!(none.is_empty(), "{style}: without policies: {none:#?}");
         for case in cases() {
+            eprintln!("{style}: {}", case.name);
             let policy = dir.path().join(format!("{}.yaml", case.name));
             std::fs::write(&policy, case.policies).expect("policy");
             let p = policy.to_string_lossy();
