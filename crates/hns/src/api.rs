@@ -32,6 +32,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(hns_client::switch::PATH, get(switch))
         .route(hns_client::switch::RULES_PATH, post(rules))
         .route(crate::metrics::PATH, get(metrics))
+        .route(hns_client::changes::PATH, get(changes))
         .route("/{kind}", get(list).post(create))
         .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
         .with_state(service)
@@ -195,6 +196,20 @@ async fn switch(AxState(svc): Svc) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
     Ok(axum::Json(dump).into_response())
+}
+
+/// `GET /linux/changes?since=N`: the objects committed after revision N.
+async fn changes(AxState(svc): Svc, Query(q): Query<HashMap<String, String>>) -> ApiResult {
+    let since = match q.iter().find(|(k, _)| k.eq_ignore_ascii_case("since")) {
+        None => None,
+        Some((_, n)) => Some(n.parse::<u64>().map_err(|_| {
+            HnsError::new(
+                HResult::E_INVALIDARG,
+                format!("since: \"{n}\" is not a revision; give the Revision of an earlier answer"),
+            )
+        })?),
+    };
+    Ok(axum::Json(svc.changes(since)).into_response())
 }
 
 /// `POST /linux/switch/rules`: an operator's hand edit of the live switch (`winnet vfpctrl`):
