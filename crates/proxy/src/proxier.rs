@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use hcn::{NetworkPolicy, NetworkType, SupportedFeatures};
 use hns_client::Client;
+use ipnet::IpNet;
 
 use crate::health::{self, Health, ServiceHealth};
 use crate::model::{Service, ServiceKey, Slice};
 use crate::planner::{NodeContext, ServicePlan, plan_service};
-use crate::reconciler::{Reconciler, SyncReport};
+use crate::reconciler::{NetworkNews, Reconciler, SyncReport};
 use crate::source::{self, Snapshot};
 
 /// `--feature-gates`.
@@ -64,7 +65,7 @@ pub struct Config {
     pub source_vip: Option<IpAddr>,
     pub enable_dsr: bool,
     pub feature_gates: FeatureGates,
-    pub cluster_cidr: Option<ipnet::IpNet>,
+    pub cluster_cidr: Option<IpNet>,
     /// The node's addresses; else taken from its Node object.
     pub node_ips: Vec<IpAddr>,
     pub healthz_bind: Option<SocketAddr>,
@@ -100,7 +101,7 @@ pub struct Proxy {
     modify: bool,
     /// What the doctor's gauges need besides HNS and the objects.
     node_name: String,
-    cluster_cidr: Option<ipnet::IpNet>,
+    cluster_cidr: Option<IpNet>,
 }
 
 impl Proxy {
@@ -219,12 +220,39 @@ impl Proxy {
     }
 
     /// Programs HNS for `snapshot`. The first sync is full: it adopts the load balancers that
-    /// already match and removes those nothing wants.
+    /// already match and removes those nothing wants. Later ones replan and write only the
+    /// Services whose objects changed, or whose local endpoints or routes in HNS did.
     pub async fn sync(&mut self, snapshot: &Snapshot) -> SyncReport {
+        let caught = match self.reconciler.catch_up().await {
+            Ok(c) => c,
+            Err(e) => {
+                return self
+                    .proxier
+                    .failed_sync(format!("asking hnsd what changed: {e}"));
+            }
+        };
+        match caught.network {
+            NetworkNews::Same => {}
+            NetworkNews::Gone => {
+                let problem = format!(
+                    "network {} is gone from HNS; waiting for it",
+                    self.network_name
+                );
+                return self.proxier.failed_sync(problem);
+            }
+            NetworkNews::Replaced => {
+                if let Err(e) = self.resync().await {
+                    return self.proxier.failed_sync(format!(
+                        "network {} was made again; reading HNS: {e}",
+                        self.network_name
+                    ));
+                }
+            }
+        }
         let full = !self.synced_once;
         self.synced_once = true;
         self.proxier
-            .sync(&self.client, &mut self.reconciler, snapshot, full)
+            .sync(&mut self.reconciler, snapshot, full, &caught.addresses)
             .await
     }
 
@@ -494,56 +522,44 @@ impl Proxier {
         }
     }
 
-    /// One sync: replan what changed (or everything when the node context changed), apply it.
+    /// One sync: replan what changed, apply it. A Service is replanned when its objects
+    /// changed, when it is retried, or when one of its endpoints' addresses had its HNS
+    /// endpoint made, removed or made anew by others (`changed`, e.g. the CNI made a pod's) or
+    /// moved to another remote subnet; everything only on a full sync or when the node's
+    /// addresses changed.
     async fn sync(
         &mut self,
-        client: &Client,
         reconciler: &mut Reconciler,
         snapshot: &Snapshot,
         full: bool,
+        changed: &BTreeSet<IpAddr>,
     ) -> SyncReport {
         let started = Instant::now();
-        let network = match client.get_network_by_name(&self.config.network_name).await {
-            Ok(Some(n)) => n,
-            Ok(None) => {
-                let problem = format!(
-                    "network {} is gone from HNS; waiting for it",
-                    self.config.network_name
-                );
-                return self.failed_sync(problem);
-            }
-            Err(e) => {
-                let problem = format!("reading network {}: {e}", self.config.network_name);
-                return self.failed_sync(problem);
-            }
-        };
         let retrying = std::mem::take(&mut self.retry);
         let by_service = snapshot.slices_by_service();
-        let slices_of =
-            |key: &ServiceKey| -> Vec<&Slice> { by_service.get(key).cloned().unwrap_or_default() };
-        // Which backends are local is read from HNS (the CNI makes local endpoints), as
-        // winkernel does on every sync; here only when a Service changed or is retried.
-        let inputs_changed = snapshot
-            .services
-            .iter()
-            .any(|(key, svc)| !self.unchanged(key, svc, &slices_of(key)));
-        if (inputs_changed || !retrying.is_empty())
-            && !full
-            && let Err(e) = reconciler.refresh_local_endpoints().await
-        {
-            self.report_once(format!("listing local endpoints: {e}"));
-        }
-        let context = self.context(&network, snapshot, reconciler);
-        let context_changed = self
-            .context
-            .as_ref()
-            .is_none_or(|c| !same_context(c, &context));
+        let context = self.context(reconciler.network(), snapshot, reconciler);
+        let moved = self.context.as_ref().map(|c| moved_subnets(c, &context));
+        let everything = full
+            || self
+                .context
+                .as_ref()
+                .is_none_or(|c| !same_node(c, &context))
+            || matches!(moved, Some(None));
+        let moved = moved.flatten().unwrap_or_default();
+        // Whether a Service's plan may differ because HNS changed under it.
+        let affected = |slices: &[&Slice]| {
+            (!changed.is_empty() || !moved.is_empty())
+                && slices
+                    .iter()
+                    .flat_map(|s| &s.endpoints)
+                    .any(|e| changed.contains(&e.ip) || moved.iter().any(|p| p.contains(&e.ip)))
+        };
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
         for (key, svc) in &snapshot.services {
-            let slices = slices_of(key);
-            let unchanged = self.unchanged(key, svc, &slices);
-            if full || context_changed || !unchanged || retrying.contains(key) {
-                updates.push((key.clone(), plan_service(svc, &slices, &context)));
+            let slices = by_service.get(key).map(Vec::as_slice).unwrap_or_default();
+            let unchanged = self.unchanged(key, svc, slices);
+            if everything || !unchanged || retrying.contains(key) || affected(slices) {
+                updates.push((key.clone(), plan_service(svc, slices, &context)));
             }
             if !unchanged {
                 let slices = slices.iter().map(|s| (*s).clone()).collect();
@@ -583,7 +599,7 @@ impl Proxier {
     }
 
     /// A sync that could not start: retried later, everything still wanted.
-    fn failed_sync(&mut self, problem: String) -> SyncReport {
+    pub(crate) fn failed_sync(&mut self, problem: String) -> SyncReport {
         self.report_once(problem.clone());
         self.retry.extend(self.inputs.keys().cloned());
         self.schedule_retry();
@@ -663,9 +679,74 @@ impl Proxier {
     }
 }
 
-fn same_context(a: &NodeContext, b: &NodeContext) -> bool {
-    a.node_ips == b.node_ips
-        && a.remote_subnets == b.remote_subnets
-        && a.hostname == b.hostname
-        && a.local_endpoint_ips == b.local_endpoint_ips
+/// Whether what every plan depends on is the same: the node's name and addresses.
+fn same_node(a: &NodeContext, b: &NodeContext) -> bool {
+    a.node_ips == b.node_ips && a.hostname == b.hostname
+}
+
+/// The remote subnets (flanneld's RemoteSubnetRoutes) added, removed or given another provider
+/// address between `a` and `b`: the plans of endpoints inside them may change. `None` when
+/// the same routes were only reordered, which can change which of two overlapping prefixes a
+/// plan takes: then every plan may.
+fn moved_subnets(a: &NodeContext, b: &NodeContext) -> Option<Vec<IpNet>> {
+    if a.remote_subnets == b.remote_subnets {
+        return Some(Vec::new());
+    }
+    let (old, new): (BTreeSet<_>, BTreeSet<_>) = (
+        a.remote_subnets.iter().collect(),
+        b.remote_subnets.iter().collect(),
+    );
+    if old == new {
+        return None;
+    }
+    let moved: BTreeSet<IpNet> = old
+        .symmetric_difference(&new)
+        .map(|(prefix, _)| *prefix)
+        .collect();
+    Some(moved.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes(list: &[(&str, &str)]) -> NodeContext {
+        NodeContext {
+            remote_subnets: list
+                .iter()
+                .map(|(p, pa)| (p.parse().unwrap(), pa.parse().unwrap()))
+                .collect(),
+            ..NodeContext::default()
+        }
+    }
+
+    #[test]
+    fn only_the_subnets_that_moved_are_replanned() {
+        let two = routes(&[
+            ("10.244.2.0/24", "192.168.0.12"),
+            ("10.244.3.0/24", "192.168.0.13"),
+        ]);
+        assert_eq!(moved_subnets(&two, &two), Some(vec![]));
+        let added = routes(&[
+            ("10.244.2.0/24", "192.168.0.12"),
+            ("10.244.3.0/24", "192.168.0.13"),
+            ("10.244.4.0/24", "192.168.0.14"),
+        ]);
+        let four: IpNet = "10.244.4.0/24".parse().unwrap();
+        assert_eq!(moved_subnets(&two, &added), Some(vec![four]));
+        assert_eq!(moved_subnets(&added, &two), Some(vec![four]));
+        // Another provider address for the same prefix moves it.
+        let moved = routes(&[
+            ("10.244.2.0/24", "192.168.0.99"),
+            ("10.244.3.0/24", "192.168.0.13"),
+        ]);
+        let two_net: IpNet = "10.244.2.0/24".parse().unwrap();
+        assert_eq!(moved_subnets(&two, &moved), Some(vec![two_net]));
+        // Only reordered: which of two overlapping prefixes wins may change, so everything.
+        let reordered = routes(&[
+            ("10.244.3.0/24", "192.168.0.13"),
+            ("10.244.2.0/24", "192.168.0.12"),
+        ]);
+        assert_eq!(moved_subnets(&two, &reordered), None);
+    }
 }
