@@ -78,9 +78,9 @@ fi
 built=$(($(date +%s) - t0))
 t0=$(date +%s)
 
-want switch && run switch 150 cargo bench --quiet -p vfp --bench fastpath -- \
+want switch && run switch 240 cargo bench --quiet -p vfp --bench fastpath -- \
     --warm-up-time 1 --measurement-time 2 --noplot
-want proxy && run proxy 150 PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=100 \
+want proxy && run proxy 240 PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=40 \
     cargo bench --quiet -p proxy --bench program
 if want dns; then
     run dns-change 120 DNS_BENCH_CHANGES=100 cargo bench --quiet -p dns --bench change

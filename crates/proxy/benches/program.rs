@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo bench -p proxy --bench program`. `PROXY_BENCH_SIZES` (default `2000,10000`)
 //! picks the Service counts programmed, `PROXY_BENCH_ROUNDS` (default 200) the rounds of each
-//! incremental sync; `bench/check.sh` runs `PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=100`.
+//! incremental sync; `bench/check.sh` runs `PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=40`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
