@@ -412,7 +412,7 @@ async fn incremental(
         // Every other pair of rounds the floor goes first: neither is always the first HNS
         // work after the manifests' parse.
         let floor_first = (r / 2) % 2 == 1;
-        let mut floor_round = async |floor: &mut Floor| match (step, adding) {
+        let floor_round = async |floor: &mut Floor| match (step, adding) {
             (Step::Endpoint, true) => floor.endpoint_added(i).await,
             (Step::Endpoint, false) => floor.endpoint_removed(i).await,
             (Step::Service, _) => floor.service(services, !adding).await,
