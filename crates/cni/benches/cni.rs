@@ -12,8 +12,10 @@
 //!   scratch "host" namespace.
 //! - Debian's host-local alone: the floor both pay.
 //! - For reference, win-bridge against a second hnsd without a data plane (no `--node-netns`):
-//!   the same HNS calls without devices, so the difference to the first row is what making and
-//!   removing the TAP costs. Its CNI_NETNS is the scratch host namespace (no TAP is made there).
+//!   the HNS calls without devices, so the difference to the first row is what making and
+//!   removing the TAP costs. Its CNI_NETNS is an HCN namespace by ID, made once (as containerd
+//!   on Windows passes one): a netns path would need the pod's vNIC, which only a data plane
+//!   makes, and the first row's ADD also creates the pod's HCN namespace.
 //!
 //! Pod namespaces: by default each win-bridge and bridge iteration gets a fresh one, made with
 //! `ip netns add` before the timed ADD and removed after the DEL, outside the timed region (as a
@@ -51,6 +53,8 @@ const NODE_NS: &str = "winnet-cnibench-node";
 const LOADED_NS: &str = "winnet-cnibench-loaded";
 const HOST_NS: &str = "winnet-cnibench-host";
 const RUN_NETNS: &str = "/run/netns";
+/// The HCN namespace of the reference row's pods.
+const BARE_NS: &str = "5A4B3C2D-1E0F-4A5B-8C7D-6E5F4A3B2C1D";
 
 /// Set by SIGINT or SIGTERM; the loops then stop by panicking, which unwinds into the cleanup.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -176,6 +180,8 @@ enum PodNetns {
     Fresh(String),
     /// One namespace for the whole run.
     Reuse(String),
+    /// An HCN namespace by ID, for the whole run: no Linux namespace, no vNIC.
+    Hcn(&'static str),
 }
 
 #[derive(Default)]
@@ -198,11 +204,13 @@ fn add_del(s: &mut Scratch, n: usize, p: &Plugin, env: &[(&str, &str)], times: &
         let ns = match &p.pods {
             Some(PodNetns::Fresh(prefix)) => Some(format!("{prefix}{seq}")),
             Some(PodNetns::Reuse(name)) => Some(name.clone()),
-            None => None,
+            Some(PodNetns::Hcn(_)) | None => None,
         };
         let netns = match (&p.pods, &ns) {
             (Some(PodNetns::Fresh(_)), Some(name)) => s.netns(name),
             (_, Some(name)) => format!("{RUN_NETNS}/{name}"),
+            (Some(PodNetns::Hcn(id)), None) => id.to_string(),
+            // host-local never enters it.
             _ => format!("{RUN_NETNS}/{HOST_NS}"),
         };
         let mut e: Vec<(&str, &str)> = env.to_vec();
@@ -263,7 +271,7 @@ fn make_node(s: &mut Scratch, node: &str) {
 fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) -> PathBuf {
     let d = s.dir.path();
     let mut cmd = HnsdCommand::new(winnet, d)
-        // The profile BENCHMARKS.md's figures were measured under.
+        // The profile the figures of docs/benchmarks/cni.md were measured under.
         .profile("ws2022")
         .state_dir(d.join(name))
         .socket(d.join(format!("{name}.sock")))
@@ -280,23 +288,31 @@ fn start_hnsd(s: &mut Scratch, winnet: &Path, name: &str, node: Option<&str>) ->
     socket
 }
 
-/// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
-/// plane (on `node`) takes the node's NIC over for it.
-fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, node: Option<&str>) {
-    let file = s.dir.path().join("net.json");
-    std::fs::write(
-        &file,
-        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
-    )
-    .expect("write the network");
+/// `winnet hns create KIND` of `doc` in the hnsd called `name`.
+fn hns_create(s: &Scratch, winnet: &Path, name: &str, socket: &Path, kind: &str, doc: &str) {
+    let file = s.dir.path().join(format!("{kind}.json"));
+    std::fs::write(&file, doc).expect("write the document");
     let ok = Command::new(winnet)
-        .args(["hns", "create", "networks", "-f"])
+        .args(["hns", "create", kind, "-f"])
         .arg(&file)
         .env("HNS_SOCKET", socket)
         .stdout(Stdio::null())
         .status()
         .expect("run winnet hns");
-    assert!(ok.success(), "create network:\n{}", s.hnsd_log(name));
+    assert!(ok.success(), "create {kind}:\n{}", s.hnsd_log(name));
+}
+
+/// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
+/// plane (on `node`) takes the node's NIC over for it.
+fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, node: Option<&str>) {
+    hns_create(
+        s,
+        winnet,
+        name,
+        socket,
+        "networks",
+        r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
+    );
     let Some(node) = node else {
         return;
     };
@@ -310,6 +326,12 @@ fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, node: O
         "hnsd did not take eth0 over (no vEthernet-eth0):\n{}",
         s.hnsd_log(name)
     );
+}
+
+/// The HCN namespace (`ID`, type Guest) the pods of the hnsd called `name` are added to.
+fn create_namespace(s: &Scratch, winnet: &Path, name: &str, socket: &Path, id: &str) {
+    let doc = format!(r#"{{"ID":"{id}","Type":"Guest"}}"#);
+    hns_create(s, winnet, name, socket, "namespaces", &doc);
 }
 
 /// Leftovers of a killed run.
@@ -353,6 +375,7 @@ fn main() {
     testkit::cmd::ok(Command::new(&winnet).arg("install-cni").arg(&bin));
     create_network(&s, &winnet, "hnsd", &socket, Some(NODE_NS));
     create_network(&s, &winnet, "hnsd-bare", &bare_socket, None);
+    create_namespace(&s, &winnet, "hnsd-bare", &bare_socket, BARE_NS);
     let services: usize = std::env::var("CNI_BENCH_SERVICES")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -440,7 +463,7 @@ fn main() {
         path: bin.join("win-bridge"),
         conf: win_conf("ipam-bare"),
         env: hns_env(&bare_socket, "state-bare"),
-        pods: None,
+        pods: Some(PodNetns::Hcn(BARE_NS)),
     };
 
     let loaded = loaded_socket.as_ref().map(|socket| Plugin {

@@ -9,6 +9,8 @@ use std::net::IpAddr;
 
 use hcn::{Endpoint, Guid, Namespace, Network};
 use hns_client::{Client, Kind};
+use host::netlink::Netlink;
+use host::netns::Netns;
 use ipnet::IpNet;
 
 use crate::config::NetConf;
@@ -210,7 +212,45 @@ async fn add_result<D: Driver>(
     if sandbox.is_empty() {
         return Ok(result);
     }
+    check_vnic(&sandbox, ep)?;
     Ok(result.with_pod_interface(&req.args.ifname, &linux_mac(ep), &sandbox))
+}
+
+/// A pod is built only when its vNIC is: hnsd makes it before the attach returns, so the
+/// interface must now be in the pod's namespace, with the endpoint's MAC (not another
+/// plugin's interface of that name), and up. hnsd only logs a device it could not make.
+fn check_vnic(netns: &str, ep: &Endpoint) -> Result<(), CniError> {
+    let ifname = if ep.linux_interface_name.is_empty() {
+        "eth0"
+    } else {
+        ep.linux_interface_name.as_str()
+    };
+    let link = Netns::from_path(netns)
+        .run(|| Netlink::open()?.link(ifname))
+        .map_err(|e| {
+            CniError::new(
+                Code::IO_FAILURE,
+                format!("cannot look for the pod's vNIC {ifname} in {netns}: {e}"),
+            )
+        })?;
+    let want = ep.mac_address.map(|m| m.0);
+    let problem = match link {
+        None => "does not exist".to_string(),
+        Some(l) if want.is_some() && l.mac != want => format!(
+            "is not the endpoint's vNIC: its MAC is {}, endpoint {}'s is {}",
+            l.mac
+                .map_or("(none)".into(), |m| hcn::MacAddress(m).to_string()),
+            ep.name,
+            endpoint_mac(ep)
+        ),
+        Some(l) if !l.up => "is down".to_string(),
+        Some(_) => return Ok(()),
+    };
+    Err(CniError::new(
+        Code::VNIC_NOT_READY,
+        format!("the pod's vNIC {ifname} in {netns} {problem}; the pod has no network"),
+    )
+    .details("hnsd makes the vNIC when the endpoint is attached and logs why it could not; an hnsd without a data plane (no --node-netns) makes none"))
 }
 
 /// The HCN namespace of a netns path (our `LinuxNetns` extension), if one exists.
@@ -393,7 +433,7 @@ async fn attach(client: &Client, ns: &Namespace, ep: &Endpoint) -> Result<(), Cn
         .map(drop)
 }
 
-/// ADD.
+/// ADD. A failed ADD leaves nothing behind: what it made is undone, and its record goes.
 pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult, CniError> {
     let client = client(req);
     let netns = NetNs::parse(&req.args.netns)?;
@@ -410,26 +450,48 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     .await?;
     let store = Store::open(&req.conf.state_dir(req.env), &req.conf.name)?;
     let mut lock = store.lock(&sandbox)?;
-    let name = endpoint_name(&sandbox, &net.name);
-
-    if let Some(ep) = existing_endpoint(&client, &name, &net).await? {
-        // The pod's endpoint exists: a second container of the pod (or a repeated ADD) joins
-        // it. No IPAM: the pod has its address.
-        if let Some((ns, _)) = ensure_namespace(&client, &netns, found).await? {
-            attach(&client, &ns, &ep).await?;
+    let pod = Pod {
+        name: endpoint_name(&sandbox, &net.name),
+        netns: &netns,
+        net: &net,
+        sandbox: &sandbox,
+    };
+    match add_locked(d, req, &client, &pod, found, &mut lock).await {
+        Ok(result) => Ok(result),
+        Err(e) => {
+            let _ = lock.abandon();
+            Err(e)
         }
-        let ep = client
-            .get_endpoint_by_id(ep.id)
-            .await
-            .hns("read the pod's endpoint")?;
-        return add_result(d, req, &client, &netns, &net, &ep).await;
     }
-    if let NetNs::Container(s) = &netns {
+}
+
+/// The pod an ADD is for.
+struct Pod<'a> {
+    /// Its endpoint's name.
+    name: String,
+    netns: &'a NetNs,
+    net: &'a Network,
+    sandbox: &'a str,
+}
+
+/// ADD under the pod's lock.
+async fn add_locked<D: Driver>(
+    d: &D,
+    req: &Request<'_>,
+    client: &Client,
+    pod: &Pod<'_>,
+    found: Option<Namespace>,
+    lock: &mut Lock,
+) -> Result<CniResult, CniError> {
+    if let Some(ep) = existing_endpoint(client, &pod.name, pod.net).await? {
+        return join(d, req, client, pod, found, ep).await;
+    }
+    if let NetNs::Container(s) = pod.netns {
         return Err(CniError::new(
             Code::UNKNOWN_CONTAINER,
             format!(
-                "CNI_NETNS: container:{s} has no endpoint {name} on network \"{}\"; ADD the pod's sandbox container first",
-                net.name
+                "CNI_NETNS: container:{s} has no endpoint {} on network \"{}\"; ADD the pod's sandbox container first",
+                pod.name, pod.net.name
             ),
         ));
     }
@@ -437,35 +499,27 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     // A new pod: its namespace first, so that the record (written once, durably, before IPAM
     // takes anything) already says whether DEL and GC must remove the namespace.
     let mut made = Made::default();
-    let target = match ensure_namespace(&client, &netns, found).await {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = lock.remove();
-            return Err(e);
-        }
-    };
+    let target = ensure_namespace(client, pod.netns, found).await?;
     if let Some((ns, true)) = &target {
         made.namespace_created = Some(ns.id);
     }
     let record = Record {
-        container_id: sandbox.clone(),
+        container_id: pod.sandbox.to_string(),
         ifname: req.args.ifname.clone(),
         namespace_created: made.namespace_created,
     };
     if let Err(e) = lock.write(&record) {
-        undo(&client, &made).await;
-        let _ = lock.remove();
+        undo(client, &made).await;
         return Err(e);
     }
     let ipam = Ipam::of(req.env, req.args, &req.conf);
     let allocated = match &ipam {
-        Some(ipam) => match ipam.add(&sandbox, &req.args.ifname) {
+        Some(ipam) => match ipam.add(pod.sandbox, &req.args.ifname) {
             Ok(r) => Some(r),
             Err(e) => {
                 // host-local may hold a half-made allocation; DEL is always safe.
-                let _ = ipam.del(&sandbox, &req.args.ifname);
-                undo(&client, &made).await;
-                let _ = lock.remove();
+                let _ = ipam.del(pod.sandbox, &req.args.ifname);
+                undo(client, &made).await;
                 return Err(e);
             }
         },
@@ -473,21 +527,47 @@ pub(crate) async fn add<D: Driver>(d: &D, req: &Request<'_>) -> Result<CniResult
     };
     let ips = allocated.map(|r| r.ips).unwrap_or_default();
     let ns = target.map(|(ns, _)| ns);
-    let created = match create(d, req, &client, &net, ns.as_ref(), &name, &ips, &mut made).await {
-        Ok(ep) => add_result(d, req, &client, &netns, &net, &ep).await,
+    let created = match create(d, req, client, pod, ns.as_ref(), &ips, &mut made).await {
+        Ok(ep) => add_result(d, req, client, pod.netns, pod.net, &ep).await,
         Err(e) => Err(e),
     };
-    match created {
-        Ok(result) => Ok(result),
-        Err(e) => {
-            undo(&client, &made).await;
-            if let Some(ipam) = &ipam {
-                let _ = ipam.del(&sandbox, &req.args.ifname);
-            }
-            let _ = lock.remove();
-            Err(e)
+    if created.is_err() {
+        undo(client, &made).await;
+        if let Some(ipam) = &ipam {
+            let _ = ipam.del(pod.sandbox, &req.args.ifname);
         }
     }
+    created
+}
+
+/// The pod's endpoint exists: a second container of the pod (or a repeated ADD) joins it. No
+/// IPAM: the pod has its address. A namespace made for it goes again if the join fails.
+async fn join<D: Driver>(
+    d: &D,
+    req: &Request<'_>,
+    client: &Client,
+    pod: &Pod<'_>,
+    found: Option<Namespace>,
+    ep: Endpoint,
+) -> Result<CniResult, CniError> {
+    let target = ensure_namespace(client, pod.netns, found).await?;
+    let joined = async {
+        if let Some((ns, _)) = &target {
+            attach(client, ns, &ep).await?;
+        }
+        let ep = client
+            .get_endpoint_by_id(ep.id)
+            .await
+            .hns("read the pod's endpoint")?;
+        add_result(d, req, client, pod.netns, pod.net, &ep).await
+    }
+    .await;
+    if joined.is_err()
+        && let Some((ns, true)) = &target
+    {
+        let _ = delete_namespace_if_empty(client, ns.id).await;
+    }
+    joined
 }
 
 /// What a failing ADD has made so far, to undo it.
@@ -510,17 +590,16 @@ async fn undo(client: &Client, made: &Made) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn create<D: Driver>(
     d: &D,
     req: &Request<'_>,
     client: &Client,
-    net: &Network,
+    pod: &Pod<'_>,
     ns: Option<&Namespace>,
-    name: &str,
     ips: &[IpConfig],
     made: &mut Made,
 ) -> Result<Endpoint, CniError> {
+    let (net, name) = (pod.net, pod.name.as_str());
     let mut doc = d.endpoint(req, client, net, name, ips).await?;
     doc.linux_interface_name = req.args.ifname.clone();
     let mut ep = client

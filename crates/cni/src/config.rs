@@ -244,15 +244,12 @@ impl NetConf {
             None => None,
             Some(ipam) => {
                 let plugin = ipam.string("type")?;
-                if plugin.contains(['/', '\\']) || plugin == "." || plugin == ".." {
-                    return Err(CniError::config(
-                        "ipam.type",
-                        format!(
-                            "\"{plugin}\" is a path; name a plugin on CNI_PATH, e.g. \"host-local\""
-                        ),
-                    ));
+                if plugin.is_empty() {
+                    None
+                } else {
+                    crate::invoke::check_plugin_name(&ipam.field("type"), &plugin)?;
+                    Some(IpamConf { plugin })
                 }
-                (!plugin.is_empty()).then_some(IpamConf { plugin })
             }
         };
         let prev_result = root.get("prevResult").cloned();

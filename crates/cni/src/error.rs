@@ -35,6 +35,8 @@ impl Code {
     pub const CHECK_FAILED: Code = Code(100);
     /// hnsd refused a call; the message carries its HRESULT and text.
     pub const HNS_REFUSED: Code = Code(101);
+    /// hnsd took the endpoint, but the pod's vNIC is not up in the pod's namespace.
+    pub const VNIC_NOT_READY: Code = Code(102);
     /// A fault of this plugin, not of its input.
     pub const INTERNAL: Code = Code(999);
 }

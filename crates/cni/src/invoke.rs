@@ -24,8 +24,28 @@ pub struct Call<'a> {
     pub stdin: &'a [u8],
 }
 
+/// Checks a plugin name from a config (`field`) as libcni's `FindInPath` does: a file name on
+/// `CNI_PATH`, so never empty and never with a path separator (`/`, or Windows' `\\`) that
+/// would run a program elsewhere.
+pub fn check_plugin_name(field: &str, plugin: &str) -> Result<(), CniError> {
+    if plugin.is_empty() {
+        return Err(CniError::config(field, "no plugin name provided").details(
+            "name a plugin installed on CNI_PATH, e.g. \"host-local\" or \"win-bridge\"",
+        ));
+    }
+    if plugin.contains(['/', '\\', '\0']) {
+        return Err(
+            CniError::config(field, format!("invalid plugin name: {plugin}")).details(
+                "a plugin is a file name on CNI_PATH, without a path: install the program in a CNI_PATH directory and name it there, e.g. \"host-local\" or \"win-bridge\"",
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// Finds `plugin` in the directories of `CNI_PATH`.
 pub fn find(plugin: &str, args: &Args) -> Result<PathBuf, CniError> {
+    check_plugin_name("type", plugin)?;
     let dirs = args.cni_path();
     dirs.iter()
         .map(|d| d.join(plugin))
@@ -194,5 +214,26 @@ mod tests {
         let e = find("host-local", &args).unwrap_err();
         assert_eq!(e.code, Code::INVALID_NETWORK_CONFIG);
         assert!(e.msg.contains("/nonexistent"), "{}", e.msg);
+    }
+
+    #[test]
+    fn a_plugin_name_with_a_separator_is_never_looked_up() {
+        let env = Env::from_pairs([
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c"),
+            ("CNI_NETNS", "none"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", "/usr/lib/cni"),
+        ]);
+        let args = Args::from_env(&env).unwrap();
+        for bad in ["../bin/sh", "/bin/sh", "a\\b", "x\0y"] {
+            let e = find(bad, &args).unwrap_err();
+            assert_eq!(e.code, Code::INVALID_NETWORK_CONFIG);
+            assert_eq!(e.msg, format!("type: invalid plugin name: {bad}"));
+        }
+        assert_eq!(
+            find("", &args).unwrap_err().msg,
+            "type: no plugin name provided"
+        );
     }
 }

@@ -2,9 +2,11 @@
 //! Windows), `none` (dockershim's pause container) or `container:<id>` (a workload container
 //! joining its pod's endpoint).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hcn::Guid;
+use host::HostError;
+use host::netns::Netns;
 
 use crate::config::is_valid_name;
 use crate::error::{CniError, Code};
@@ -61,23 +63,48 @@ impl NetNs {
         }
     }
 
-    /// ADD and CHECK need a namespace; a path must exist.
+    /// ADD needs a namespace; a path must be a network namespace of its own (not this
+    /// plugin's, which is the node's).
     pub fn check_for_add(&self) -> Result<(), CniError> {
         match self {
             NetNs::Empty => Err(CniError::new(
                 Code::INVALID_ENVIRONMENT,
                 "required env variables [CNI_NETNS] missing",
             )),
-            NetNs::Path(p) if !p.exists() => Err(CniError::new(
-                Code::INVALID_NETNS,
-                format!(
-                    "CNI_NETNS: {} does not exist; give the path of the pod's network namespace",
-                    p.display()
-                ),
-            )),
+            NetNs::Path(p) => check_path(p),
             _ => Ok(()),
         }
     }
+}
+
+/// A pod's netns path: it exists, is a network namespace (the reference plugins' `ns.GetNS`
+/// checks its filesystem; this checks the namespace's type as well), and is not the
+/// namespace the plugin runs in: a pod's vNIC there would be a device of the node itself.
+fn check_path(p: &Path) -> Result<(), CniError> {
+    const FIX: &str = "give the path of the pod's network namespace as the runtime made it (/run/netns/NAME, /proc/PID/ns/net)";
+    let ns = Netns::from_path(p);
+    ns.check().map_err(|e| match e {
+        HostError::NotFound(_) => CniError::new(
+            Code::INVALID_NETNS,
+            format!("CNI_NETNS: {} does not exist; {FIX}", p.display()),
+        ),
+        e => CniError::new(
+            Code::INVALID_NETNS,
+            format!("CNI_NETNS: failed to open netns \"{}\": {e}", p.display()),
+        )
+        .details(FIX),
+    })?;
+    if ns.is_current() {
+        return Err(CniError::new(
+            Code::INVALID_NETNS,
+            format!(
+                "CNI_NETNS: {} is the plugin's own network namespace (the node's), not a pod's",
+                p.display()
+            ),
+        )
+        .details(FIX));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -113,6 +140,41 @@ mod tests {
             "pause1"
         );
         assert_eq!(NetNs::parse("none").unwrap().sandbox("pause1"), "pause1");
+    }
+
+    #[test]
+    fn a_path_that_is_no_network_namespace_is_code_8() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, says) in [
+            ("/etc/passwd", "a file, not a namespace"),
+            ("/proc/self/status", "a file, not a namespace"),
+            ("/proc/self/ns/uts", "a UTS namespace"),
+            ("/dev/null", "not a regular file"),
+            (dir.path().to_str().unwrap(), "a directory"),
+        ] {
+            let e = NetNs::parse(path).unwrap().check_for_add().unwrap_err();
+            assert_eq!(e.code, Code::INVALID_NETNS, "{path}");
+            assert!(
+                e.msg
+                    .starts_with(&format!("CNI_NETNS: failed to open netns \"{path}\"")),
+                "{}",
+                e.msg
+            );
+            assert!(e.msg.contains(says), "{path}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn the_plugins_own_namespace_is_no_pods() {
+        for own in ["/proc/self/ns/net", "/proc/thread-self/ns/net"] {
+            let e = NetNs::parse(own).unwrap().check_for_add().unwrap_err();
+            assert_eq!(e.code, Code::INVALID_NETNS);
+            assert!(
+                e.msg.contains("the plugin's own network namespace"),
+                "{}",
+                e.msg
+            );
+        }
     }
 
     #[test]

@@ -72,7 +72,11 @@ impl Store {
                 .map_err(|e| CniError::io("stat", &path, e))?;
             match std::fs::metadata(&path) {
                 Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
-                    return Ok(Lock { file, path });
+                    return Ok(Lock {
+                        file,
+                        path,
+                        wrote: false,
+                    });
                 }
                 _ => continue,
             }
@@ -118,6 +122,8 @@ fn flock(file: &File) -> std::io::Result<()> {
 pub struct Lock {
     file: File,
     path: PathBuf,
+    /// True once this holder wrote the record.
+    wrote: bool,
 }
 
 impl Lock {
@@ -143,7 +149,19 @@ impl Lock {
             .and_then(|()| self.file.seek(SeekFrom::Start(0)))
             .and_then(|_| self.file.write_all(&text))
             .and_then(|()| self.file.sync_data())
-            .map_err(|e| CniError::io("write", &self.path, e))
+            .map_err(|e| CniError::io("write", &self.path, e))?;
+        self.wrote = true;
+        Ok(())
+    }
+
+    /// Lets go after a failed ADD, leaving nothing of its own: the file goes when this holder
+    /// wrote it or it holds no record (the empty lock file this ADD made); a record an earlier
+    /// ADD wrote stays, for the pod's DEL.
+    pub fn abandon(mut self) -> Result<(), CniError> {
+        if self.wrote || self.read()?.is_none() {
+            return self.remove();
+        }
+        Ok(())
     }
 
     /// Removes the record (while still holding the lock).
@@ -176,6 +194,29 @@ mod tests {
         assert_eq!(store.sandboxes().unwrap(), vec!["pod1".to_string()]);
         lock.remove().unwrap();
         assert!(store.sandboxes().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_abandoned_lock_leaves_only_an_earlier_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "cbr0").unwrap();
+        // A failed first ADD: neither the lock file nor its record stays.
+        store.lock("pod1").unwrap().abandon().unwrap();
+        let mut lock = store.lock("pod1").unwrap();
+        lock.write(&Record::default()).unwrap();
+        lock.abandon().unwrap();
+        assert!(store.sandboxes().unwrap().is_empty());
+        // A failed later ADD of a pod with a record: the record stays for DEL.
+        let mut lock = store.lock("pod1").unwrap();
+        let r = Record {
+            container_id: "pod1".into(),
+            ifname: "eth0".into(),
+            namespace_created: None,
+        };
+        lock.write(&r).unwrap();
+        drop(lock);
+        store.lock("pod1").unwrap().abandon().unwrap();
+        assert_eq!(store.lock("pod1").unwrap().read().unwrap(), Some(r));
     }
 
     #[test]

@@ -127,3 +127,38 @@ fn bad_environments_are_code_4_naming_the_variable() {
     assert_eq!(run.err_code(), 8);
     assert!(run.msg().contains("CNI_NETNS"), "{}", run.msg());
 }
+
+#[test]
+fn a_cni_netns_that_is_no_pod_network_namespace_is_code_8_and_creates_nothing() {
+    let node = Node::start();
+    node.l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1");
+    let conf = win_bridge_conf(&node, "1.0.0", "cbr0", "10.244.1.0/24", "10.244.1.10");
+    let before = node.dump();
+    // A file, a directory, a procfs file, another kind of namespace, and the plugin's own
+    // network namespace (the node's: the plugins run in the test's).
+    let cases = [
+        ("/etc/passwd", "is not a network namespace"),
+        ("/tmp", "is not a network namespace"),
+        ("/proc/self/status", "is not a network namespace"),
+        ("/proc/self/ns/uts", "is not a network namespace"),
+        ("/proc/self/ns/net", "the plugin's own network namespace"),
+    ];
+    for (netns, says) in cases {
+        for plugin in ["win-bridge", "sdnbridge"] {
+            let conf = with(&conf, "type", json!(plugin));
+            let run = node.verb(plugin, "ADD", "pod", netns, &conf);
+            assert_eq!(run.err_code(), 8, "{plugin} {netns}: {}", run.out);
+            assert!(
+                run.msg().starts_with("CNI_NETNS: ") && run.msg().contains(says),
+                "{plugin} {netns}: {}",
+                run.msg()
+            );
+            assert_eq!(node.dump(), before, "{netns}: HNS changed");
+            assert!(
+                node.allocations("cbr0").is_empty(),
+                "{netns}: an address was taken"
+            );
+            assert!(node.records().is_empty(), "{netns}: {:?}", node.records());
+        }
+    }
+}

@@ -15,6 +15,15 @@ use common::engines::{NODE_IP, OUTSIDE_IP, busybox_rootfs, peer_address, require
 const NET: &str = "wntpod";
 const IMAGE: &str = "localhost/wnt-eng-busybox:latest";
 
+/// Podman keeps the lock of every container on the machine in one shared memory segment
+/// (root's is this one), whatever `--root` says. Each podman opens it, and when it is missing
+/// creates it exclusively, with nothing between finding it missing and creating it: podmans
+/// started together on a machine where podman never ran all find it missing, and all but one
+/// fail ("failed to create 2048 locks in /libpod_lock: file exists"); one that opens it while
+/// it is being made reads it half made. On a machine, podman's first command runs alone and
+/// makes it, and every later podman opens it. The tests do the same: see `Podman::first`.
+const LOCK_SEGMENT: &str = "/dev/shm/libpod_lock";
+
 /// A node with hnsd and a podman of its own; `Drop` removes every container first (so their
 /// DELs reach hnsd), then the node goes.
 struct Podman {
@@ -48,8 +57,21 @@ impl Podman {
         .expect("write the conflist");
         std::fs::write(p.dir().join("containers.conf"), p.containers_conf()).expect("conf");
         let tar = busybox_rootfs(p.dir());
-        p.ok(&["import", "--quiet", &tar.to_string_lossy(), IMAGE]);
+        p.first(&["import", "--quiet", &tar.to_string_lossy(), IMAGE]);
         p
+    }
+
+    /// The test's first podman command, which must succeed. Whether the machine has podman's
+    /// lock segment is asked under a lock every podman test takes; when it has none, this
+    /// podman makes it alone, still under the lock, as the first podman on a machine does.
+    fn first(&self, args: &[&str]) -> String {
+        let mut alone = Some(testkit::lock::exclusive("winnet-tests-podman"));
+        if Path::new(LOCK_SEGMENT).exists() {
+            alone = None;
+        }
+        let out = self.ok(args);
+        drop(alone);
+        out
     }
 
     fn dir(&self) -> &Path {

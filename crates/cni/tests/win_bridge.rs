@@ -114,6 +114,53 @@ fn a_workload_before_its_sandbox_is_refused_and_creates_nothing() {
     assert_eq!(run.err_code(), 3, "{}", run.out);
     assert_eq!(node.dump(), before);
     assert!(node.allocations(NET).is_empty());
+    // A failed ADD leaves no record (nor the lock file it took) behind.
+    assert!(node.records().is_empty(), "{:?}", node.records());
+}
+
+#[test]
+fn a_pod_whose_vnic_hnsd_could_not_make_is_not_reported_built() {
+    let (node, conf) = node_with_network();
+    let ns = node.netns("pod1");
+    let name = ns.rsplit('/').next().unwrap_or_default().to_string();
+    // Another plugin's interface holds the name the pod's vNIC needs: hnsd cannot make its
+    // TAP there (it logs why), so the pod has no network.
+    let ip = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &name])
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "theirs0",
+    ]);
+    let theirs = ip(&["-br", "link", "show", "eth0"]);
+    let before = node.dump();
+    let run = node.verb("win-bridge", "ADD", "pod1", &ns, &conf);
+    assert_eq!(run.err_code(), 102, "{}", run.out);
+    assert!(
+        run.msg().contains("vNIC eth0") && run.msg().contains("is not the endpoint's vNIC"),
+        "{}",
+        run.msg()
+    );
+    // Undone: no endpoint or namespace in HNS, no address, no record; theirs untouched.
+    assert_eq!(node.dump(), before, "HNS changed");
+    assert!(node.allocations(NET).is_empty(), "an address is still held");
+    assert!(node.records().is_empty(), "{:?}", node.records());
+    assert_eq!(ip(&["-br", "link", "show", "eth0"]), theirs);
+    // With the name free, the same ADD builds the pod.
+    ip(&["link", "del", "eth0"]);
+    let r = node.verb("win-bridge", "ADD", "pod1", &ns, &conf);
+    let address = r.ok()["ips"][0]["address"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(node.addresses_in(&ns, "eth0"), Some(vec![address]));
+    assert!(ip(&["-br", "link", "show", "eth0"]).contains("UP"));
+    assert_eq!(node.allocations(NET).len(), 1);
 }
 
 #[test]

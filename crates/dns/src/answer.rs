@@ -1,8 +1,13 @@
 //! What the cluster DNS answers for one question, with the `kubernetes` plugin's rules
 //! (reference §B.1, §B.2): a pure function of the cluster view, the zone and the question.
+//! The A, AAAA and SRV answers of a Service's own name are made once per view entry and shared
+//! by every question for it, so a headless Service with thousands of endpoints costs a query
+//! no more than what is sent ([`crate::wire`] writes only what fits).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use hashbrown::HashSet;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, PTR, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
@@ -19,10 +24,10 @@ const MAX_CHASE: usize = 8;
 /// The verdict for a question.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    /// NOERROR with records (authoritative).
+    /// NOERROR with records (authoritative); shared with the view's cache.
     Records {
-        answers: Vec<Record>,
-        additionals: Vec<Record>,
+        answers: Arc<[Record]>,
+        additionals: Arc<[Record]>,
     },
     /// NOERROR, no records: the name exists without this type (SOA goes in authority).
     NoData,
@@ -90,6 +95,9 @@ fn resolve_depth(
             RData::TXT(txt),
         )]);
     }
+    if let Some(cached) = own_name(cluster, zone, rest, qtype) {
+        return cached;
+    }
     let Ok(hits) = lookup(cluster, qname, rest) else {
         return Outcome::NxDomain;
     };
@@ -111,13 +119,47 @@ fn resolve_depth(
     }
 }
 
+/// The answer to a Service's own name (`svc.ns.svc.zone`) for A, AAAA or SRV, from the view
+/// entry's cache (made at the first question, owned by the Service's name): these depend on
+/// the entry alone. `None` for other names and types, and for ExternalName Services (whose
+/// answer follows another Service).
+fn own_name(cluster: &Cluster, zone: &Zone, rest: &[&[u8]], qtype: RecordType) -> Option<Outcome> {
+    let [name, ns, b"svc"] = rest else {
+        return None;
+    };
+    let slot = match qtype {
+        RecordType::A => 0,
+        RecordType::AAAA => 1,
+        RecordType::SRV => 2,
+        _ => return None,
+    };
+    let ns = std::str::from_utf8(ns).ok()?;
+    let entry = cluster.service(ns, std::str::from_utf8(name).ok()?)?;
+    if matches!(entry.shape, Shape::ExternalName(_)) {
+        return None;
+    }
+    let outcome = entry.answers[slot].get_or_init(|| {
+        let rest = [name, ns.as_bytes(), b"svc".as_slice()];
+        match lookup(cluster, &entry.fqdn, &rest) {
+            Err(()) => Outcome::NxDomain,
+            Ok(hits) if qtype == RecordType::SRV => srv(zone, &entry.fqdn, &hits),
+            Ok(hits) => addresses(cluster, zone, &entry.fqdn, qtype, &hits, 0),
+        }
+    });
+    Some(outcome.clone())
+}
+
 fn records(answers: Vec<Record>) -> Outcome {
+    with_additionals(answers, Vec::new())
+}
+
+fn with_additionals(answers: Vec<Record>, additionals: Vec<Record>) -> Outcome {
     if answers.is_empty() {
         Outcome::NoData
     } else {
         Outcome::Records {
-            answers,
-            additionals: Vec::new(),
+            answers: answers.into(),
+            additionals: additionals.into(),
         }
     }
 }
@@ -129,10 +171,7 @@ fn apex(cluster: &Cluster, zone: &Zone, qtype: RecordType) -> Outcome {
             let additionals = kube_dns_ips(cluster)
                 .map(|ip| address(&zone.ns, ip, zone.ttl))
                 .collect();
-            Outcome::Records {
-                answers: vec![zone.ns_record()],
-                additionals,
-            }
+            with_additionals(vec![zone.ns_record()], additionals)
         }
         _ => Outcome::NoData,
     }
@@ -270,11 +309,10 @@ fn addresses(
     depth: usize,
 ) -> Outcome {
     let mut answers: Vec<Record> = Vec::new();
-    let mut seen: Vec<IpAddr> = Vec::new();
+    let mut seen: HashSet<IpAddr> = HashSet::new();
     for hit in hits {
         match hit.host {
-            Host::Ip(ip) if family_matches(ip, qtype) && !seen.contains(&ip) => {
-                seen.push(ip);
+            Host::Ip(ip) if family_matches(ip, qtype) && seen.insert(ip) => {
                 answers.push(address(qname, ip, zone.ttl));
             }
             Host::Ip(_) => {}
@@ -290,7 +328,7 @@ fn addresses(
                     && let Outcome::Records { answers: more, .. } =
                         resolve_depth(cluster, zone, target, qtype, depth + 1)
                 {
-                    answers.extend(more);
+                    answers.extend(more.iter().cloned());
                 }
             }
         }
@@ -301,34 +339,31 @@ fn addresses(
 fn srv(zone: &Zone, qname: &Name, hits: &[Hit<'_>]) -> Outcome {
     let mut targets: Vec<(&Name, u16)> = Vec::new();
     let mut additionals: Vec<Record> = Vec::new();
+    let (mut seen_targets, mut seen_extras) = (HashSet::new(), HashSet::new());
     for hit in hits {
         let Host::Ip(ip) = hit.host else { continue };
         let Ok(port) = u16::try_from(hit.port) else {
             continue;
         };
-        if !targets.contains(&(hit.target, port)) {
+        if seen_targets.insert((hit.target, port)) {
             targets.push((hit.target, port));
         }
-        let extra = address(hit.target, ip, zone.ttl);
-        if !additionals.contains(&extra) {
-            additionals.push(extra);
+        if seen_extras.insert((hit.target, ip)) {
+            additionals.push(address(hit.target, ip, zone.ttl));
         }
     }
     if targets.is_empty() {
         return Outcome::NoData;
     }
     let weight = (100 / targets.len()) as u16;
-    let answers = targets
+    let answers: Vec<Record> = targets
         .into_iter()
         .map(|(target, port)| {
             let data = RData::SRV(SRV::new(0, weight, port, target.clone()));
             Record::from_rdata(qname.clone(), zone.ttl, data)
         })
         .collect();
-    Outcome::Records {
-        answers,
-        additionals,
-    }
+    with_additionals(answers, additionals)
 }
 
 /// PTR for our addresses; everything else under the reverse trees (and outside) goes upstream.
@@ -350,4 +385,37 @@ fn reverse(
         .map(|t| Record::from_rdata(qname.clone(), zone.ttl, RData::PTR(PTR(t.name().clone()))))
         .collect();
     records(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_services_own_name_is_answered_once_per_view_entry() {
+        let mut objects = kubesrc::Objects::default();
+        let eps: String = (0..3000)
+            .map(|i| format!("- {{addresses: [10.244.{}.{}]}}\n", i / 250, i % 250 + 1))
+            .collect();
+        let text = format!(
+            "kind: Service\napiVersion: v1\nmetadata: {{name: big}}\nspec: {{clusterIP: None}}\n---\n\
+             kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\nmetadata: {{name: big-1, labels: {{kubernetes.io/service-name: big}}}}\n\
+             addressType: IPv4\nendpoints:\n{eps}"
+        );
+        kubesrc::manifests::load_text(&text, "big.yaml", &mut objects);
+        let zone = Zone::new("cluster.local", 30).unwrap();
+        let view = Cluster::build(&objects, &zone.name);
+        let ask = |name: &str| {
+            let qname = Name::from_ascii(name).unwrap();
+            match resolve(&view, &zone, &qname, RecordType::A) {
+                Outcome::Records { answers, .. } => answers,
+                other => panic!("{other:?}"),
+            }
+        };
+        let first = ask("big.default.svc.cluster.local.");
+        assert_eq!(first.len(), 3000);
+        // Any spelling, any number of times: the same records, not made again.
+        let again = ask("BIG.default.svc.cluster.local.");
+        assert!(Arc::ptr_eq(&first, &again));
+    }
 }

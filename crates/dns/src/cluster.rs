@@ -3,6 +3,7 @@
 //! objects, then only read (queries never take a lock on it).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use hashbrown::HashMap;
 use std::net::IpAddr;
@@ -13,6 +14,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kubesrc::{Objects, Sourced};
 
+use crate::answer::Outcome;
 use crate::names;
 
 /// A Service port (or an EndpointSlice port) as DNS names it: `_<name>._<protocol>`.
@@ -73,6 +75,9 @@ pub struct ServiceEntry {
     sources: Sources,
     /// What was skipped in its slices.
     problems: Vec<String>,
+    /// The answers to its own name for A, AAAA and SRV, made at the first question for each
+    /// ([`crate::answer`]); they go with the entry, so a changed Service starts afresh.
+    pub(crate) answers: [OnceLock<Outcome>; 3],
 }
 
 /// A Service object and its EndpointSlices, compared by identity (the source hands out the same
@@ -384,6 +389,7 @@ fn service_entry(sources: Sources, zone: &Name) -> Result<ServiceEntry, String> 
         fqdn,
         sources: sources.clone(),
         problems: Vec::new(),
+        answers: Default::default(),
     };
     for slice in &sources.slices {
         add_slice(&mut entry, slice);

@@ -1,5 +1,6 @@
 //! One DNS message in, one out: decoding (malformed -> FORMERR, other opcodes -> NOTIMP, other
-//! classes -> REFUSED), the cluster answer or the upstream one, EDNS0 and truncation. The local
+//! classes -> REFUSED, an EDNS version past 0 -> BADVERS), the cluster answer or the upstream
+//! one, EDNS0 and truncation ([`wire`](crate::wire)). The local
 //! part is synchronous and lock-free (it reads the current [`Cluster`] view); only questions
 //! that need an upstream are awaited.
 
@@ -7,7 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use hickory_proto::op::{Edns, Header, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::op::{
+    Edns, Header, Message, MessageType, Metadata, OpCode, Query, ResponseCode,
+};
 use hickory_proto::rr::{DNSClass, Name, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
@@ -15,6 +18,7 @@ use crate::answer::{self, Outcome};
 use crate::cluster::Cluster;
 use crate::forward::{Forwarder, Upstreamed};
 use crate::metrics::Metrics;
+use crate::wire::{self, Sections};
 use crate::zone::Zone;
 
 /// The EDNS payload size we advertise and accept at most over UDP (the DNS flag day value).
@@ -22,7 +26,7 @@ const OUR_PAYLOAD: u16 = 1232;
 /// The UDP size a client without EDNS can take.
 const PLAIN_UDP: usize = 512;
 
-/// How the query arrived: UDP answers are cut to the client's size, TCP ones are not.
+/// How the query arrived: UDP answers are cut to the client's size, TCP ones to 65,535 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Udp,
@@ -100,6 +104,10 @@ impl Handler {
                 );
             }
         };
+        // RFC 6891 6.1.3: a version we do not implement gets BADVERS (and our version, 0).
+        if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
+            return self.error(&request, ResponseCode::BADVERS, transport, started);
+        }
         if request.metadata.op_code != OpCode::Query {
             return self.error(&request, ResponseCode::NotImp, transport, started);
         }
@@ -115,8 +123,9 @@ impl Handler {
         }
         let view = self.view.load();
         let outcome = answer::resolve(&view, &self.zone, query.name(), query.query_type());
-        let mut response = response_to(&request, &query);
-        match outcome {
+        let mut meta = response_metadata(&request);
+        let soa;
+        let sections: Sections<'_> = match &outcome {
             Outcome::Forward => {
                 return Reply::Upstream(Box::new(Pending {
                     request,
@@ -127,7 +136,7 @@ impl Handler {
                 }));
             }
             Outcome::Chase { answers, target } => {
-                let chase = Some((answers, target));
+                let chase = Some((answers.clone(), target.clone()));
                 return Reply::Upstream(Box::new(Pending {
                     request,
                     query,
@@ -140,21 +149,27 @@ impl Handler {
                 answers,
                 additionals,
             } => {
-                response.metadata.authoritative = true;
-                response.answers = answers;
-                response.additionals = additionals;
+                meta.authoritative = true;
+                [answers, &[], additionals]
             }
             Outcome::NoData | Outcome::NxDomain => {
-                response.metadata.authoritative = true;
+                meta.authoritative = true;
                 if outcome == Outcome::NxDomain {
-                    response.metadata.response_code = ResponseCode::NXDomain;
+                    meta.response_code = ResponseCode::NXDomain;
                 }
-                response.authorities.push(self.zone.soa(view.serial));
+                soa = [self.zone.soa(view.serial)];
+                [&[], &soa, &[]]
             }
-            Outcome::NotSynced => response.metadata.response_code = ResponseCode::ServFail,
-            Outcome::Refused => response.metadata.response_code = ResponseCode::Refused,
-        }
-        self.send(response, &request, transport, started)
+            Outcome::NotSynced => {
+                meta.response_code = ResponseCode::ServFail;
+                [&[], &[], &[]]
+            }
+            Outcome::Refused => {
+                meta.response_code = ResponseCode::Refused;
+                [&[], &[], &[]]
+            }
+        };
+        self.send(meta, &request, Some(&query), sections, transport, started)
     }
 
     /// Answers a question that needed the upstreams (cache first).
@@ -174,25 +189,28 @@ impl Handler {
             transport,
             started,
         } = *pending;
-        let mut response = response_to(&request, &query);
-        match (chase, upstream) {
+        let mut meta = response_metadata(&request);
+        let (answers, authorities, additionals) = match (chase, upstream) {
             (Some((cname, _)), answer) => {
                 // A CNAME of ours: authoritative, NOERROR, whatever upstream adds to it.
-                response.metadata.authoritative = true;
-                response.answers = cname;
+                meta.authoritative = true;
+                let mut answers = cname;
                 if let Some(a) = answer {
-                    response.answers.extend(a.answers);
+                    answers.extend(a.answers);
                 }
+                (answers, Vec::new(), Vec::new())
             }
             (None, Some(a)) => {
-                response.metadata.response_code = a.rcode;
-                response.answers = a.answers;
-                response.authorities = a.authorities;
-                response.additionals = a.additionals;
+                meta.response_code = a.rcode;
+                (a.answers, a.authorities, a.additionals)
             }
-            (None, None) => response.metadata.response_code = ResponseCode::ServFail,
-        }
-        match self.send(response, &request, transport, started) {
+            (None, None) => {
+                meta.response_code = ResponseCode::ServFail;
+                Default::default()
+            }
+        };
+        let sections = [answers.as_slice(), &authorities, &additionals];
+        match self.send(meta, &request, Some(&query), sections, transport, started) {
             Reply::Now(bytes) => bytes,
             Reply::Drop | Reply::Upstream(_) => Vec::new(),
         }
@@ -219,58 +237,59 @@ impl Handler {
         transport: Transport,
         started: Instant,
     ) -> Reply {
-        let mut response = Message::error_msg(request.metadata.id, request.metadata.op_code, rcode);
-        response.metadata.recursion_desired = request.metadata.recursion_desired;
+        let mut meta =
+            Message::error_msg(request.metadata.id, request.metadata.op_code, rcode).metadata;
+        meta.recursion_desired = request.metadata.recursion_desired;
         // Echo the question when there is exactly one (as most servers do); never more.
-        if let [q] = request.queries.as_slice() {
-            response.add_query(q.clone());
-        }
-        self.send(response, request, transport, started)
+        let query = match request.queries.as_slice() {
+            [q] => Some(q),
+            _ => None,
+        };
+        self.send(meta, request, query, [&[], &[], &[]], transport, started)
     }
 
-    /// Encodes, cutting to the client's UDP size (TC set, records dropped) when it does not fit.
+    /// Encodes, cut to what the transport carries: the client's UDP size, or 65,535 bytes over
+    /// TCP (records that do not fit are left out and TC is set, as CoreDNS does).
     fn send(
         &self,
-        mut response: Message,
+        meta: Metadata,
         request: &Message,
+        query: Option<&Query>,
+        sections: Sections<'_>,
         transport: Transport,
         started: Instant,
     ) -> Reply {
-        if request.edns.is_some() {
+        let edns = request.edns.as_ref().map(|_| {
             let mut edns = Edns::new();
             edns.set_max_payload(OUR_PAYLOAD);
             edns.set_dnssec_ok(false);
-            response.set_edns(edns);
-        }
+            edns
+        });
         let limit = match (&request.edns, transport) {
             (_, Transport::Tcp) => usize::from(u16::MAX),
             (Some(e), Transport::Udp) => usize::from(e.max_payload().clamp(512, OUR_PAYLOAD)),
             (None, Transport::Udp) => PLAIN_UDP,
         };
-        let qtype = response.queries.first().map(Query::query_type);
-        let mut bytes = response.to_vec().unwrap_or_default();
-        if bytes.len() > limit || bytes.is_empty() {
-            let cut = response.truncate();
-            bytes = cut.to_vec().unwrap_or_default();
-        }
-        self.metrics
-            .answered(qtype, response.metadata.response_code, started.elapsed());
-        if bytes.is_empty() {
-            Reply::Drop
-        } else {
-            Reply::Now(bytes)
+        let bytes = wire::encode(meta, query, sections, edns.as_ref(), limit);
+        self.metrics.answered(
+            query.map(Query::query_type),
+            meta.response_code,
+            started.elapsed(),
+        );
+        match bytes {
+            Some(bytes) => Reply::Now(bytes),
+            None => Reply::Drop,
         }
     }
 }
 
-/// A response shell for `request`'s question: id, opcode, RD copied, RA set (we recurse for
-/// names outside the zone).
-fn response_to(request: &Message, query: &Query) -> Message {
-    let mut response = Message::response(request.metadata.id, request.metadata.op_code);
-    response.metadata.recursion_desired = request.metadata.recursion_desired;
-    response.metadata.recursion_available = true;
-    response.add_query(query.clone());
-    response
+/// A response's header for `request`: id, opcode, RD copied, RA set (we recurse for names
+/// outside the zone).
+fn response_metadata(request: &Message) -> Metadata {
+    let mut meta = Message::response(request.metadata.id, request.metadata.op_code).metadata;
+    meta.recursion_desired = request.metadata.recursion_desired;
+    meta.recursion_available = true;
+    meta
 }
 
 /// A message that carries only the header of an undecodable request.

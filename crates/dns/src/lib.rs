@@ -13,11 +13,11 @@ pub mod handler;
 pub mod metrics;
 pub mod names;
 pub mod server;
+pub mod wire;
 pub mod zone;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use kubesrc::{Kinds, Objects, Source};
@@ -90,7 +90,7 @@ pub fn start(
     let metrics = Arc::new(Metrics::default());
     let first = Cluster::build(&objects.borrow_and_update(), &zone.name);
     report(&first, &[]);
-    metrics.ready.store(first.synced, Ordering::Relaxed);
+    metrics.source(&objects.borrow());
     let handler = Arc::new(Handler {
         metrics: Arc::clone(&metrics),
         ..Handler::new(zone, first, config.upstreams.clone())
@@ -100,6 +100,7 @@ pub fn start(
     tasks.push(tokio::spawn(async move {
         while objects.changed().await.is_ok() {
             let objects = Arc::clone(&objects.borrow_and_update());
+            let read = Arc::clone(&objects);
             let zone = handler.zone.name.clone();
             let started = std::time::Instant::now();
             let previous = handler.view.load_full();
@@ -109,11 +110,8 @@ pub fn start(
             };
             tracing::debug!(took = ?started.elapsed(), "cluster view rebuilt");
             report(&view, &handler.view.load().problems);
-            handler
-                .metrics
-                .ready
-                .fetch_or(view.synced, Ordering::Relaxed);
             let old = handler.view.swap(Arc::new(view));
+            handler.metrics.source(&read);
             // Freeing the old view is as much work as building one: not on a serving thread.
             tokio::task::spawn_blocking(move || drop(old));
         }

@@ -1,5 +1,6 @@
 //! What the DNS reports on `/metrics` (Prometheus text): queries by type and rcode, answer
-//! latency, forward-cache hits and misses; and `/healthz`, `/ready` (200 once synced).
+//! latency, forward-cache hits and misses, failing reads of the Kubernetes objects; and
+//! `/healthz`, `/ready` (200 once the objects have been read whole).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use hickory_proto::rr::RecordType;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -70,7 +72,9 @@ pub struct Metrics {
     latency: Histogram,
     cache_hits: Counter,
     cache_misses: Counter,
-    /// Set once the Kubernetes objects have been listed.
+    /// Reads of the Kubernetes objects failing now (answers come from the last good ones).
+    pub source_errors: Gauge,
+    /// Set once the Kubernetes objects have been read whole.
     pub ready: AtomicBool,
 }
 
@@ -84,6 +88,7 @@ impl Default for Metrics {
         ));
         let cache_hits = Counter::default();
         let cache_misses = Counter::default();
+        let source_errors = Gauge::default();
         registry.register(
             "queries",
             "DNS queries answered, by qtype and rcode",
@@ -104,6 +109,11 @@ impl Default for Metrics {
             "forwarded questions sent upstream",
             cache_misses.clone(),
         );
+        registry.register(
+            "source_errors",
+            "reads of the Kubernetes objects failing now (the folder, a file, a watch); answers come from the last good objects",
+            source_errors.clone(),
+        );
         let mut by_type_and_rcode = Vec::new();
         for t in 0..=QTYPES.len() {
             for r in 0..=RCODES.len() {
@@ -120,6 +130,7 @@ impl Default for Metrics {
             latency,
             cache_hits,
             cache_misses,
+            source_errors,
             ready: AtomicBool::new(false),
         }
     }
@@ -142,6 +153,14 @@ impl Metrics {
             counter.inc();
         }
         self.latency.observe(took.as_secs_f64());
+    }
+
+    /// Takes what `objects` says of the source: its failing reads, and ready once synced
+    /// (readiness is never withdrawn: the last good objects keep being served).
+    pub fn source(&self, objects: &kubesrc::Objects) {
+        self.source_errors
+            .set(i64::try_from(objects.errors.len()).unwrap_or(i64::MAX));
+        self.ready.fetch_or(objects.synced, Ordering::Relaxed);
     }
 
     /// Counts a cache lookup.

@@ -1,6 +1,10 @@
 //! Property tests of every parser the DNS owns: the query handler given arbitrary (and mutated)
 //! bytes, name-to-record resolution given arbitrary names, the reverse and pod name readers, and
 //! the cluster view given arbitrary manifests. Never a panic; always a well-formed verdict.
+//! And answers too big for their transport (headless Services with thousands of endpoints,
+//! over UDP and TCP): always one whole message within the transport's size.
+
+mod common;
 
 use std::sync::Arc;
 
@@ -11,7 +15,7 @@ use dns::forward::Forwarder;
 use dns::handler::{Handler, Reply, Transport};
 use dns::metrics::Metrics;
 use dns::zone::Zone;
-use hickory_proto::op::{Message, Query};
+use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -194,6 +198,91 @@ proptest! {
         let view = Cluster::build(&objects, &zone.name);
         for p in &view.problems {
             prop_assert!(p.contains("fuzz.json"), "a problem says where: {p}");
+        }
+    }
+}
+
+/// Headless Service `big` in `default` with `n` ready endpoints in one slice (IPv6 when `v6`),
+/// each named by a long `hostname` when `named` (long SRV targets), with port `http`.
+fn big_headless(n: usize, v6: bool, named: bool) -> kubesrc::Objects {
+    let service = json!({"apiVersion":"v1","kind":"Service",
+        "metadata":{"name":"big","namespace":"default"},
+        "spec":{"clusterIP":"None","ports":[{"name":"http","port":80}]}});
+    let endpoints: Vec<Value> = (0..n)
+        .map(|i| {
+            let ip = if v6 {
+                format!("fd00:244::{:x}", i + 1)
+            } else {
+                format!("10.244.{}.{}", i / 250, i % 250 + 1)
+            };
+            let mut ep = json!({"addresses":[ip]});
+            if named {
+                ep["hostname"] = json!(format!("endpoint-with-a-long-hostname-{i}"));
+            }
+            ep
+        })
+        .collect();
+    let slice = json!({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+        "metadata":{"name":"big-1","namespace":"default","labels":{"kubernetes.io/service-name":"big"}},
+        "addressType": if v6 { "IPv6" } else { "IPv4" },
+        "ports":[{"name":"http","port":8080}],"endpoints":endpoints});
+    let mut objects = kubesrc::Objects::default();
+    let text = format!("---\n{service}\n---\n{slice}\n");
+    kubesrc::manifests::load_text(&text, "big.yaml", &mut objects);
+    objects
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Whatever the size of the answer, the transport and the client's EDNS size, the reply is
+    /// one whole message (no record cut short, nothing after the last) within what the
+    /// transport carries; TC is set exactly when records were left out; and every spelling of
+    /// the name gets the same records.
+    #[test]
+    fn big_answers_are_whole_messages_within_the_transport(
+        n in 1usize..4000,
+        v6 in any::<bool>(),
+        named in any::<bool>(),
+        qtype in prop::sample::select(vec![RecordType::A, RecordType::AAAA, RecordType::SRV]),
+        payload in prop::option::of(0u16..9000),
+        tcp in any::<bool>(),
+        upper in any::<bool>(),
+    ) {
+        let zone = Zone::new("cluster.local", 30).unwrap();
+        let view = Cluster::build(&big_headless(n, v6, named), &zone.name);
+        let h = Handler::new(zone, view, vec![]);
+        let name = if upper { "BIG.Default.svc.cluster.local." } else { "big.default.svc.cluster.local." };
+        let mut q = Message::query();
+        let asked = Name::from_ascii(name).unwrap();
+        q.add_query(Query::query(asked.clone(), qtype));
+        if let Some(p) = payload {
+            let mut e = Edns::new();
+            e.set_max_payload(p);
+            q.set_edns(e);
+        }
+        let (transport, limit) = match (tcp, payload) {
+            (true, _) => (Transport::Tcp, 65535),
+            (false, Some(p)) => (Transport::Udp, usize::from(p.clamp(512, 1232))),
+            (false, None) => (Transport::Udp, 512),
+        };
+        let Reply::Now(out) = h.handle(&q.to_vec().unwrap(), transport) else {
+            return Err(TestCaseError::fail("no answer"));
+        };
+        prop_assert!(out.len() <= limit, "{} bytes over {limit}", out.len());
+        let m = common::whole_message(&out).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(m.metadata.id, q.metadata.id);
+        prop_assert!(m.queries[0].name().eq_case(&asked));
+        let family = if v6 { RecordType::AAAA } else { RecordType::A };
+        let all = match qtype {
+            RecordType::SRV => n,
+            t if t == family => n,
+            _ => 0,
+        };
+        prop_assert!(m.answers.len() <= all);
+        prop_assert_eq!(m.metadata.truncation, m.answers.len() < all || (qtype == RecordType::SRV && m.additionals.len() < n), "{} of {} answers", m.answers.len(), all);
+        for r in &m.answers {
+            prop_assert!(r.name.eq_case(&asked), "owner {} for {}", r.name, asked);
         }
     }
 }

@@ -1,16 +1,19 @@
-//! The server as a DNS client meets it: `dig` over UDP and TCP, EDNS0, truncation, bad input
-//! (FORMERR / NOTIMP / REFUSED, silence for non-queries, never a stalled server), SERVFAIL
-//! before the first sync, and a manifest change showing in answers.
+//! The server as a DNS client meets it: `dig` over UDP and TCP, EDNS0 (BADVERS past version
+//! 0), truncation at record boundaries within the transport's size (a headless Service with
+//! 3,000 endpoints), bad input (FORMERR / NOTIMP / REFUSED, silence for non-queries, never a
+//! stalled server), SERVFAIL before the first sync, a manifest change showing in answers, and a
+//! folder that cannot be read answering from its last good objects.
 
 mod common;
 
 use std::sync::Arc;
 
-use common::{ask, ask_with, dig, exchange};
-use hickory_proto::op::{Message, OpCode, Query, ResponseCode};
+use common::{ask, ask_with, dig, exchange, exchange_tcp, whole_message};
+use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-/// A headless Service with `n` ready endpoints: its A answer outgrows 512 bytes past ~30.
+/// A headless Service with `n` ready endpoints on port 8080: its A answer outgrows 512 bytes
+/// past ~30.
 fn big_headless(n: usize) -> String {
     let eps: Vec<String> = (0..n)
         .map(|i| format!("- {{addresses: [10.244.{}.{}]}}", i / 200, i % 200 + 1))
@@ -18,7 +21,7 @@ fn big_headless(n: usize) -> String {
     format!(
         "kind: Service\napiVersion: v1\nmetadata: {{name: big, namespace: default}}\nspec: {{clusterIP: None}}\n---\n\
          kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\nmetadata: {{name: big-1, namespace: default, labels: {{kubernetes.io/service-name: big}}}}\n\
-         addressType: IPv4\nendpoints:\n{}\n",
+         addressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n{}\n",
         eps.join("\n")
     )
 }
@@ -49,9 +52,10 @@ async fn big_answers_are_truncated_over_udp_and_whole_over_tcp() {
     let text = big_headless(100);
     let s = common::start(&[("big.yaml", &text)], 30, vec![]).await;
     let name = "big.default.svc.cluster.local";
-    // No EDNS: 512 bytes, so TC and an empty answer.
+    // No EDNS: 512 bytes, so TC and the records that fit, as CoreDNS cuts them.
     let m = ask(s.addr, name, RecordType::A).await;
-    assert!(m.metadata.truncation && m.answers.is_empty(), "{m:?}");
+    assert!(m.metadata.truncation, "{m:?}");
+    assert!(!m.answers.is_empty() && m.answers.len() < 100, "{m:?}");
     // EDNS 4096 is honoured up to our 1232: 100 A records (~1.6 kB) still do not fit.
     let m = ask_with(s.addr, name, RecordType::A, Some(4096)).await;
     assert!(m.metadata.truncation, "{m:?}");
@@ -228,4 +232,165 @@ async fn a_manifest_change_shows_in_the_answers() {
         m.metadata.response_code == ResponseCode::NXDomain
     })
     .await;
+}
+
+/// A question for `name`/`qtype`, with EDNS of `payload` and `version` when given.
+fn question(name: &str, qtype: RecordType, edns: Option<(u16, u8)>) -> Message {
+    let mut q = Message::query();
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    if let Some((payload, version)) = edns {
+        let mut e = Edns::new();
+        e.set_max_payload(payload);
+        e.set_version(version);
+        q.set_edns(e);
+    }
+    q
+}
+
+#[tokio::test]
+async fn a_headless_service_with_3000_endpoints_fits_every_transport() {
+    let s = common::start(&[("big.yaml", &big_headless(3000))], 30, vec![]).await;
+    let name = "big.default.svc.cluster.local";
+    for (qtype, edns, tcp, limit) in [
+        (RecordType::A, None, false, 512),
+        (RecordType::A, Some((1232, 0)), false, 1232),
+        (RecordType::A, None, true, 65535),
+        (RecordType::SRV, None, false, 512),
+        (RecordType::SRV, Some((4096, 0)), false, 1232),
+        (RecordType::SRV, Some((4096, 0)), true, 65535),
+    ] {
+        let q = question(name, qtype, edns);
+        let bytes = q.to_vec().unwrap();
+        let reply = if tcp {
+            exchange_tcp(s.addr, &bytes).await
+        } else {
+            exchange(s.addr, &bytes).await
+        };
+        let reply = reply.unwrap_or_else(|| panic!("{qtype} tcp={tcp}: no answer"));
+        let what = format!("{qtype} tcp={tcp} ({} bytes)", reply.len());
+        assert!(reply.len() <= limit, "{what}: over {limit}");
+        let m = whole_message(&reply).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{what}");
+        assert!(
+            !m.answers.is_empty(),
+            "{what}: the records that fit are sent: {m:?}"
+        );
+        // TC exactly when records were left out. SRV with the addresses of 3,000 targets never
+        // fits; over TCP more than a thousand A records do (hickory compresses 120 names a
+        // message, Unbound's limit, so past that each record carries its owner name whole).
+        let sent = m.answers.len();
+        let left_out = sent < 3000 || (qtype == RecordType::SRV && m.additionals.len() < 3000);
+        assert_eq!(m.metadata.truncation, left_out, "{what}");
+        if qtype == RecordType::A && tcp {
+            assert!(sent > 1000, "{what}: {sent} records");
+        }
+        assert_eq!(m.edns.is_some(), edns.is_some(), "{what}");
+    }
+    // dig reads the TCP answers as whole messages.
+    let out = dig(s.addr, &["+tcp", name, "SRV"]).await;
+    assert!(
+        out.contains("status: NOERROR") && out.contains("flags: qr aa tc"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("extra bytes") && !out.contains("malformed"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn an_edns_version_past_0_gets_badvers() {
+    let s = common::start(&[("web.yaml", WEB)], 30, vec![]).await;
+    let q = question(
+        "web.default.svc.cluster.local",
+        RecordType::A,
+        Some((1232, 1)),
+    );
+    let reply = exchange(s.addr, &q.to_vec().unwrap())
+        .await
+        .expect("an answer");
+    let m = Message::from_vec(&reply).expect("a DNS message");
+    // BADVERS (16; hickory names the code BADSIG, which shares it).
+    assert_eq!(u16::from(m.metadata.response_code), 16, "{m:?}");
+    assert!(m.answers.is_empty(), "{m:?}");
+    assert_eq!(m.edns.map(|e| e.version()), Some(0), "our version");
+    // dig says so too, and version 0 is answered.
+    let out = dig(
+        s.addr,
+        &[
+            "+edns=1",
+            "+noednsnegotiation",
+            "web.default.svc.cluster.local",
+            "A",
+        ],
+    )
+    .await;
+    assert!(out.contains("status: BADVERS"), "{out}");
+    let m = ask_with(
+        s.addr,
+        "web.default.svc.cluster.local",
+        RecordType::A,
+        Some(1232),
+    )
+    .await;
+    assert_eq!(m.answers.len(), 1);
+}
+
+#[tokio::test]
+async fn a_folder_moved_away_keeps_its_answers_and_a_missing_one_is_never_ready() {
+    // The folder is inside a scratch directory, so a failing test leaves nothing behind.
+    let parent = tempfile::Builder::new()
+        .prefix("wnt-dns-")
+        .tempdir()
+        .unwrap();
+    let dir = parent.path().join("manifests");
+    std::fs::create_dir(&dir).unwrap();
+    common::write_manifests(&dir, &[("web.yaml", WEB)]);
+    let s = serve(&dir).await;
+    let addr = s.addrs[0];
+    let name = "web.default.svc.cluster.local";
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(m.answers.len(), 1);
+    std::fs::rename(&dir, parent.path().join("away")).unwrap();
+    common::eventually(addr, name, RecordType::A, |m| {
+        m.metadata.response_code == ResponseCode::NXDomain || s.metrics.source_errors.get() > 0
+    })
+    .await;
+    let m = ask(addr, name, RecordType::A).await;
+    assert_eq!(
+        common::answers(&m),
+        ["web.default.svc.cluster.local. a 10.96.0.20"],
+        "answered from the last good objects while the folder is away"
+    );
+
+    // Started on a folder that is not there (a mistyped path): not ready, SERVFAIL (never
+    // NXDOMAIN, which clients would cache), until it appears.
+    let dir = parent.path().join("mistyped");
+    let running = serve(&dir).await;
+    let ready = || {
+        running
+            .metrics
+            .ready
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let m = ask(running.addrs[0], name, RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::ServFail, "{m:?}");
+    assert!(!ready());
+    std::fs::create_dir(&dir).unwrap();
+    common::write_manifests(&dir, &[("web.yaml", WEB)]);
+    common::eventually(running.addrs[0], name, RecordType::A, |m| {
+        m.answers.len() == 1
+    })
+    .await;
+    assert!(ready());
+}
+
+/// The DNS serving the manifests in `dir` on a loopback port.
+async fn serve(dir: &std::path::Path) -> dns::Running {
+    let objects = kubesrc::manifests::watch(dir.to_path_buf(), dns::MANIFEST_POLL);
+    let config = common::config(30, vec![], dir.to_path_buf());
+    let sockets = dns::Sockets::bind(&["127.0.0.1:0".parse().unwrap()])
+        .await
+        .unwrap();
+    dns::start(&config, sockets, objects).unwrap()
 }

@@ -69,8 +69,9 @@ impl PodSockets {
         &self.netns
     }
 
-    /// A new non-blocking, close-on-exec socket in the pod's namespace, with SO_REUSEADDR, bound
-    /// to `bind` when given.
+    /// A new non-blocking, close-on-exec socket in the pod's namespace, bound to `bind` when
+    /// given; with SO_REUSEADDR when that names a port (a server's), never for an ephemeral
+    /// one (port 0, or none).
     pub async fn socket(
         &self,
         domain: Domain,
@@ -144,8 +145,13 @@ fn make(domain: Domain, ty: Type, bind: Option<SocketAddr>) -> io::Result<Socket
     };
     let s = Socket::new(domain, ty.cloexec(), Some(protocol))?;
     s.set_nonblocking(true)?;
-    // Another server in the pod may bind the wildcard address on the same port.
-    s.set_reuse_address(true)?;
+    // A server's port: another server in the pod may bind the wildcard address on it. Never
+    // on an ephemeral port: Linux gives a UDP socket with SO_REUSEADDR a port another such
+    // socket holds, and the newer socket then gets every datagram to it, so a query whose
+    // port was given out again never sees its answer.
+    if bind.is_some_and(|a| a.port() != 0) {
+        s.set_reuse_address(true)?;
+    }
     if let Some(addr) = bind {
         s.bind(&addr.into())?;
     }

@@ -189,6 +189,95 @@ fn a_server_in_the_pod_can_still_bind_the_udp_wildcard_beside_the_stub() {
     drop(stub);
 }
 
+/// Many queries at once from one pod, as the doctor asks every Service's name and a busy stub
+/// forwards: each query's socket has a port of its own, so each gets its own answer. (Linux
+/// gives a UDP socket with SO_REUSEADDR an ephemeral port another such socket already holds,
+/// and the newer socket takes every datagram to it: the older query then goes unanswered
+/// through all its resends.)
+#[test]
+fn queries_at_once_from_a_pod_each_get_their_own_answer() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use dnsclient::sockets::PodSockets;
+    use dnsclient::upstream::{Targets, Upstream};
+    use hickory_proto::rr::Name;
+
+    const QUERIES: usize = 2000;
+    let pod = Pod::new("many");
+    let sockets = Arc::new(PodSockets::open(&pod.netns).expect("the pod's socket maker"));
+    // A server in the pod that answers every query with itself marked as an answer, once it
+    // holds all of them (or 1 s after the first): every query is in flight at once, each on
+    // its socket, as when a pod asks many names together.
+    let server = pod
+        .netns
+        .run(|| {
+            std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| host::HostError::io("bind", e))
+        })
+        .expect("the server's socket");
+    let addr = server.local_addr().expect("the server's address");
+    server
+        .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .expect("a read timeout");
+    let stop = Arc::new(AtomicBool::new(false));
+    let answering = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            let mut held: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let mut first = None;
+            let mut answering = false;
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok((n, from)) = server.recv_from(&mut buf)
+                    && n > 2
+                {
+                    buf[2] |= 0x80;
+                    seen.insert((from, [buf[0], buf[1]]));
+                    first.get_or_insert_with(std::time::Instant::now);
+                    held.push((buf[..n].to_vec(), from));
+                }
+                answering |= seen.len() >= QUERIES
+                    || first.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(1));
+                if answering {
+                    for (answer, to) in held.drain(..) {
+                        let _ = server.send_to(&answer, to);
+                    }
+                }
+            }
+        })
+    };
+    // Resent as the doctor asks (at 0, 1.5 s, given up at 3 s): a datagram the busy server's
+    // socket drops is asked again; only an answer delivered to another query's socket is lost.
+    let wait = std::time::Duration::from_millis(1500);
+    let upstream = Upstream::new(
+        vec![addr],
+        Schedule(vec![(Targets::One(0), wait); 2]),
+        Arc::clone(&sockets),
+    );
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let outcomes: Vec<Outcome> = rt.block_on(async {
+        let name = Name::from_ascii("web.default.svc.cluster.local.").expect("name");
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..QUERIES {
+            let (u, name) = (upstream.clone(), name.clone());
+            set.spawn(async move { u.query(&name, RecordType::A).await.outcome });
+        }
+        set.join_all().await
+    });
+    stop.store(true, Ordering::SeqCst);
+    answering.join().expect("the server thread");
+    let unanswered = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Timeout))
+        .count();
+    assert_eq!(
+        unanswered, 0,
+        "{unanswered} of {QUERIES} queries went unanswered: their answers went to another \
+         query's socket on the same port"
+    );
+}
+
 #[test]
 fn a_timeout_ends_the_walk_and_the_application_gets_servfail_in_bounded_time() {
     let pod = Pod::new("timeout");

@@ -598,6 +598,28 @@ fn exceptions_that_miss_the_cluster_cidr() {
     assert!(names(&f[0], "Endpoint", EP) && f[0].summary.contains("10.244.0.0/16"));
 }
 
+/// Loopback DSR's OutBoundNAT names the pod's own address: it translates only the hairpin, so
+/// a config with no other OutBoundNAT has no exceptions to miss.
+#[test]
+fn the_loopback_dsr_policy_alone_needs_no_exceptions() {
+    let mut s = healthy();
+    let mut ep = endpoint(EP, POD_IP, false, &[]);
+    ep.policies = vec![hcn::EndpointPolicy::OutBoundNat(
+        hcn::policy::OutboundNatPolicySetting {
+            destinations: vec![POD_IP.into()],
+            ..Default::default()
+        },
+    )];
+    s.hns.endpoints[0] = ep;
+    let found = diagnose(&s);
+    assert!(
+        found
+            .iter()
+            .all(|f| f.kind != ProblemKind::ExceptionsMissClusterCidr),
+        "{found:?}"
+    );
+}
+
 #[test]
 fn a_pod_whose_dns_differs_from_its_endpoint() {
     let mut s = healthy();

@@ -102,6 +102,16 @@ impl NetConf {
         }
     }
 
+    /// True when `subnet` is one a node may lease under this config: a `SubnetLen` subnet of
+    /// `Network` other than its first, which flannel leaves unused (its SubnetMin..SubnetMax).
+    /// A lease or a last run's subnet that does not fit was made under another config.
+    pub fn holds(&self, subnet: Ipv4Net) -> bool {
+        subnet.prefix_len() == self.subnet_len
+            && subnet.trunc() == subnet
+            && self.network.contains(&subnet)
+            && subnet.network() != self.network.network()
+    }
+
     /// The vxlan data to lease before the device or network exists (no VtepMAC yet).
     pub fn initial_vxlan(&self, vni: u32) -> Option<crate::lease::VxlanData> {
         (self.backend.backend_type == BackendType::Vxlan).then_some(crate::lease::VxlanData {

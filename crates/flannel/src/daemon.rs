@@ -131,7 +131,7 @@ impl Daemon {
         let mut lease = loop {
             let got = match &mut manager {
                 Manager::Etcd(m) => m.acquire(&conf, &attrs, previous).await,
-                Manager::Kube(m) => m.acquire(&attrs).await,
+                Manager::Kube(m) => m.acquire(conf.network, &attrs).await,
             };
             match got {
                 Ok(l) => break l,
@@ -143,7 +143,7 @@ impl Daemon {
             }
         };
         tracing::info!(subnet = %lease.subnet, "leased");
-        let built = build(&opts, &conf, &mut manager, &mut backend, &mut lease, attrs).await;
+        let built = build(&opts, &conf, &mut manager, &mut backend, &mut lease).await;
         if let Err(e) = built {
             // Nothing half-made: a lease without a network would route other nodes to a
             // subnet nobody serves.
@@ -242,26 +242,24 @@ impl Daemon {
     }
 }
 
-/// Builds the backend's network for `lease`, publishes what it learnt (the VtepMAC), sets up
-/// masquerading and writes subnet.env.
+/// Builds the backend's network for `lease`, publishes what it learnt (the VtepMAC) when the
+/// lease does not say it already, sets up masquerading and writes subnet.env.
 async fn build(
     opts: &Options,
     conf: &NetConf,
     manager: &mut Manager,
     backend: &mut Backend,
     lease: &mut Lease,
-    mut attrs: LeaseAttrs,
 ) -> Result<(), Error> {
     let data = match backend {
         Backend::Windows(b) => b.setup(lease).await?,
         Backend::Linux(b) => b.setup(lease)?,
     };
-    if data != attrs.vxlan {
-        attrs.vxlan = data;
-        lease.attrs = attrs;
+    if data != lease.attrs.vxlan {
+        lease.attrs.vxlan = data;
         match manager {
-            Manager::Etcd(m) => m.publish(&attrs).await?,
-            Manager::Kube(m) => m.publish(&attrs).await?,
+            Manager::Etcd(m) => m.publish(&lease.attrs).await?,
+            Manager::Kube(m) => m.publish(&lease.attrs).await?,
         }
     }
     if opts.ip_masq && opts.os == Os::Linux {

@@ -109,19 +109,47 @@ impl EtcdManager {
         attrs: &LeaseAttrs,
         previous: Option<Ipv4Net>,
     ) -> Result<Lease, Error> {
-        let (leases, _) = self.all().await?;
+        let (mut leases, _) = self.all().await?;
+        if let Some(at) = leases
+            .iter()
+            .position(|(l, _)| l.attrs.public_ip == attrs.public_ip && !conf.holds(l.subnet))
+        {
+            // Leased under an earlier config (its Network or SubnetLen changed): given up, as
+            // flannel does, for one of this config.
+            let (old, _) = leases.remove(at);
+            tracing::info!(
+                "found lease {} for this node ({}) but it is not compatible with the current config (Network {}, SubnetLen {}); deleting it",
+                old.subnet,
+                attrs.public_ip,
+                conf.network,
+                conf.subnet_len
+            );
+            self.delete(old.subnet).await?;
+        }
+        let previous = previous.filter(|p| {
+            let fits = conf.holds(*p);
+            if !fits {
+                tracing::warn!(
+                    "subnet {p} of the last run is not compatible with the current config (Network {}, SubnetLen {}); ignoring it",
+                    conf.network,
+                    conf.subnet_len
+                );
+            }
+            fits
+        });
         if let Some((l, id)) = leases
             .iter()
             .find(|(l, _)| l.attrs.public_ip == attrs.public_ip)
         {
             self.mine = Some((l.subnet, *id));
             if self.renew().await.is_ok() {
-                if l.attrs != *attrs {
-                    self.publish(attrs).await?;
+                let attrs = attrs.keeping_vtep_mac_of(&l.attrs);
+                if l.attrs != attrs {
+                    self.publish(&attrs).await?;
                 }
                 return Ok(Lease {
                     subnet: l.subnet,
-                    attrs: *attrs,
+                    attrs,
                 });
             }
         }
@@ -134,7 +162,6 @@ impl EtcdManager {
                 l.attrs.public_ip
             );
         }
-        let mut leases = leases;
         for attempt in 0..ACQUIRE_ATTEMPTS {
             let taken: Vec<Ipv4Net> = leases.iter().map(|(l, _)| l.subnet).collect();
             let rand = if attempt == 0 { 0 } else { random() };
@@ -182,6 +209,13 @@ impl EtcdManager {
             let _ = self.client.lease_revoke(lease).await;
         }
         Ok(ok)
+    }
+
+    /// Deletes the key of `subnet`.
+    async fn delete(&mut self, subnet: Ipv4Net) -> Result<(), Error> {
+        let key = format!("{}{}", self.subnets_prefix(), subnet_key(subnet));
+        self.client.delete(key.as_str(), None).await.map_err(etcd)?;
+        Ok(())
     }
 
     /// Rewrites our lease's value (the VtepMAC once the network exists).
@@ -321,7 +355,7 @@ pub fn pick_subnet(
     let free = |s: &Ipv4Net| {
         conf.network.contains(s) && !taken.iter().any(|t| t.contains(s) || s.contains(t))
     };
-    if let Some(p) = previous.filter(|p| p.prefix_len() == conf.subnet_len && free(p)) {
+    if let Some(p) = previous.filter(|p| conf.holds(*p) && free(p)) {
         return Some(p);
     }
     let bag: Vec<Ipv4Net> = conf
@@ -378,6 +412,22 @@ mod tests {
             Some(net("10.244.1.0/24")),
             "taken: the first free one for rand 0"
         );
+    }
+
+    #[test]
+    fn a_subnet_of_another_network_or_length_is_not_held() {
+        let c = conf();
+        assert!(c.holds(net("10.244.1.0/24")));
+        assert!(c.holds(net("10.244.255.0/24")));
+        for other in [
+            "10.99.1.0/24",
+            "10.244.0.0/24",
+            "10.244.1.0/25",
+            "10.244.0.0/16",
+        ] {
+            assert!(!c.holds(net(other)), "{other}");
+            assert_ne!(pick_subnet(&c, &[], Some(net(other)), 0), Some(net(other)));
+        }
     }
 
     #[test]

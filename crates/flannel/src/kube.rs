@@ -50,8 +50,9 @@ impl KubeManager {
     }
 
     /// This node's lease: its podCIDR, published with `attrs`. Fails (and changes nothing)
-    /// when the Node has no IPv4 podCIDR yet or another Node has the same one.
-    pub async fn acquire(&mut self, attrs: &LeaseAttrs) -> Result<Lease, Error> {
+    /// when the Node has no IPv4 podCIDR yet, the podCIDR is outside `network` (the
+    /// net-conf's), or another Node has the same one.
+    pub async fn acquire(&mut self, network: Ipv4Net, attrs: &LeaseAttrs) -> Result<Lease, Error> {
         let node = self
             .nodes
             .get_opt(&self.name)
@@ -69,6 +70,14 @@ impl KubeManager {
                 self.name
             ))
         })?;
+        if !network.contains(&subnet) {
+            // flannel's words; the Node's podCIDR is the controller manager's, from
+            // --cluster-cidr, which must lie inside net-conf.json's Network.
+            return Err(Error::Config(format!(
+                "subnet \"{network}\" specified in the flannel net config doesn't contain \"{subnet}\" PodCIDR of the \"{}\" node; make net-conf.json's Network hold the cluster's pod CIDRs (the controller manager's --cluster-cidr)",
+                self.name
+            )));
+        }
         let all = self
             .nodes
             .list(&Default::default())
@@ -86,14 +95,15 @@ impl KubeManager {
             )));
         }
         let have = node.metadata.annotations.clone().unwrap_or_default();
+        let attrs = match LeaseAttrs::from_annotations(&have) {
+            Some(Ok(published)) => attrs.keeping_vtep_mac_of(&published),
+            _ => *attrs,
+        };
         let want = attrs.to_annotations();
         if want.iter().any(|(k, v)| have.get(k) != Some(v)) {
-            self.publish(attrs).await?;
+            self.publish(&attrs).await?;
         }
-        Ok(Lease {
-            subnet,
-            attrs: *attrs,
-        })
+        Ok(Lease { subnet, attrs })
     }
 
     /// Writes `attrs` into this Node's annotations.

@@ -91,6 +91,22 @@ pub struct Lease {
     pub attrs: LeaseAttrs,
 }
 
+/// The subnets of the vxlan leases in `leases` that have no VtepMAC yet: nodes between
+/// leasing and making their network (flannel's Windows backend leases before its network
+/// exists, and so does a restarted flanneld of an older winnet). What a node has for these
+/// subnets stays as it is, neither added nor removed, until their MAC comes: removing it
+/// would cut traffic to a node that is only restarting.
+pub fn without_vtep_mac(leases: &[Lease]) -> Vec<Ipv4Net> {
+    leases
+        .iter()
+        .filter(|l| {
+            l.attrs.backend_type == BackendType::Vxlan
+                && l.attrs.vxlan.is_none_or(|d| d.vtep_mac.is_none())
+        })
+        .map(|l| l.subnet)
+        .collect()
+}
+
 /// The JSON value of an etcd lease key, as flannel writes it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct LeaseJson {
@@ -150,6 +166,29 @@ impl LeaseAttrs {
             backend_type,
             vxlan,
         })
+    }
+
+    /// What a starting flanneld publishes over the lease `published` it holds from its last
+    /// run: its own attributes, with the VtepMAC of `published` while its own is not known
+    /// yet (it comes from the VXLAN device or the HNS network, made or adopted after the
+    /// lease). Publishing the lease without a VtepMAC would have the other nodes drop their
+    /// routes to this node until the MAC follows; a network remade with another MAC is
+    /// published as soon as it is known.
+    pub fn keeping_vtep_mac_of(self, published: &LeaseAttrs) -> LeaseAttrs {
+        match (self.vxlan, published.vxlan) {
+            (Some(mine), Some(theirs))
+                if mine.vtep_mac.is_none()
+                    && mine.vni == theirs.vni
+                    && self.backend_type == published.backend_type
+                    && self.public_ip == published.public_ip =>
+            {
+                LeaseAttrs {
+                    vxlan: Some(theirs),
+                    ..self
+                }
+            }
+            _ => self,
+        }
     }
 
     /// The Node annotations the kube subnet manager publishes.
@@ -227,6 +266,46 @@ mod tests {
         );
         assert_eq!(LeaseAttrs::from_annotations(&a), Some(Ok(attrs())));
         assert_eq!(LeaseAttrs::from_annotations(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn a_restart_keeps_the_published_vtep_mac_until_it_knows_its_own() {
+        let starting = LeaseAttrs {
+            vxlan: Some(VxlanData {
+                vni: 4096,
+                vtep_mac: None,
+            }),
+            ..attrs()
+        };
+        assert_eq!(starting.keeping_vtep_mac_of(&attrs()), attrs());
+        // A MAC of its own wins; another VNI, backend or address is another lease.
+        let other_mac = LeaseAttrs {
+            vxlan: Some(VxlanData {
+                vni: 4096,
+                vtep_mac: Some(Mac([2, 0, 0, 0, 0, 1])),
+            }),
+            ..attrs()
+        };
+        assert_eq!(other_mac.keeping_vtep_mac_of(&attrs()), other_mac);
+        let other_vni = LeaseAttrs {
+            vxlan: Some(VxlanData {
+                vni: 4097,
+                vtep_mac: None,
+            }),
+            ..attrs()
+        };
+        assert_eq!(other_vni.keeping_vtep_mac_of(&attrs()), other_vni);
+        let moved = LeaseAttrs {
+            public_ip: Ipv4Addr::new(192, 168, 77, 12),
+            ..starting
+        };
+        assert_eq!(moved.keeping_vtep_mac_of(&attrs()), moved);
+        let host_gw = LeaseAttrs {
+            backend_type: BackendType::HostGw,
+            vxlan: None,
+            ..attrs()
+        };
+        assert_eq!(host_gw.keeping_vtep_mac_of(&attrs()), host_gw);
     }
 
     #[test]

@@ -135,6 +135,7 @@ impl LinuxBackend {
                     &mut crate::stack::Kernel,
                     &self.conf,
                     self.subnet,
+                    &[],
                     &want,
                     None,
                 )
@@ -155,7 +156,20 @@ impl LinuxBackend {
                 Some((l.subnet, mac, IpAddr::V4(l.attrs.public_ip)))
             })
             .collect();
+        let pending = crate::lease::without_vtep_mac(remote);
         let mut nl = Netlink::open()?;
+        let have_neigh: Vec<_> = nl
+            .neighbors()?
+            .into_iter()
+            .filter(|n| n.index == index)
+            .collect();
+        // What a pending lease's node had stays: its neighbour and the FDB entry of its MAC.
+        let kept_neigh = |ip: &IpAddr| pending.iter().any(|p| IpAddr::V4(p.network()) == *ip);
+        let kept_macs: HashSet<[u8; 6]> = have_neigh
+            .iter()
+            .filter(|n| kept_neigh(&n.ip))
+            .filter_map(|n| n.mac)
+            .collect();
         // FDB first, then the neighbour, then the route: a packet never finds a route
         // without the way to deliver it.
         let want_fdb: HashSet<([u8; 6], IpAddr)> =
@@ -164,6 +178,7 @@ impl LinuxBackend {
         for e in &have_fdb {
             if let Some(dst) = e.dst
                 && !want_fdb.contains(&(e.mac, dst))
+                && !kept_macs.contains(&e.mac)
             {
                 nl.del_fdb(index, e.mac, dst)?;
             }
@@ -177,13 +192,8 @@ impl LinuxBackend {
             .iter()
             .map(|(s, mac, _)| (IpAddr::V4(s.network()), mac.0))
             .collect();
-        let have_neigh: Vec<_> = nl
-            .neighbors()?
-            .into_iter()
-            .filter(|n| n.index == index)
-            .collect();
         for n in &have_neigh {
-            if !n.mac.is_some_and(|m| want_neigh.contains(&(n.ip, m))) {
+            if !n.mac.is_some_and(|m| want_neigh.contains(&(n.ip, m))) && !kept_neigh(&n.ip) {
                 nl.del_neighbor(index, n.ip)?;
             }
         }
@@ -208,6 +218,7 @@ impl LinuxBackend {
             &mut crate::stack::Kernel,
             &self.conf,
             self.subnet,
+            &pending,
             &want,
             Some(index),
         )

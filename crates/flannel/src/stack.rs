@@ -75,12 +75,14 @@ impl NodeStack for Kernel {
     }
 }
 
-/// Makes the stack's routes into the cluster network (other than `own`) exactly `want`:
-/// missing ones added (on-link when `onlink_dev` is their device), others removed.
+/// Makes the stack's routes into the cluster network (other than `own` and the subnets
+/// `keep`, whose routes stay as they are) exactly `want`: missing ones added (on-link when
+/// `onlink_dev` is their device), others removed.
 pub fn sync_routes(
     stack: &mut dyn NodeStack,
     conf: &NetConf,
     own: Option<Ipv4Net>,
+    keep: &[Ipv4Net],
     want: &[RouteEntry],
     onlink_dev: Option<u32>,
 ) -> Result<(), Error> {
@@ -92,6 +94,7 @@ pub fn sync_routes(
             r.gateway.is_some()
                 && cluster.contains(&r.destination)
                 && own.is_none_or(|o| r.destination != IpNet::V4(o))
+                && !keep.iter().any(|k| r.destination == IpNet::V4(*k))
         })
         .collect();
     let same = |a: &RouteEntry, b: &RouteEntry| {

@@ -63,6 +63,27 @@ impl SubnetEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_last_runs_subnet_reads_back_and_no_text_makes_it_panic(
+            addr in any::<u32>(),
+            len in 8u8..=30,
+            noise in proptest::collection::vec("[ -~]{0,30}|FLANNEL_SUBNET=[ -~]{0,20}", 0..6),
+            mtu in any::<u32>(),
+            ip_masq in any::<bool>(),
+        ) {
+            let text = noise.join("\n");
+            if let Some(s) = SubnetEnv::previous_subnet(&text) {
+                prop_assert_eq!(s, s.trunc());
+            }
+            let subnet = Ipv4Net::new(Ipv4Addr::from(addr), len).expect("len <= 32").trunc();
+            let network = Ipv4Net::new(subnet.network(), len - 4).expect("len <= 32").trunc();
+            let env = SubnetEnv { network, subnet, mtu, ip_masq };
+            prop_assert_eq!(SubnetEnv::previous_subnet(&env.render()), Some(subnet));
+        }
+    }
 
     #[test]
     fn the_file_is_flannels_and_replaced_whole() {

@@ -370,7 +370,14 @@ impl WindowsBackend {
                 metric: None,
             })
             .collect();
-        crate::stack::sync_routes(self.stack.as_mut(), &self.conf, self.subnet, &want, None)
+        crate::stack::sync_routes(
+            self.stack.as_mut(),
+            &self.conf,
+            self.subnet,
+            &[],
+            &want,
+            None,
+        )
     }
 
     async fn remote_subnet_routes(&self, remote: &[Lease]) -> Result<(), Error> {
@@ -379,6 +386,7 @@ impl WindowsBackend {
         };
         let want: Vec<RemoteSubnetRoutePolicySetting> =
             remote.iter().filter_map(remote_subnet_route).collect();
+        let pending = crate::lease::without_vtep_mac(remote);
         // flannel's Windows vxlan backend leases and routes IPv4 only: an IPv6 route on the
         // network is its operator's (a dual-stack Overlay, lab::dual_stack), which flannel
         // neither adds nor removes (upstream touches only each lease's own policy).
@@ -395,6 +403,11 @@ impl WindowsBackend {
         let stale: Vec<NetworkPolicy> = have
             .iter()
             .filter(|h| !want.contains(h))
+            .filter(|h| {
+                !pending
+                    .iter()
+                    .any(|p| h.destination_prefix == IpNet::V4(*p))
+            })
             .map(|h| NetworkPolicy::RemoteSubnetRoute(h.clone()))
             .collect();
         let new: Vec<NetworkPolicy> = want

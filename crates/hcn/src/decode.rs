@@ -50,7 +50,48 @@ pub fn decode<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<T, DecodeE
             format!("not valid JSON: {e}"),
         )
     })?;
+    if !value.is_object() {
+        // serde would read an array as a struct's fields in order: `[]` as an object with none.
+        return Err(DecodeError::new(
+            HResult::E_INVALIDARG,
+            "(document)",
+            format!(
+                "must be a JSON object ({{\"Name\": ...}}), not {}",
+                json_kind(&value)
+            ),
+        ));
+    }
     decode_value(value)
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// The longest `Name` of a network or an endpoint, in UTF-16 code units (Windows' characters).
+/// HNS documents no limit of its own; a network's name is its vSwitch's and its host vNIC's
+/// (`vEthernet (<name>)`), an endpoint's its port's, and Windows keeps interface names and
+/// aliases in `IF_MAX_STRING_SIZE` (256) characters.
+pub const MAX_NAME: usize = 256;
+
+/// Refuses a name longer than [`MAX_NAME`].
+fn check_name(name: &str) -> Result<(), DecodeError> {
+    let length = name.encode_utf16().count();
+    if length > MAX_NAME {
+        return Err(DecodeError::new(
+            HResult::E_INVALIDARG,
+            "Name",
+            format!("is {length} characters long; HNS takes names of at most {MAX_NAME}"),
+        ));
+    }
+    Ok(())
 }
 
 /// As [`decode`], from a parsed value.
@@ -82,6 +123,7 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
 
 impl Validate for Network {
     fn validate(&self) -> Result<(), DecodeError> {
+        check_name(&self.name)?;
         for (i, range) in self.mac_pool.ranges.iter().enumerate() {
             if range.start_mac_address.to_u64() > range.end_mac_address.to_u64() {
                 return Err(DecodeError::new(
@@ -128,6 +170,7 @@ impl Validate for Network {
 
 impl Validate for Endpoint {
     fn validate(&self) -> Result<(), DecodeError> {
+        check_name(&self.name)?;
         for (i, config) in self.ip_configurations.iter().enumerate() {
             let max = match config.ip_address {
                 Some(std::net::IpAddr::V6(_)) => 128,

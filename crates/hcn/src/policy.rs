@@ -304,6 +304,20 @@ pub struct EncapOverheadPolicySetting {
     pub overhead: u16,
 }
 
+impl EncapOverheadPolicySetting {
+    /// The MTU of a vNIC before encapsulation takes its share: Ethernet's.
+    pub const BASE_MTU: u16 = 1500;
+    /// The smallest MTU an interface may have for IPv4 (RFC 791; Linux's `ETH_MIN_MTU`).
+    pub const MIN_MTU: u16 = 68;
+
+    /// The vNIC's MTU with this overhead; `None` when less than [`Self::MIN_MTU`] is left.
+    pub fn mtu(&self) -> Option<u16> {
+        Self::BASE_MTU
+            .checked_sub(self.overhead)
+            .filter(|m| *m >= Self::MIN_MTU)
+    }
+}
+
 /// `Iov`: SR-IOV offload settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]

@@ -71,6 +71,20 @@ impl MacAddress {
         let b = v.to_be_bytes();
         MacAddress([b[2], b[3], b[4], b[5], b[6], b[7]])
     }
+
+    /// Why the address cannot be a NIC's: all zeros, broadcast, or multicast (the low bit of
+    /// its first byte set); `None` for a unicast address.
+    pub fn not_unicast(self) -> Option<&'static str> {
+        if self.0 == [0; 6] {
+            Some("the zero address")
+        } else if self.0 == [0xff; 6] {
+            Some("the broadcast address")
+        } else if self.0[0] & 1 == 1 {
+            Some("a multicast address (the low bit of its first byte is set)")
+        } else {
+            None
+        }
+    }
 }
 
 impl fmt::Display for MacAddress {

@@ -18,7 +18,7 @@ use crate::{Compiler, PortWant, acl, mac, nat, network, route};
 use hns::state::State;
 
 /// The Ethernet MTU pods get without an `EncapOverhead` policy.
-pub const BASE_MTU: u16 = 1500;
+pub const BASE_MTU: u16 = hcn::policy::EncapOverheadPolicySetting::BASE_MTU;
 
 /// The origin of an endpoint's own rules.
 pub fn origin(ep: &Endpoint) -> Origin {

@@ -28,24 +28,35 @@ pub fn parse_net(s: &str) -> Option<IpNet> {
 /// The combined `OutBoundNAT` policies of an endpoint (win-bridge appends one per CIDR).
 #[derive(Debug, Default)]
 struct Outbound {
-    /// An `OutBoundNAT` policy asked for it (not only a NAT network's WinNAT).
+    /// An `OutBoundNAT` policy without `Destinations` asked for it (not only a NAT network's
+    /// WinNAT).
     explicit: bool,
+    /// Everything not excepted is NATed: a policy without `Destinations`, or a NAT network.
+    all: bool,
     exceptions: Vec<IpNet>,
+    /// NATed whatever the exceptions say. A policy that names destinations (loopback DSR's,
+    /// the pod's own address) NATs only toward them.
     destinations: Vec<IpNet>,
     virtual_ip: Option<IpAddr>,
 }
 
 fn outbound(ep: &Endpoint, net: &Network, mode: Mode) -> Option<Outbound> {
-    let mut o = Outbound::default();
-    let mut any = mode.implicit_outbound_nat();
+    let mut o = Outbound {
+        all: mode.implicit_outbound_nat(),
+        ..Outbound::default()
+    };
+    let mut any = o.all;
     for p in &ep.policies {
         if let EndpointPolicy::OutBoundNat(s) = p {
             any = true;
-            o.explicit = true;
-            o.exceptions
-                .extend(s.exceptions.iter().filter_map(|e| parse_net(e)));
-            o.destinations
-                .extend(s.destinations.iter().filter_map(|e| parse_net(e)));
+            let dests: Vec<IpNet> = s.destinations.iter().filter_map(|e| parse_net(e)).collect();
+            if dests.is_empty() {
+                o.explicit = true;
+                o.all = true;
+                o.exceptions
+                    .extend(s.exceptions.iter().filter_map(|e| parse_net(e)));
+            }
+            o.destinations.extend(dests);
             o.virtual_ip = o.virtual_ip.or(s.virtual_ip);
         }
     }
@@ -95,6 +106,9 @@ pub fn compile_outbound(
             let mut cond = out_dir().src_ip(ip);
             cond.dst = Some(dests);
             rules.push(Rule::new(100, cond, Action::Snat { pool }));
+        }
+        if !o.all {
+            continue;
         }
         // The node itself is not behind the NAT: its own addresses are reached as they are.
         let to_node: Vec<IpNet> = own.iter().filter(family).copied().collect();

@@ -1,7 +1,7 @@
 //! What a frame costs the pump at a TAP: a `read()` or `writev()` per frame against the pump's
 //! io_uring ([`hns_dataplane::ring::Ring`], a batch per system call), on one TAP in a scratch
 //! namespace, the two ways interleaved so that both see the same moments of the machine. The
-//! measure behind "io_uring in the pump" in BENCHMARKS.md.
+//! measure behind docs/benchmarks/io-uring.md.
 //!
 //! Root. `cargo run --release -p hns-dataplane --example tap_io [FRAMES]`; prints ns per frame.
 //! Writes: 64-byte frames to a MAC nobody has (the namespace's stack drops them on arrival),

@@ -434,31 +434,71 @@ fn open(spec: &Spec) -> Result<Io, HostError> {
     match spec {
         Spec::Uplink { nic } => PacketSocket::bind(nic).map(Io::Packet),
         Spec::Tap(s) => {
-            let tap = match &s.netns {
+            let made = match &s.netns {
                 Some(path) => Netns::from_path(path).run(|| make_tap(s))?,
                 None => make_tap(s)?,
             };
             if let (Some(dns), Some(name)) = (&s.dns, s.netns.as_ref().and_then(|p| p.file_name()))
             {
                 let f = &dns.file;
-                host::resolv::write(&name.to_string_lossy(), &f.servers, &f.search, &f.options)?;
+                let written =
+                    host::resolv::write(&name.to_string_lossy(), &f.servers, &f.search, &f.options);
+                if let Err(e) = written {
+                    made.abandon();
+                    return Err(e);
+                }
             }
-            Ok(Io::Tap(tap))
+            Ok(Io::Tap(made.queues))
         }
     }
 }
 
-/// In the TAP's namespace: open it (persistent) and give it its MAC, MTU, addresses and routes.
-fn make_tap(s: &TapSpec) -> Result<Vec<Tap>, HostError> {
+/// A TAP `make_tap` opened, and whether it made it (rather than adopting one).
+struct MadeTap {
+    queues: Vec<Tap>,
+    new: bool,
+}
+
+impl MadeTap {
+    /// Gives up a TAP that could not be made whole: one made now goes (not persistent, its
+    /// queues closed), so no half-made vNIC is left; an adopted one stays as it was found.
+    fn abandon(self) {
+        if self.new
+            && let Some(first) = self.queues.first()
+        {
+            let _ = first.set_persist(false);
+        }
+    }
+}
+
+/// In the TAP's namespace: open it (persistent) and give it its MAC, MTU, addresses and
+/// routes. A TAP made here that cannot be configured is removed again.
+fn make_tap(s: &TapSpec) -> Result<MadeTap, HostError> {
+    let mut nl = Netlink::open()?;
+    let new = nl.link(&s.name)?.is_none();
     // A queue per pump thread, so that the threads can read one vNIC's flows side by side.
-    let tap = Tap::open_queues(&s.name, crate::pump::threads().min(1 << QUEUE_BITS))?;
-    if let Some(first) = tap.first() {
-        first.set_persist(true)?;
+    let queues = Tap::open_queues(&s.name, crate::pump::threads().min(1 << QUEUE_BITS))?;
+    let made = MadeTap { queues, new };
+    if let Some(first) = made.queues.first()
+        && let Err(e) = first.set_persist(true)
+    {
+        made.abandon();
+        return Err(e);
     }
     if !s.configure {
-        return Ok(tap);
+        return Ok(made);
     }
-    let mut nl = Netlink::open()?;
+    match configure_tap(&mut nl, s) {
+        Ok(()) => Ok(made),
+        Err(e) => {
+            made.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// Gives a TAP its MAC, MTU, addresses and routes, and brings it up.
+fn configure_tap(nl: &mut Netlink, s: &TapSpec) -> Result<(), HostError> {
     let link = nl
         .link(&s.name)?
         .ok_or_else(|| HostError::NotFound(format!("TAP {} vanished after it was made", s.name)))?;
@@ -485,7 +525,7 @@ fn make_tap(s: &TapSpec) -> Result<Vec<Tap>, HostError> {
             metric: None,
         })?;
     }
-    Ok(tap)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -552,6 +592,43 @@ mod tests {
     #[test]
     fn hnsd_makes_namespaces_where_ip_netns_keeps_them() {
         assert_eq!(hns::state::NETNS_DIR, Netns::RUN_DIR);
+    }
+
+    /// A namespace of this test's own, removed when dropped.
+    struct ScratchNetns(Netns);
+
+    impl Drop for ScratchNetns {
+        fn drop(&mut self) {
+            let _ = self.0.delete();
+        }
+    }
+
+    #[test]
+    fn a_tap_that_cannot_be_configured_is_not_left_half_made() {
+        testkit::require_root("this test makes a network namespace and a TAP");
+        let ns = ScratchNetns(
+            Netns::create(&format!("hnsdp-tap-{}", std::process::id())).expect("netns"),
+        );
+        let Spec::Tap(mut spec) = pod_tap(&ns.0.path().to_string_lossy(), false) else {
+            unreachable!("pod_tap makes a TAP spec")
+        };
+        // The kernel takes no MTU below 68: configuring fails after the TAP exists.
+        spec.mtu = 0;
+        let err = open(&Spec::Tap(spec.clone()))
+            .err()
+            .expect("an MTU of 0 is refused");
+        assert!(err.to_string().contains("MTU"), "{err}");
+        let left =
+            ns.0.run(|| Netlink::open()?.link("eth0"))
+                .expect("look in the namespace");
+        assert_eq!(left.map(|l| l.name), None, "a half-made TAP was left");
+        // Made whole, it stays (persistent) after its queues are closed.
+        spec.mtu = 1500;
+        drop(open(&Spec::Tap(spec)).expect("a TAP"));
+        let left =
+            ns.0.run(|| Netlink::open()?.link("eth0"))
+                .expect("look in the namespace");
+        assert!(left.is_some_and(|l| l.up), "the vNIC is gone or down");
     }
 
     #[test]

@@ -34,19 +34,18 @@ pub async fn run_hnsd(
     config: &HnsdConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HnsdError> {
-    let socket = &config.server.socket;
     let (listener, service) = server::open(&config.server)?;
     let dataplane = match &config.dataplane {
         Some(dp) => match Dataplane::start(&service, dp.clone()) {
             Ok(d) => Some(d),
             Err(e) => {
-                server::abandon(listener, &service, socket);
+                server::abandon(listener, &service);
                 return Err(e.into());
             }
         },
         None => None,
     };
-    let served = server::serve(listener, service, socket, shutdown).await;
+    let served = server::serve(listener, service, shutdown).await;
     if let Some(d) = dataplane {
         d.stop();
     }

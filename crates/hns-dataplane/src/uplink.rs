@@ -5,6 +5,7 @@
 //! dir before anything is touched, so a restarted hnsd knows the NIC is already taken.
 
 use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use hcn::NetworkType;
@@ -327,9 +328,15 @@ fn write_record(path: &Path, r: &Record) -> Result<(), HostError> {
     let bytes = serde_json::to_vec_pretty(r)
         .map_err(|e| HostError::Invalid(format!("uplink record: {e}")))?;
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| io("write", e))?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io("sync", e))?;
+    // hnsd's own record: 0600, as everything it makes.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| io("write", e))?;
+    std::io::Write::write_all(&mut file, &bytes).map_err(|e| io("write", e))?;
+    file.sync_all().map_err(|e| io("sync", e))?;
     std::fs::rename(&tmp, path).map_err(|e| io("rename", e))
 }

@@ -1,7 +1,7 @@
 //! Profiles: which Windows Server build hnsd reproduces. One table, [`PROFILES`], holds all a
 //! profile is: its HNS version (the features follow from it, as clients derive them), its
-//! backend limit per load balancer and its documented limitations. README's profile table is
-//! rendered from it ([`markdown_table`]).
+//! backend limit per load balancer and its documented limitations. The profile table of
+//! docs/profiles.md is rendered from it ([`markdown_table`]).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -194,8 +194,8 @@ impl FromStr for Profile {
     }
 }
 
-/// [`PROFILES`] as the Markdown table README shows: one column per profile, one row per
-/// version, limit, feature and limitation ("yes" under a limitation: the build has it).
+/// [`PROFILES`] as the Markdown table docs/profiles.md shows: one column per profile, one row
+/// per version, limit, feature and limitation ("yes" under a limitation: the build has it).
 pub fn markdown_table() -> String {
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
     let mut rows: Vec<(String, Vec<String>)> = vec![
@@ -311,7 +311,7 @@ impl Limitation {
         }
     }
 
-    /// What the limitation takes away, in a few words (README's profile table).
+    /// What the limitation takes away, in a few words (the profile table of docs/profiles.md).
     pub fn summary(self) -> &'static str {
         match self {
             Limitation::IcmpThroughOutboundNat => "no ICMP through OutboundNAT to remote networks",

@@ -655,6 +655,138 @@ async fn bad_input_gets_an_error_record_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_vnic_no_interface_could_have_is_refused_naming_the_field() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let ep_id = endpoint(&h, &net, json!({}))
+        .await
+        .get("ID")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let before = dump(&h.client()).await;
+    let overhead = |o: u64| json!([{"Type": "EncapOverhead", "Settings": {"Overhead": o}}]);
+    let endpoints = [
+        (
+            json!({"MacAddress": "FF-FF-FF-FF-FF-FF"}),
+            "MacAddress",
+            "broadcast",
+        ),
+        (
+            json!({"MacAddress": "01-00-5E-00-00-01"}),
+            "MacAddress",
+            "multicast",
+        ),
+        (
+            json!({"MacAddress": "33-33-00-00-00-01"}),
+            "MacAddress",
+            "multicast",
+        ),
+        (
+            json!({"MacAddress": "00-00-00-00-00-00"}),
+            "MacAddress",
+            "zero",
+        ),
+        (
+            json!({"LinuxInterfaceName": "../x"}),
+            "LinuxInterfaceName",
+            "../x",
+        ),
+        (
+            json!({"LinuxInterfaceName": "a b"}),
+            "LinuxInterfaceName",
+            "a b",
+        ),
+        (
+            json!({"LinuxInterfaceName": "eth0:1"}),
+            "LinuxInterfaceName",
+            "eth0:1",
+        ),
+        (
+            json!({"LinuxInterfaceName": ".."}),
+            "LinuxInterfaceName",
+            "..",
+        ),
+        (
+            json!({"LinuxInterfaceName": "averyveryverylongname"}),
+            "LinuxInterfaceName",
+            "15",
+        ),
+        (
+            json!({"Policies": overhead(1500)}),
+            "Policies[0].Settings.Overhead",
+            "MTU of 0",
+        ),
+        (
+            json!({"Policies": overhead(1433)}),
+            "Policies[0].Settings.Overhead",
+            "at least 68",
+        ),
+        (
+            json!({"Policies": overhead(65535)}),
+            "Policies[0].Settings.Overhead",
+            "MTU of 0",
+        ),
+    ];
+    for (extra, field, says) in endpoints {
+        let mut doc = json!({"HostComputeNetwork": net});
+        for (k, v) in extra.as_object().unwrap() {
+            doc[k] = v.clone();
+        }
+        let err = post(&h, Kind::Endpoint, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "{doc}: {err}");
+        let text = err.to_string();
+        assert!(text.contains(field) && text.contains(says), "{doc}: {text}");
+    }
+    // The same overhead added later, by ModifyEndpoint.
+    let add = json!({"ResourceType": "Policy", "RequestType": "Add",
+        "Settings": {"Policies": overhead(1500)}});
+    let err = patch(&h, Kind::Endpoint, &ep_id, &add).await.unwrap_err();
+    assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "{err}");
+    assert!(err.to_string().contains("Overhead"), "{err}");
+    let networks = [
+        (
+            json!({"Name": "m1", "Type": "L2Bridge", "MacPool": {"Ranges": [{"StartMacAddress": "01-00-5E-00-00-00", "EndMacAddress": "01-00-5E-00-00-FF"}]}}),
+            "MacPool.Ranges[0].StartMacAddress",
+        ),
+        (
+            json!({"Name": "m2", "Type": "L2Bridge", "MacPool": {"Ranges": [{"StartMacAddress": "00-15-5D-00-00-00", "EndMacAddress": "FF-FF-FF-FF-FF-FF"}]}}),
+            "MacPool.Ranges[0].EndMacAddress",
+        ),
+        (
+            json!({"Name": "m3", "Type": "L2Bridge", "MacPool": {"Ranges": [{"StartMacAddress": "00-15-5D-00-00-00", "EndMacAddress": "02-15-5D-00-00-00"}]}}),
+            "MacPool.Ranges[0]",
+        ),
+        (
+            json!({"Name": "m5", "Type": "Overlay", "Ipams": [{"Type": "Static", "Subnets": [{"IpAddressPrefix": "10.9.0.0/24",
+                "Routes": [{"NextHop": "10.9.0.1", "DestinationPrefix": "0.0.0.0/0"}],
+                "Policies": [{"Type": "VSID", "Settings": {"IsolationId": 4096}}]}]}],
+                "Policies": [{"Type": "DrMacAddress", "Settings": {"Address": "FF-FF-FF-FF-FF-FF"}}]}),
+            "Policies[0].Settings.Address",
+        ),
+    ];
+    for (doc, field) in networks {
+        let err = post(&h, Kind::Network, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "{doc}: {err}");
+        assert!(err.to_string().contains(field), "{doc}: {err}");
+    }
+    assert_eq!(
+        dump(&h.client()).await,
+        before,
+        "refused calls change nothing"
+    );
+    // What Linux and Windows take still passes.
+    let ok = endpoint(
+        &h,
+        &net,
+        json!({"MacAddress": "02-11-0A-F4-01-07", "LinuxInterfaceName": "eth1",
+            "Policies": overhead(50)}),
+    )
+    .await;
+    assert_eq!(ok["LinuxInterfaceName"], "eth1");
+}
+
+#[tokio::test]
 async fn an_acl_with_a_bad_list_is_refused_naming_the_field() {
     let h = Hnsd::start(Profile::Ws2022).await;
     let net = network(&h).await;
@@ -819,4 +951,67 @@ async fn resolve_names_the_endpoint_and_says_when_no_pod_has_a_dns_client() {
         .expect_err("an unsupported type");
     assert_eq!(e.code(), Some(HResult::E_INVALIDARG), "{e}");
     assert!(e.to_string().contains("Type:"), "{e}");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_a_json_object_is_refused() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let before = dump(&h.client()).await;
+    for kind in Kind::ALL {
+        for body in ["[]", "[{\"Name\":\"x\"}]", "null", "7", "\"cbr0\"", "true"] {
+            let err = h
+                .client()
+                .call(Method::POST, &format!("/{kind}"), Some(body.into()))
+                .await
+                .expect_err("a document that is not an object is refused");
+            let hns_client::ClientError::Hns { status, error, .. } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(*status, 400, "POST /{kind} {body}: {error}");
+            assert_eq!(
+                err.code(),
+                Some(HResult::E_INVALIDARG),
+                "POST /{kind} {body}"
+            );
+            assert!(error.contains("JSON object"), "says what to send: {error}");
+        }
+    }
+    let patched = h
+        .client()
+        .call(
+            Method::PATCH,
+            &format!("/networks/{net}"),
+            Some(b"[]".to_vec()),
+        )
+        .await;
+    assert_eq!(code(patched), HResult::E_INVALIDARG);
+    assert_eq!(dump(&h.client()).await, before, "nothing was made");
+}
+
+#[tokio::test]
+async fn names_longer_than_windows_allows_are_refused() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = network(&h).await;
+    let before = dump(&h.client()).await;
+    // 256 UTF-16 units is the most an interface alias holds; a name of 2 MB (the most a body
+    // may carry) is refused too.
+    for name in ["n".repeat(257), "é".repeat(257), "x".repeat(2_000_000)] {
+        let doc = json!({"Name": name, "Type": "NAT"});
+        let err = post(&h, Kind::Network, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "network name");
+        assert!(err.to_string().contains("Name"), "names the field: {err}");
+        let doc = json!({"Name": name, "HostComputeNetwork": net});
+        let err = post(&h, Kind::Endpoint, &doc).await.unwrap_err();
+        assert_eq!(err.code(), Some(HResult::E_INVALIDARG), "endpoint name");
+    }
+    assert_eq!(dump(&h.client()).await, before, "nothing was made");
+    let longest = post(
+        &h,
+        Kind::Network,
+        &json!({"Name": "n".repeat(256), "Type": "NAT"}),
+    )
+    .await
+    .expect("a name of 256 characters is taken");
+    assert_eq!(longest["Name"].as_str().map(str::len), Some(256));
 }

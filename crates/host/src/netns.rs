@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -192,6 +193,47 @@ impl Netns {
         }
     }
 
+    /// Checks that the file pins a network namespace: an nsfs inode of type `CLONE_NEWNET`
+    /// (the kernel's `NS_GET_NSTYPE`), as `setns` would need. A regular file, a directory, a
+    /// device, a procfs file or another kind of namespace is refused, saying which it is.
+    /// Only regular files are opened, so a FIFO or a device is never touched.
+    pub fn check(&self) -> Result<(), HostError> {
+        let not = |what: &str| {
+            HostError::Invalid(format!(
+                "{} is not a network namespace ({what})",
+                self.path.display()
+            ))
+        };
+        let meta = std::fs::metadata(&self.path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => HostError::NotFound(format!(
+                "network namespace {} does not exist",
+                self.path.display()
+            )),
+            _ => HostError::io(format!("stat {}", self.path.display()), e),
+        })?;
+        if !meta.is_file() {
+            let kind = meta.file_type();
+            return Err(not(if kind.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file: a device, socket or FIFO"
+            }));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&self.path)
+            .map_err(|e| HostError::io(format!("open {}", self.path.display()), e))?;
+        // SAFETY: `file` is an open descriptor for the whole call; NS_GET_NSTYPE takes no
+        // argument and writes no memory of ours.
+        let kind = unsafe { libc::ioctl(file.as_raw_fd(), libc::NS_GET_NSTYPE) };
+        match kind {
+            libc::CLONE_NEWNET => Ok(()),
+            k if k < 0 => Err(not("a file, not a namespace")),
+            k => Err(not(&format!("a {} namespace", namespace_kind(k)))),
+        }
+    }
+
     /// Opens the file that pins the namespace: what `setns` and netlink's `IFLA_NET_NS_FD` take.
     pub(crate) fn open(&self) -> Result<File, HostError> {
         File::open(&self.path).map_err(|e| match e.kind() {
@@ -227,6 +269,20 @@ impl std::fmt::Display for Netns {
             Some(name) => f.write_str(name),
             None => write!(f, "{}", self.path.display()),
         }
+    }
+}
+
+/// The name of a namespace type `NS_GET_NSTYPE` answered.
+fn namespace_kind(clone_flag: libc::c_int) -> &'static str {
+    match clone_flag {
+        libc::CLONE_NEWNS => "mount",
+        libc::CLONE_NEWUTS => "UTS",
+        libc::CLONE_NEWIPC => "IPC",
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWPID => "PID",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        libc::CLONE_NEWTIME => "time",
+        _ => "non-network",
     }
 }
 
@@ -304,6 +360,37 @@ mod tests {
             Netns::from_path("/proc/1/ns/net").to_string(),
             "/proc/1/ns/net"
         );
+    }
+
+    #[test]
+    fn only_a_network_namespace_passes_the_check() {
+        // The calling thread's own namespace is one (no root needed to read it).
+        assert!(Netns::from_path(THREAD_NETNS).check().is_ok());
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("f");
+        std::fs::write(&file, "not a namespace").expect("file");
+        let cases = [
+            (file.clone(), "a file, not a namespace"),
+            (dir.path().to_path_buf(), "a directory"),
+            (PathBuf::from("/dev/null"), "not a regular file"),
+            (
+                PathBuf::from("/proc/self/status"),
+                "a file, not a namespace",
+            ),
+            (PathBuf::from("/proc/self/ns/uts"), "a UTS namespace"),
+        ];
+        for (path, why) in cases {
+            let e = Netns::from_path(&path).check().expect_err("not a netns");
+            assert!(
+                matches!(&e, HostError::Invalid(m) if m.contains("is not a network namespace") && m.contains(why)),
+                "{}: {e}",
+                path.display()
+            );
+        }
+        assert!(matches!(
+            Netns::from_path(dir.path().join("gone")).check(),
+            Err(HostError::NotFound(_))
+        ));
     }
 
     #[test]

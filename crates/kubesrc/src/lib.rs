@@ -37,10 +37,29 @@ pub struct Objects {
     pub namespaces: ByKey<Namespace>,
     /// Only filled when [`Kinds::pods`] asked for them (manifests always carry theirs).
     pub pods: ByKey<Pod>,
-    /// Documents that could not be read, each with the reason; the rest is here.
+    /// Documents skipped (unknown kinds, or bad documents of a text read on its own), each
+    /// with the reason; the rest is here.
     pub problems: Vec<String>,
-    /// False until every watched kind has been listed once (a manifest folder is synced at once).
+    /// Reads that are failing now (the folder, a file, a watch), each with the reason. The
+    /// objects they would have changed are kept as last read well: a source never turns a read
+    /// error into "no objects".
+    pub errors: Vec<String>,
+    /// True once everything has been read well once: every watched kind listed, or the folder
+    /// listed and each of its files read whole. Until then the objects are incomplete and must
+    /// not be acted on (a proxy must not delete what they lack). It stays true through later
+    /// errors, which keep the last good objects and are in [`Objects::errors`].
     pub synced: bool,
+}
+
+impl Objects {
+    /// Whether it holds no object of any kind.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty()
+            && self.slices.is_empty()
+            && self.nodes.is_empty()
+            && self.namespaces.is_empty()
+            && self.pods.is_empty()
+    }
 }
 
 /// Where the objects come from.
@@ -62,7 +81,8 @@ pub struct Kinds {
     pub pods: bool,
 }
 
-/// Starts the source; the receiver holds the newest objects, updated after every change.
+/// Starts the source; the receiver holds the newest objects, updated after every change (of
+/// the objects or of the errors).
 pub async fn watch(source: &Source, kinds: Kinds) -> Result<watch::Receiver<Arc<Objects>>, String> {
     match source {
         Source::Manifests { dir, poll } => Ok(manifests::watch(dir.clone(), *poll)),
@@ -78,4 +98,21 @@ pub fn key<K: ::kube::Resource>(o: &K) -> String {
         m.namespace.as_deref().unwrap_or(""),
         m.name.as_deref().unwrap_or("")
     )
+}
+
+/// Sends `objects` to the consumers, logging the read errors that are new and, when the last
+/// one went, that reading works again: what a source says when it keeps its last good objects.
+/// False when no one listens any more.
+pub(crate) fn publish(out: &watch::Sender<Arc<Objects>>, objects: Arc<Objects>) -> bool {
+    report_errors(&out.borrow().errors, &objects.errors);
+    out.send(objects).is_ok()
+}
+
+pub(crate) fn report_errors(before: &[String], after: &[String]) {
+    for e in after.iter().filter(|e| !before.contains(e)) {
+        tracing::warn!("{e}; the last good objects are kept");
+    }
+    if after.is_empty() && !before.is_empty() {
+        tracing::info!("the Kubernetes objects are read well again");
+    }
 }

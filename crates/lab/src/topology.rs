@@ -201,7 +201,7 @@ pub struct Topology {
     pub dsr: bool,
     /// The cluster is dual-stack (`dualStack: true`): pod CIDRs and Service CIDRs of both
     /// families ([`CLUSTER_CIDR_V6`], [`SERVICE_CIDR_V6`]), IPv6 on the fabric. Windows pods
-    /// get both families where Windows gives them (L2Bridge); see the README's dual-stack part.
+    /// get both families where Windows gives them (L2Bridge); see docs/cluster.md, "Dual-stack".
     #[serde(default, rename = "dualStack")]
     pub dual_stack: bool,
     /// The dynamic port range every Windows node's hnsd draws SNAT ports from

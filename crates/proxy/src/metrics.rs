@@ -19,6 +19,8 @@ pub struct Metrics {
     /// Services not (wholly) programmed after the last sync, waiting for a retry.
     pub services_pending: Gauge,
     pub syncs: Counter,
+    /// Reads of the Kubernetes objects failing now (the last good objects are programmed).
+    pub source_errors: Gauge,
     /// `winnet_doctor_problems{kind}`: what the doctor finds, per problem kind.
     pub problems: Family<Vec<(String, String)>, Gauge>,
 }
@@ -33,6 +35,7 @@ impl Default for Metrics {
         let hns_failures = Counter::default();
         let services_pending = Gauge::default();
         let syncs = Counter::default();
+        let source_errors = Gauge::default();
         registry.register(
             "kubeproxy_sync_proxy_rules_duration_seconds",
             "Time a sync took to program HNS",
@@ -64,6 +67,11 @@ impl Default for Metrics {
             services_pending.clone(),
         );
         registry.register("winnet_proxy_syncs", "Syncs run", syncs.clone());
+        registry.register(
+            "winnet_proxy_source_errors",
+            "Reads of the Kubernetes objects failing now (the folder, a file, a watch); the last good objects stay programmed",
+            source_errors.clone(),
+        );
         let problems = Family::<Vec<(String, String)>, Gauge>::default();
         registry.register(
             "winnet_doctor_problems",
@@ -79,6 +87,7 @@ impl Default for Metrics {
             hns_failures,
             services_pending,
             syncs,
+            source_errors,
             problems,
         }
     }
@@ -93,6 +102,12 @@ impl Metrics {
                 .get_or_create(&vec![("kind".to_string(), kind.as_str().to_string())])
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Sets the source's gauge from what `snapshot` says of its reads.
+    pub fn set_source(&self, snapshot: &crate::Snapshot) {
+        self.source_errors
+            .set(i64::try_from(snapshot.source_errors.len()).unwrap_or(i64::MAX));
     }
 
     /// The text exposition format.

@@ -312,7 +312,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         health::serve(addr, proxy.health(), true);
     }
     proxy.listen_health_check_node_ports();
-    let mut snapshot = snapshots.borrow_and_update().clone();
+    // /healthz says 503 until this first sync.
+    let health = proxy.health();
+    let mut snapshot = tokio::select! {
+        s = source::first_synced(&mut snapshots, |s| health.metrics.set_source(s)) => s.ok_or_else(stopped)?,
+        _ = &mut shutdown => return Ok(()),
+    };
     proxy.sync(&snapshot).await;
     // SIGHUP: a full resync against HNS (re-read, then program what differs).
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -338,9 +343,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             }
             changed = snapshots.changed() => {
                 if changed.is_err() {
-                    return Err(ProxyError::Startup("the object source stopped".into()));
+                    return Err(stopped());
                 }
                 snapshot = snapshots.borrow_and_update().clone();
+                proxy.health().metrics.set_source(&snapshot);
                 proxy.sync(&snapshot).await;
             }
             _ = sleep_opt(proxy.next_retry()) => {
@@ -348,6 +354,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             }
         }
     }
+}
+
+/// The error of a run whose object source ended.
+pub(crate) fn stopped() -> ProxyError {
+    ProxyError::Startup("the object source stopped".into())
 }
 
 async fn sleep_opt(d: Option<Duration>) {

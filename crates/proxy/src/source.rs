@@ -25,6 +25,11 @@ pub struct Snapshot {
     pub nodes: BTreeMap<String, Vec<IpAddr>>,
     /// Objects that could not be used, each with the reason; the rest is programmed.
     pub problems: Vec<String>,
+    /// Reads of the source failing now; the objects are its last good ones meanwhile.
+    pub source_errors: Vec<String>,
+    /// Whether the source has been read whole once. A proxy syncs nothing before: a first
+    /// sync adopts what HNS holds and deletes what the objects lack.
+    pub synced: bool,
 }
 
 impl Snapshot {
@@ -40,6 +45,8 @@ impl Snapshot {
     /// Adds the proxy's view of `objects`; objects the proxy cannot use become problems.
     pub fn absorb(&mut self, objects: &Objects) {
         self.problems.extend(objects.problems.iter().cloned());
+        self.source_errors.extend(objects.errors.iter().cloned());
+        self.synced |= objects.synced;
         for s in objects.services.values() {
             match Service::from_k8s(&s.object) {
                 Ok(svc) => {
@@ -88,6 +95,31 @@ pub fn node_addresses(n: &Node) -> Vec<IpAddr> {
         .collect();
     addrs.sort_by_key(|(external, _)| *external);
     addrs.into_iter().map(|(_, ip)| ip).collect()
+}
+
+/// Waits for the source's first whole read and returns it; `None` when the source stopped.
+/// Until then the proxy programs nothing (an unreadable source is not "no Services"); it says
+/// once why it waits, and hands each snapshot to `seen` (for the metrics).
+pub async fn first_synced(
+    snapshots: &mut watch::Receiver<Snapshot>,
+    seen: impl Fn(&Snapshot),
+) -> Option<Snapshot> {
+    let mut said = false;
+    loop {
+        let snapshot = snapshots.borrow_and_update().clone();
+        seen(&snapshot);
+        if snapshot.synced {
+            return Some(snapshot);
+        }
+        if !said && !snapshot.source_errors.is_empty() {
+            tracing::warn!(
+                errors = ?snapshot.source_errors,
+                "the Kubernetes objects cannot be read yet; nothing is programmed or removed until they are"
+            );
+            said = true;
+        }
+        snapshots.changed().await.ok()?;
+    }
 }
 
 /// Follows the shared source's objects as proxy snapshots, until either side goes.

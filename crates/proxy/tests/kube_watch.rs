@@ -2,6 +2,7 @@
 //! fake API server that speaks the list and watch protocol (no cluster is reachable here).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use hns::Profile;
 use proxy::SourceConfig;
 use serde_json::{Value, json};
 use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::proxy::Running;
 use testkit::wait::until_async;
 use tokio::sync::broadcast;
 
@@ -26,6 +28,8 @@ const WAIT: Duration = Duration::from_secs(20);
 struct Api {
     lists: Arc<Mutex<HashMap<String, Vec<Value>>>>,
     watches: Arc<HashMap<&'static str, broadcast::Sender<Value>>>,
+    /// While set, every request gets 500 (an API server that is down behind its proxy).
+    failing: Arc<AtomicBool>,
 }
 
 impl Api {
@@ -37,6 +41,7 @@ impl Api {
         Api {
             lists: Arc::default(),
             watches: Arc::new(watches),
+            failing: Arc::default(),
         }
     }
 
@@ -57,6 +62,9 @@ async fn collection(
     Path(path): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
+    if api.failing.load(Ordering::Relaxed) {
+        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
     let name = path.rsplit('/').next().unwrap_or_default().to_string();
     let watching = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     if !watching {
@@ -81,6 +89,27 @@ async fn collection(
         .header("content-type", "application/json")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// Serves `api` on a loopback port; a kubeconfig for it (in the returned directory).
+async fn serve(api: Api) -> (tempfile::TempDir, std::path::PathBuf) {
+    let app = Router::new()
+        .route("/{*path}", get(collection))
+        .with_state(api);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\nusers:\n- name: me\n  user: {{}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: me}}\ncurrent-context: fake\n"
+        ),
+    )
+    .unwrap();
+    (dir, kubeconfig)
 }
 
 fn service() -> Value {
@@ -119,8 +148,9 @@ async fn wait_for(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn services_come_from_a_kube_api_watch() {
+/// An API server listing Service web with one remote backend, an hnsd with network cbr0,
+/// and the proxy's configuration to read the one and program the other.
+async fn web_behind_an_api() -> (Api, tempfile::TempDir, Hnsd, proxy::Config) {
     let api = Api::new(&["services", "endpointslices"]);
     api.lists
         .lock()
@@ -130,30 +160,22 @@ async fn services_come_from_a_kube_api_watch() {
         .lock()
         .unwrap()
         .insert("endpointslices".into(), vec![slice(&["10.244.2.5"])]);
-    let app = Router::new()
-        .route("/{*path}", get(collection))
-        .with_state(api.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\nusers:\n- name: me\n  user: {{}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: me}}\ncurrent-context: fake\n"
-        ),
-    )
-    .unwrap();
+    let (dir, kubeconfig) = serve(api.clone()).await;
     let hnsd = Hnsd::start(Profile::Ws2022).await;
-    let client = hnsd.client();
-    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
+    create_network(
+        &hnsd.client(),
+        &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1"),
+    )
+    .await;
     let config = testkit::proxy::config(&hnsd.socket(), SourceConfig::Kubeconfig(kubeconfig));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let proxy = tokio::spawn(proxy::run(config, async {
-        let _ = stopped.await;
-    }));
+    (api, dir, hnsd, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_come_from_a_kube_api_watch() {
+    let (api, _dir, hnsd, config) = web_behind_an_api().await;
+    let client = hnsd.client();
+    let proxy = Running::start(config);
 
     wait_for("the listed Service", &client, |lbs| {
         lbs.len() == 1 && lbs[0].host_compute_endpoints.len() == 1
@@ -174,6 +196,46 @@ async fn services_come_from_a_kube_api_watch() {
         |lbs| lbs.is_empty(),
     )
     .await;
-    let _ = stop.send(());
-    proxy.await.unwrap().unwrap();
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_whose_api_server_fails_removes_nothing_until_it_lists() {
+    let (api, _dir, hnsd, config) = web_behind_an_api().await;
+    let client = hnsd.client();
+    // An earlier proxy programmed web.
+    let first = Running::start(config.clone());
+    wait_for("the listed Service", &client, |lbs| lbs.len() == 1).await;
+    first.stop().await;
+    let before = client.list_load_balancers().await.unwrap()[0].id;
+
+    // The next proxy starts while the API server answers 500.
+    api.failing.store(true, Ordering::Relaxed);
+    let metrics = testkit::http::free_addr();
+    let config = proxy::Config {
+        metrics_bind: Some(metrics),
+        ..config
+    };
+    let second = Running::start(config);
+    until_async("the failing list to be counted", WAIT, async || {
+        testkit::http::get(metrics, "/metrics")
+            .filter(|(_, text)| !text.contains("winnet_proxy_source_errors 0"))
+    })
+    .await;
+    let lbs = client.list_load_balancers().await.unwrap();
+    assert_eq!(lbs.len(), 1, "nothing removed while the API server fails");
+    // It answers again: the first sync adopts web's load balancer.
+    api.failing.store(false, Ordering::Relaxed);
+    until_async("a first sync", WAIT, async || {
+        testkit::http::get(metrics, "/metrics")
+            .filter(|(_, text)| text.contains("winnet_proxy_syncs_total 1"))
+    })
+    .await;
+    let after = client.list_load_balancers().await.unwrap();
+    assert_eq!(
+        after.iter().map(|l| l.id).collect::<Vec<_>>(),
+        [before],
+        "web's load balancer was deleted and made again"
+    );
+    second.stop().await;
 }

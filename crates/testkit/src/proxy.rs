@@ -31,3 +31,30 @@ pub fn config(hns_socket: &Path, source: SourceConfig) -> Config {
         host_mac: None,
     }
 }
+
+/// `proxy::run` on the test's runtime, as `winnet proxy` runs it, until [`Running::stop`].
+pub struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), proxy::ProxyError>>,
+}
+
+impl Running {
+    /// Starts the proxy of `config`.
+    pub fn start(config: Config) -> Running {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(proxy::run(config, async {
+            let _ = stopped.await;
+        }));
+        Running { stop, task }
+    }
+
+    /// Stops it as SIGTERM would, and fails the test if it had failed.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("the proxy failed: {e}"),
+            Err(e) => panic!("the proxy's task: {e}"),
+        }
+    }
+}

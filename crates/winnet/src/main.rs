@@ -3,6 +3,7 @@
 mod cluster;
 mod commands;
 mod doctor;
+mod output;
 
 use clap::{Parser, Subcommand};
 
@@ -93,8 +94,12 @@ fn main() -> std::process::ExitCode {
         {
             std::process::ExitCode::FAILURE
         }
+        // The reader of stdout went away (`winnet ... | head -1`): nothing to say about it.
+        Err(e) if output::is_stdout_closed(&e) => {
+            std::process::ExitCode::from(output::STDOUT_CLOSED_STATUS)
+        }
         Err(e) => {
-            eprintln!("winnet: {e:#}");
+            output::note!("winnet: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

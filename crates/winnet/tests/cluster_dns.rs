@@ -9,13 +9,9 @@
 
 mod local_cluster;
 
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 
 use std::process::Command;
-use std::sync::Mutex;
-
-/// The local cluster has fixed names: one test at a time.
-static CLUSTER: Mutex<()> = Mutex::new(());
 
 const WINDOWS_POD: &str = "wn-win-1-client-1";
 const LINUX_POD: &str = "wn-linux-1-web-3";
@@ -77,7 +73,7 @@ fn assert_resolves(netns: &str, name: &str) {
 #[test]
 fn by_default_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolves_everything() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _up = Up::new(None);
 
     assert_resolves(WINDOWS_POD, SINGLE);
@@ -135,7 +131,7 @@ fn by_default_a_windows_pod_resolves_by_windows_rules_and_the_linux_pod_resolves
 #[test]
 fn under_unrestricted_the_windows_pod_resolves_every_name() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let _up = Up::new(Some("unrestricted"));
     for name in [SINGLE, SVC_NS, HOST_SVC].into_iter().chain(FQDNS) {
         assert_resolves(WINDOWS_POD, name);

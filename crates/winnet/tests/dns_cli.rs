@@ -1,10 +1,11 @@
 //! `winnet dns`, the binary: flags, a manifest folder, answers to `dig`, `/metrics`, `/healthz`
 //! and `/ready`, and clear errors for bad flags.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use testkit::http::get;
 
 /// The running binary; killed when dropped.
 struct Dns(Child);
@@ -22,19 +23,6 @@ fn free_port() -> u16 {
     t.local_addr().unwrap().port()
 }
 
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, out))
-}
-
 fn dig(port: u16, args: &[&str]) -> String {
     let out = Command::new("dig")
         .args(["@127.0.0.1", "-p", &port.to_string(), "+time=5", "+tries=1"])
@@ -42,6 +30,26 @@ fn dig(port: u16, args: &[&str]) -> String {
         .output()
         .expect("dig runs (Debian bind9-dnsutils)");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `winnet dns` answering on 127.0.0.1:`port` (TTL 12, an upstream that does not answer),
+/// serving its metrics on `metrics`, reading the manifests in `dir`.
+fn spawn_dns(port: u16, metrics: SocketAddr, dir: &std::path::Path) -> Dns {
+    Dns(Command::new(env!("CARGO_BIN_EXE_winnet"))
+        .args([
+            "dns",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--ttl",
+            "12",
+            "--upstream",
+            "127.0.0.1:9",
+        ])
+        .args(["--metrics-addr", &metrics.to_string(), "--manifests"])
+        .arg(dir)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("winnet dns starts"))
 }
 
 #[test]
@@ -57,23 +65,9 @@ fn serves_manifests_to_dig_with_metrics_and_readiness() {
     .unwrap();
     let (port, metrics_port) = (free_port(), free_port());
     let metrics: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
-    let _dns = Dns(Command::new(env!("CARGO_BIN_EXE_winnet"))
-        .args([
-            "dns",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--ttl",
-            "12",
-            "--upstream",
-            "127.0.0.1:9",
-        ])
-        .args(["--metrics-addr", &metrics.to_string(), "--manifests"])
-        .arg(dir.path())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("winnet dns starts"));
+    let _dns = spawn_dns(port, metrics, dir.path());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get(metrics, "/ready").is_none_or(|(s, _)| s != 200) {
+    while get(metrics, "/ready").is_none_or(|(s, _)| s != 200) {
         assert!(Instant::now() < deadline, "/ready never said 200");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -88,8 +82,8 @@ fn serves_manifests_to_dig_with_metrics_and_readiness() {
     );
     let out = dig(port, &["+tcp", "nope.default.svc.cluster.local", "A"]);
     assert!(out.contains("status: NXDOMAIN"), "{out}");
-    assert_eq!(http_get(metrics, "/healthz").map(|(s, _)| s), Some(200));
-    let (_, text) = http_get(metrics, "/metrics").unwrap();
+    assert_eq!(get(metrics, "/healthz").map(|(s, _)| s), Some(200));
+    let (_, text) = get(metrics, "/metrics").unwrap();
     assert!(
         text.contains("winnet_dns_queries_total{qtype=\"A\",rcode=\"NOERROR\"} 1"),
         "{text}"
@@ -139,4 +133,24 @@ fn bad_flags_are_named() {
         "127.0.0.1",
     ]);
     assert!(err.contains("--zone"), "{err}");
+}
+
+#[test]
+fn a_missing_manifest_folder_is_not_ready_and_answers_servfail() {
+    let (port, metrics) = (free_port(), testkit::http::free_addr());
+    let _dns = spawn_dns(
+        port,
+        metrics,
+        std::path::Path::new("/nonexistent/wnt-dns-cli"),
+    );
+    let text = testkit::wait::until(
+        "winnet dns to serve its metrics",
+        Duration::from_secs(20),
+        || get(metrics, "/metrics").map(|(_, text)| text),
+    );
+    assert_eq!(get(metrics, "/ready").map(|(s, _)| s), Some(503));
+    // SERVFAIL, which clients retry, not NXDOMAIN, which they cache.
+    let out = dig(port, &["web.default.svc.cluster.local", "A"]);
+    assert!(out.contains("status: SERVFAIL"), "{out}");
+    assert!(text.contains("winnet_dns_source_errors 1"), "{text}");
 }

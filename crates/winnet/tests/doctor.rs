@@ -2,8 +2,8 @@
 //! cluster reports nothing; each problem, made to happen behind the components' backs, is named
 //! with the right objects; `--fix` repairs what it claims, refuses what would cut a live pod
 //! off, and a second run is clean; a bundle read without root gives the same doctor and trace
-//! output as the live node. Root only; run under `flock /tmp/winnet-cluster.lock` (the cluster
-//! has fixed names).
+//! output as the live node. Root only; one test of the cluster at a time on the machine
+//! (`local_cluster::one_at_a_time`: the cluster has fixed names).
 
 mod local_cluster;
 
@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use local_cluster::{require_root, text, winnet};
+use local_cluster::{one_at_a_time, require_root, text, winnet};
 use serde_json::Value;
 
 const SOCK: &str = "/run/winnet/cluster/win-1/hns.sock";
@@ -19,9 +19,6 @@ const SOCK: &str = "/run/winnet/cluster/win-1/hns.sock";
 const LEAKED: &str = "hcn-0d0c7e57-0000-4000-8000-000000000018";
 /// The same, with a process in it: a live pod's, which `--fix` must not remove.
 const BUSY: &str = "hcn-0d0c7e57-0000-4000-8000-000000000019";
-
-/// The local cluster has fixed names: one test of this binary at a time.
-static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Takes the cluster down and removes what the test made when dropped (a failing test leaves
 /// nothing): its processes, and the namespaces of HostComputeNamespaces it made through hnsd
@@ -145,7 +142,7 @@ fn winnet_as_nobody(args: &[&str]) -> Output {
 #[test]
 fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_same() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     // nobody reads the bundle from here.
     std::fs::set_permissions(
@@ -561,7 +558,7 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
 #[test]
 fn on_ws2022_overlay_the_nodeport_problem_missing_encap_and_flannel_route_are_named() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     let _down = Down(Vec::new(), Vec::new());
     ok(
@@ -670,6 +667,32 @@ fn on_ws2022_overlay_the_nodeport_problem_missing_encap_and_flannel_route_are_na
     );
 }
 
+/// The pids of the local cluster's processes whose name `matches` (at least one).
+fn pids_of(state: &Value, matches: impl Fn(&str) -> bool) -> Vec<String> {
+    let pids: Vec<String> = state["procs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["name"].as_str().is_some_and(&matches))
+        .filter_map(|p| p["pid"].as_u64().map(|x| x.to_string()))
+        .collect();
+    assert!(!pids.is_empty(), "no such process in {state:#}");
+    pids
+}
+
+/// `kill SIG` to each of `pids`, which must succeed.
+fn signal_all(pids: &[String], sig: &str) {
+    for pid in pids {
+        ok(
+            &Command::new("kill")
+                .args([sig, pid])
+                .output()
+                .expect("kill"),
+            &format!("kill {sig} {pid}"),
+        );
+    }
+}
+
 /// Resumes stopped processes when dropped (a failing test leaves none stopped).
 struct Resume(Vec<String>);
 
@@ -756,7 +779,7 @@ fn load_balancers() -> Vec<Value> {
 #[test]
 fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut down = Down(Vec::new(), Vec::new());
     ok(
@@ -1024,29 +1047,8 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
     let state = cluster_state();
 
     // The cluster DNS hung (its servers stopped): every Service's name goes unanswered.
-    let dns_pids: Vec<String> = state["procs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| {
-            p["name"]
-                .as_str()
-                .is_some_and(|n| n.contains("coredns") && n.ends_with(" dns"))
-        })
-        .filter_map(|p| p["pid"].as_u64().map(|x| x.to_string()))
-        .collect();
-    assert!(!dns_pids.is_empty(), "no DNS server in {state:#}");
-    let signal = |sig: &str| {
-        for pid in &dns_pids {
-            ok(
-                &Command::new("kill")
-                    .args([sig, pid])
-                    .output()
-                    .expect("kill"),
-                &format!("kill {sig} {pid}"),
-            );
-        }
-    };
+    let dns_pids = pids_of(&state, |n| n.contains("coredns") && n.ends_with(" dns"));
+    let signal = |sig: &str| signal_all(&dns_pids, sig);
     let resume = Resume(dns_pids.clone());
     signal("-STOP");
     let (f, _) = doctor(&[]);
@@ -1095,6 +1097,12 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
             &format!("ip route {verb} {route}"),
         );
     };
+    // flanneld puts the route back at its next resync (every 10 s): it is stopped while the
+    // doctor looks, else the doctor, waiting out the questions the missing route leaves
+    // unanswered, may read win-1's routes after flanneld has repaired them.
+    let flanneld = pids_of(&state, |n| n == "win-1 flanneld");
+    let resume = Resume(flanneld.clone());
+    signal_all(&flanneld, "-STOP");
     ip_route("del");
     let (f, _) = doctor(&[]);
     // The questions the DNS Service balances to coredns-2 (on win-2) now go unanswered too:
@@ -1121,6 +1129,8 @@ fn on_ws2022_l2bridge_each_disagreement_is_named_or_refused_by_hnsd() {
         &[("Lease", &subnet), ("Route", &route)],
     );
     ip_route("add");
+    signal_all(&flanneld, "-CONT");
+    drop(resume);
     doctor_until(&baseline);
 
     // win-1's subnet.env changed behind flanneld's back: not on its lease any more.
@@ -1331,7 +1341,7 @@ fn port_rules(port: &str) -> Vec<(String, Value)> {
 #[test]
 fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
     require_root();
-    let _one = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_at_a_time();
     // Windows takes no fewer than 255 ports: neither does hnsd.
     let small = winnet(&[
         "cluster",

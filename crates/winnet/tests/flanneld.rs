@@ -76,11 +76,13 @@ fn linux_vxlan_nodes_lease_from_etcd_and_reach_each_others_pods() {
 
     // Restart: kill -9, start again; the kernel state is untouched and the stream lives.
     let before = kernel_state(&lab.nodes[a]);
+    let rev = lab.etcd_revision();
     lab.procs[pa].kill9();
     let pa2 = lab.flanneld(a, &["--ip-masq"]);
     lab.wait_ready(pa2);
     lab.wait_synced(pa2);
     assert_eq!(lab.lease_of(a), sa, "the restarted node keeps its lease");
+    lab.assert_vtep_mac_kept(a, rev);
     assert_eq!(
         kernel_state(&lab.nodes[a]),
         before,
@@ -236,10 +238,12 @@ fn a_windows_vxlan_node_gets_its_overlay_network_and_a_remote_subnet_route_per_l
     let dump = || hns_json(&sock, &["dump"]);
     let routes = |lab: &Lab| lab.nodes[w].ip(&["route", "show"]);
     let (before, before_routes) = (dump(), routes(&lab));
+    let rev = lab.etcd_revision();
     lab.procs[pw].kill9();
     let pw2 = lab.flanneld(w, &["--hns-socket", &sock_text]);
     lab.wait_ready(pw2);
     lab.wait_synced(pw2);
+    lab.assert_vtep_mac_kept(w, rev);
     assert_eq!(dump(), before, "restart changed HNS");
     assert_eq!(
         routes(&lab),
@@ -252,6 +256,82 @@ fn a_windows_vxlan_node_gets_its_overlay_network_and_a_remote_subnet_route_per_l
     wait_for("the RemoteSubnetRoute to go with the lease", 40, || {
         rsr().is_empty()
     });
+}
+
+/// A vxlan lease without its VtepMAC yet is a node between leasing and making its network
+/// (flannel's Windows backend leases before its network exists, on every start): the way to
+/// it stays as it is on the other nodes, Linux (route, neighbour, FDB entry) and Windows
+/// (`RemoteSubnetRoute`), until its MAC comes; nothing is cut for a node that only restarts.
+#[test]
+fn a_lease_without_its_vtep_mac_yet_leaves_the_way_to_its_node_alone() {
+    let mut lab = Lab::new("nomac");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"vxlan","VNI":4096,"Port":4789}}"#,
+    );
+    let (w, l) = (lab.node(0), lab.node(1));
+    let sock = lab.hnsd(w);
+    let sock_text = sock.to_string_lossy().into_owned();
+    let pw = lab.flanneld(w, &["--hns-socket", &sock_text]);
+    let pl = lab.flanneld(l, &[]);
+    lab.wait_ready(pw);
+    lab.wait_ready(pl);
+    // A third node as etcd shows it, and a fourth that comes after it.
+    let (third, fourth) = ("10.244.200.0/24", "10.244.201.0/24");
+    let (third_mac, fourth_mac) = ("0e:2a:0a:f4:c8:01", "0e:2a:0a:f4:c9:01");
+    let put = |subnet: &str, node: u8, mac: Option<&str>| {
+        let data = match mac {
+            Some(m) => format!(r#"{{"VNI":4096,"VtepMAC":"{m}"}}"#),
+            None => r#"{"VNI":4096}"#.to_string(),
+        };
+        let key = format!("/coreos.com/network/subnets/{}", subnet.replace('/', "-"));
+        let value = format!(
+            r#"{{"PublicIP":"{}","BackendType":"vxlan","BackendData":{data}}}"#,
+            lab.node_ip(node)
+        );
+        lab.etcdctl(&["put", &key, &value]);
+    };
+    let rsr_to = |subnet: &str| {
+        network(&sock, "flannel.4096").is_some_and(|n| {
+            policies_of(&n, "RemoteSubnetRoute")
+                .iter()
+                .any(|p| p["Settings"]["DestinationPrefix"] == subnet)
+        })
+    };
+    let linux_way_to = |subnet: &str, mac: &str| {
+        let (routes, neigh, fdb, _) = kernel_state(&lab.nodes[l]);
+        let net = subnet.split('/').next().unwrap_or_default();
+        routes
+            .lines()
+            .any(|r| r.starts_with(subnet) && r.contains("flannel.4096"))
+            && neigh
+                .lines()
+                .any(|n| n.starts_with(&format!("{net} ")) && n.contains(mac))
+            && fdb.lines().any(|f| f.starts_with(mac))
+    };
+    put(third, 2, Some(third_mac));
+    wait_for("both nodes' way to the third node", 30, || {
+        linux_way_to(third, third_mac) && rsr_to(third)
+    });
+    let hns_before = network(&sock, "flannel.4096");
+    // The third node starts again: its lease without the VtepMAC first, as flannel's Windows
+    // backend leases. Then the fourth node: once both nodes have its way, they have read the
+    // third's lease without a MAC.
+    put(third, 2, None);
+    put(fourth, 3, Some(fourth_mac));
+    wait_for("both nodes' way to the fourth node", 30, || {
+        linux_way_to(fourth, fourth_mac) && rsr_to(fourth)
+    });
+    assert!(
+        linux_way_to(third, third_mac),
+        "the Linux node dropped its way to a node whose lease has no VtepMAC yet:\n{:?}",
+        kernel_state(&lab.nodes[l])
+    );
+    assert!(
+        rsr_to(third),
+        "the Windows node dropped its RemoteSubnetRoute to a node whose lease has no VtepMAC yet:\n{:#?}\nbefore:\n{hns_before:#?}",
+        network(&sock, "flannel.4096")
+    );
 }
 
 #[test]

@@ -92,13 +92,10 @@ fn the_last_runs_subnet_leased_to_another_node_gives_a_fresh_lease_and_leaves_ot
         lab.etcdctl(&["put", &key, &value, &format!("--lease={id}")]);
         values.push((key, value));
     }
-    let sf = lab.subnet_file(a);
-    std::fs::create_dir_all(sf.parent().expect("dir")).expect("mkdir");
-    std::fs::write(
-        &sf,
+    lab.put_subnet_env(
+        a,
         "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.5.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n",
-    )
-    .expect("the last run's subnet.env");
+    );
 
     let p = lab.flanneld(a, &[]);
     lab.wait_ready(p);
@@ -116,14 +113,7 @@ fn the_last_runs_subnet_leased_to_another_node_gives_a_fresh_lease_and_leaves_ot
             value
         );
     }
-    let keys = lab.etcdctl(&[
-        "get",
-        "/coreos.com/network/subnets/",
-        "--prefix",
-        "--keys-only",
-    ]);
-    let mut keys: Vec<_> = keys.split_whitespace().map(String::from).collect();
-    keys.sort();
+    let keys = lab.lease_keys();
     let mut want: Vec<String> = ["10.244.1.0-24".to_string(), "10.244.5.0-24".to_string()]
         .into_iter()
         .chain([format!("{}-24", mine.network())])
@@ -226,14 +216,76 @@ fn a_wrong_network_that_cannot_be_replaced_stops_flanneld_with_nothing_half_made
         "the old network was touched"
     );
     assert!(lab.subnet_env(w).is_none(), "subnet.env without a network");
-    let keys = lab.etcdctl(&[
-        "get",
-        "/coreos.com/network/subnets/",
-        "--prefix",
-        "--keys-only",
-    ]);
+    let keys = lab.lease_keys();
     assert!(
-        keys.trim().is_empty(),
-        "a lease left for a node without a network: {keys}"
+        keys.is_empty(),
+        "a lease left for a node without a network: {keys:?}"
+    );
+}
+
+#[test]
+fn a_lease_outside_a_changed_network_is_given_up_for_one_inside_saying_so() {
+    let mut lab = Lab::new("chnet");
+    put_config(
+        &lab,
+        r#"{"Network":"10.244.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    let old = lab.lease_of(a);
+    // The cluster's network changes while the node is down; its lease is still in etcd.
+    lab.procs[p].kill9();
+    put_config(
+        &lab,
+        r#"{"Network":"10.99.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    let new = lab.lease_of(a);
+    let network: ipnet::Ipv4Net = "10.99.0.0/16".parse().expect("net");
+    assert!(network.contains(&new), "kept {new} outside {network}");
+    let env = lab.subnet_env(a).expect("subnet.env");
+    assert!(
+        env.starts_with(&format!(
+            "FLANNEL_NETWORK=10.99.0.0/16\nFLANNEL_SUBNET={}/24\n",
+            std::net::Ipv4Addr::from(u32::from(new.network()) + 1)
+        )),
+        "{env}"
+    );
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains(&format!(
+            "found lease {old} for this node ({}) but it is not compatible with the current config (Network 10.99.0.0/16, SubnetLen 24); deleting it",
+            lab.node_ip(0)
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        lab.lease_keys(),
+        [format!("/coreos.com/network/subnets/{}-24", new.network())],
+        "the old lease is still in etcd"
+    );
+}
+
+#[test]
+fn a_last_runs_subnet_outside_the_network_is_ignored_saying_so() {
+    let mut lab = Lab::new("chenv");
+    put_config(
+        &lab,
+        r#"{"Network":"10.99.0.0/16","Backend":{"Type":"host-gw"}}"#,
+    );
+    let a = lab.node(0);
+    lab.put_subnet_env(
+        a,
+        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1500\nFLANNEL_IPMASQ=false\n",
+    );
+    let p = lab.flanneld(a, &[]);
+    lab.wait_ready(p);
+    assert_eq!(lab.lease_of(a).to_string(), "10.99.1.0/24");
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains("subnet 10.244.1.0/24 of the last run is not compatible with the current config (Network 10.99.0.0/16, SubnetLen 24); ignoring it"),
+        "{log}"
     );
 }

@@ -161,6 +161,27 @@ fn a_pod_cidr_another_node_holds_is_refused_and_nothing_is_made() {
 }
 
 #[test]
+fn a_pod_cidr_outside_the_network_is_refused_as_flannel_does_and_nothing_is_made() {
+    let mut lab = Lab::bare("kout");
+    let api = KubeApi::start(&lab);
+    let a = lab.node(0);
+    api.put_node(node("wnt-a", Some("10.99.1.0/24"), json!({})));
+    let p = kube_flanneld(&mut lab, &api, a, "wnt-a", HOST_GW, &[]);
+    let status = lab.procs[p].wait_exit(30);
+    assert!(!status.success());
+    let log = lab.procs[p].log();
+    assert!(
+        log.contains(r#"subnet "10.244.0.0/16" specified in the flannel net config doesn't contain "10.99.1.0/24" PodCIDR of the "wnt-a" node"#),
+        "{log}"
+    );
+    assert!(
+        lab.subnet_env(a).is_none(),
+        "subnet.env for a refused lease"
+    );
+    assert!(api.patches().is_empty(), "annotated with a refused lease");
+}
+
+#[test]
 fn a_windows_vxlan_node_keeps_a_remote_subnet_route_per_node() {
     let mut lab = Lab::bare("kvx");
     let api = KubeApi::start(&lab);

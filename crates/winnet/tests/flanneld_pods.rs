@@ -85,6 +85,7 @@ fn pods_across_a_windows_node(tag: &str, net_conf: &str, net_name: &str, delegat
     let dump = || hns_json(&sock, &["dump"]);
     let (hns_before, linux_before) = (dump(), linux_state(&lab.nodes[l]));
     let windows_routes = lab.nodes[w].ip(&["route", "show"]);
+    let rev = lab.etcd_revision();
     lab.procs[pw].kill9();
     lab.procs[pl].kill9();
     let pw2 = lab.flanneld(w, &windows_args);
@@ -92,6 +93,10 @@ fn pods_across_a_windows_node(tag: &str, net_conf: &str, net_name: &str, delegat
     for p in [pw2, pl2] {
         lab.wait_ready(p);
         lab.wait_synced(p);
+    }
+    if delegate == Delegate::WinOverlay {
+        lab.assert_vtep_mac_kept(w, rev);
+        lab.assert_vtep_mac_kept(l, rev);
     }
     assert_eq!(dump(), hns_before, "the restart changed HNS");
     assert_eq!(

@@ -128,3 +128,36 @@ async fn create_list_get_and_dump() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Type") && err.contains("L2Bridge"), "{err}");
 }
+
+/// A cell wider than a format width can be (65,535 characters) is printed whole, not a panic:
+/// here the subnet column of a network with 6,000 subnets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_prints_a_column_wider_than_65535_characters() {
+    let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2022).await;
+    let subnets: Vec<serde_json::Value> = (0..6000u32)
+        .map(|i| {
+            serde_json::json!({"IpAddressPrefix":
+                format!("10.{}.{}.0/24", 10 + i / 256, i % 256)})
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "Name": "wide", "Type": "L2Bridge",
+        "Ipams": [{"Type": "Static", "Subnets": subnets}],
+        "SchemaVersion": {"Major": 2, "Minor": 0}
+    });
+    testkit::hnsd::create_network(&hnsd.client(), &doc).await;
+    let out = ok(winnet(&hnsd.socket(), &["list", "networks"]));
+    let row = out
+        .lines()
+        .find(|l| l.contains("wide"))
+        .unwrap_or_else(|| panic!("the network is listed: {out}"));
+    assert!(
+        row.len() > 65_535,
+        "the whole subnet column: {} bytes",
+        row.len()
+    );
+    assert!(
+        row.ends_with("10.33.111.0/24"),
+        "the last subnet is printed"
+    );
+}

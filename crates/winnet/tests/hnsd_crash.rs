@@ -404,3 +404,225 @@ async fn stale_socket_is_replaced() {
     assert_eq!(mode & 0o777, 0o600, "socket mode");
     drop(hnsd);
 }
+
+/// `<socket>.lock` beside `socket`.
+fn lock_of(socket: &Path) -> std::path::PathBuf {
+    let mut p = socket.as_os_str().to_owned();
+    p.push(".lock");
+    p.into()
+}
+
+/// A client that sent half a request and waits does not hold hnsd up: on SIGTERM hnsd gives
+/// open connections a short grace, then closes them, releases its store and exits, removing
+/// its socket and the lock file it made.
+#[tokio::test]
+async fn sigterm_with_a_half_sent_request_stops_after_a_bounded_grace() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (state, socket) = (dir.path().join("state"), dir.path().join("hns.sock"));
+    let mut hnsd = winnet_hnsd(&state, &socket, &dir.path().join("hnsd.log")).start();
+    let mut half = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    half.write_all(
+        b"POST /networks HTTP/1.1\r\nHost: hns\r\nContent-Length: 400\r\n\r\n{\"Name\":",
+    )
+    .expect("send half a request");
+    // The request has reached hnsd once it is being served: another call still works.
+    Client::new(&socket)
+        .get_version()
+        .await
+        .expect("hnsd answers");
+
+    // SAFETY: kill(2) on our own child, which is not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
+    let status = hnsd.wait_exit(Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "hnsd still runs 30 s after SIGTERM, held by a half-sent request:\n{}",
+            hnsd.log()
+        )
+    });
+    assert!(
+        status.success(),
+        "hnsd stopped with {status}:\n{}",
+        hnsd.log()
+    );
+    half.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // Closed: an end of stream, or a reset when hnsd had not read all that was sent.
+    let mut rest = Vec::new();
+    match half.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the half-sent connection is left open: {e}"),
+    }
+    assert!(!socket.exists(), "a stopped hnsd removes its socket");
+    assert!(
+        !lock_of(&socket).exists(),
+        "a stopped hnsd removes the lock file it made"
+    );
+    // The store is free: the next hnsd starts on it.
+    drop(winnet_hnsd(&state, &socket, &dir.path().join("hnsd.log")).start());
+}
+
+/// `flock(1)` run as user nobody, holding a shared lock on `path` until killed; `None` if it
+/// could not take the lock (the file cannot be opened or made by nobody).
+fn nobody_locks(path: &Path) -> Option<std::process::Child> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new("flock")
+        .args(["--shared", "--nonblock", "--no-fork"])
+        .arg(path)
+        .args(["-c", "echo locked; exec sleep 600"])
+        .uid(65534)
+        .gid(65534)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run flock(1) as nobody");
+    let mut line = String::new();
+    let out = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(out)
+        .read_line(&mut line)
+        .expect("read flock's output");
+    if line.trim() == "locked" {
+        Some(child)
+    } else {
+        let _ = child.wait();
+        None
+    }
+}
+
+/// hnsd's lock and store are its own: an unprivileged user can neither hold them to keep hnsd
+/// from starting, nor read the store; a lock file an earlier hnsd left readable is replaced.
+#[tokio::test]
+async fn an_unprivileged_user_cannot_keep_hnsd_from_starting() {
+    testkit::root::require_root("this test runs flock(1) as user nobody");
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // As /run and /var/lib are: root's, readable by all.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (state, run) = (dir.path().join("state"), dir.path().join("run"));
+    std::fs::create_dir(&run).expect("run dir");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let socket = run.join("hns.sock");
+    let log = dir.path().join("hnsd.log");
+    let lock = lock_of(&socket);
+
+    // A first hnsd runs and stops; nobody can hold neither its lock nor its store, then or after.
+    let mut hnsd = winnet_hnsd(&state, &socket, &log).start();
+    let mut holders = Vec::new();
+    holders.extend(nobody_locks(&lock));
+    holders.extend(nobody_locks(&state.join("hns.redb")));
+    // SAFETY: kill(2) on our own child, which is not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
+    hnsd.wait_exit(Duration::from_secs(30)).expect("hnsd stops");
+    holders.extend(nobody_locks(&lock));
+    holders.extend(nobody_locks(&state.join("hns.redb")));
+    let restarted = winnet_hnsd(&state, &socket, &log).spawn();
+    let started = wait_serving(restarted, &socket);
+    let held = holders.len();
+    for mut h in holders {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    let mut restarted = started.unwrap_or_else(|log| {
+        panic!("hnsd did not start while nobody held {held} of its files:\n{log}")
+    });
+    assert_eq!(held, 0, "nobody took a lock of hnsd's");
+    restarted.kill();
+
+    // A lock file as an earlier hnsd left it (0644) and held by nobody does not keep hnsd down.
+    std::fs::write(&lock, "").expect("an old lock file");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut old = nobody_locks(&lock).expect("nobody holds the old lock file");
+    let started = wait_serving(winnet_hnsd(&state, &socket, &log).spawn(), &socket);
+    let _ = old.kill();
+    let _ = old.wait();
+    drop(started.unwrap_or_else(|log| panic!("hnsd did not start:\n{log}")));
+}
+
+/// Waits until `hnsd` serves on `socket`, or gives back its log if it exits first or does not
+/// serve within 20 s.
+fn wait_serving(mut hnsd: HnsdProcess, socket: &Path) -> Result<HnsdProcess, String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Ok(hnsd);
+        }
+        if let Some(status) = hnsd.try_wait() {
+            return Err(format!("exited {status}: {}", hnsd.log()));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("not serving after 20 s: {}", hnsd.log()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A truncated store: `winnet hnsd` refuses it (an error naming the file and `--repair`, no
+/// panic, no socket left), `winnet hnsd --repair` says what it kept and keeps the damaged file,
+/// and hnsd then starts.
+#[tokio::test]
+async fn a_truncated_store_is_refused_and_repair_brings_hnsd_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (state, socket, log) = (
+        dir.path().join("state"),
+        dir.path().join("hns.sock"),
+        dir.path().join("hnsd.log"),
+    );
+    let mut hnsd = winnet_hnsd(&state, &socket, &log).start();
+    Client::new(&socket)
+        .create_network(&network_doc())
+        .await
+        .expect("create the network");
+    // SAFETY: kill(2) on our own child, which is not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid(&hnsd), libc::SIGTERM) }, 0);
+    hnsd.wait_exit(Duration::from_secs(30)).expect("hnsd stops");
+    let store = state.join("hns.redb");
+    let len = std::fs::metadata(&store).expect("the store").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&store)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate the store");
+
+    let mut refused = winnet_hnsd(&state, &socket, &log).spawn();
+    let status = refused
+        .wait_exit(Duration::from_secs(30))
+        .expect("hnsd exits instead of serving");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "an error, not a panic:\n{}",
+        refused.log()
+    );
+    let message = refused.log();
+    assert!(
+        message.contains(&store.display().to_string()) && message.contains("--repair"),
+        "names the store and the recovery:\n{message}"
+    );
+    assert!(!message.contains("panicked at crates"), "{message}");
+    assert!(!socket.exists(), "no socket left behind");
+
+    let repair = std::process::Command::new(env!("CARGO_BIN_EXE_winnet"))
+        .args(["hnsd", "--repair", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("run winnet hnsd --repair");
+    let report = String::from_utf8_lossy(&repair.stdout);
+    assert!(
+        repair.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&repair.stderr)
+    );
+    assert!(
+        report.contains("repaired") && report.contains("hns.redb.damaged"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::metadata(state.join("hns.redb.damaged"))
+            .expect("kept")
+            .len(),
+        len / 2
+    );
+    drop(winnet_hnsd(&state, &socket, &log).start());
+}

@@ -2,8 +2,7 @@
 //! Services from a folder that changes under it, serving /healthz, /metrics and the health
 //! check node port of an ExternalTrafficPolicy=Local Service.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -12,6 +11,7 @@ use hcn::{Endpoint, IpConfig};
 use hns::Profile;
 use serde_json::json;
 use testkit::hnsd::{Hnsd, create_network, l2bridge};
+use testkit::http::{free_addr, get};
 use testkit::kube::{cluster_ip, endpoint_slice, http_port, ready, yaml_stream};
 use testkit::wait::until_async;
 
@@ -23,32 +23,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// A plain HTTP GET: (status, body).
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((status, body))
 }
 
 /// How long the proxy may take to act on a change.
@@ -71,6 +45,41 @@ fn web_slice() -> serde_json::Value {
     endpoint_slice("web-1", "web", "IPv4", http_port(8080), endpoints)
 }
 
+/// `winnet proxy` on node win-1's network cbr0, reading `manifests`, programming the hnsd on
+/// `hns_socket`, serving `/healthz` and `/metrics` on the addresses given; its log is
+/// `proxy.log` in `dir`.
+fn spawn_proxy(
+    manifests: &Path,
+    hns_socket: &Path,
+    healthz: SocketAddr,
+    metrics: SocketAddr,
+    dir: &Path,
+) -> Proc {
+    let log = std::fs::File::create(dir.join("proxy.log")).expect("log");
+    Proc(
+        Command::new(env!("CARGO_BIN_EXE_winnet"))
+            .args([
+                "proxy",
+                "--network-name",
+                "cbr0",
+                "--hostname-override",
+                "win-1",
+                "--bind-address",
+                "192.168.0.11",
+            ])
+            .arg("--manifests")
+            .arg(manifests)
+            .arg("--hns-socket")
+            .arg(hns_socket)
+            .args(["--healthz-bind-address", &healthz.to_string()])
+            .args(["--metrics-bind-address", &metrics.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("winnet proxy"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_programs_a_changing_folder_and_serves_health() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -90,30 +99,8 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
     let manifests = dir.path().join("manifests");
     std::fs::create_dir(&manifests).expect("dir");
     write(&manifests, "web.yaml", &[web(json!({})), web_slice()]);
-    let (healthz, metrics, health_node_port) = (free_port(), free_port(), free_port());
-    let log = std::fs::File::create(dir.path().join("proxy.log")).expect("log");
-    let _proxy = Proc(
-        Command::new(env!("CARGO_BIN_EXE_winnet"))
-            .args([
-                "proxy",
-                "--network-name",
-                "cbr0",
-                "--hostname-override",
-                "win-1",
-                "--bind-address",
-                "192.168.0.11",
-            ])
-            .arg("--manifests")
-            .arg(&manifests)
-            .arg("--hns-socket")
-            .arg(hnsd.socket())
-            .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("winnet proxy"),
-    );
+    let (healthz, metrics, health_node_port) = (free_addr(), free_addr(), free_addr());
+    let _proxy = spawn_proxy(&manifests, &hnsd.socket(), healthz, metrics, dir.path());
     let log_text = || std::fs::read_to_string(dir.path().join("proxy.log")).unwrap_or_default();
 
     let lbs = until_async("the ClusterIP load balancer", WAIT, async || {
@@ -144,7 +131,7 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
         "web.yaml",
         &[
             web(
-                json!({"type":"NodePort","externalTrafficPolicy":"Local","healthCheckNodePort":health_node_port,
+                json!({"type":"NodePort","externalTrafficPolicy":"Local","healthCheckNodePort":health_node_port.port(),
             "ports":[{"name":"http","port":80,"targetPort":8080,"protocol":"TCP","nodePort":30080}]}),
             ),
             web_slice(),
@@ -202,4 +189,83 @@ async fn proxy_programs_a_changing_folder_and_serves_health() {
         1,
         "the pod's endpoint is never touched"
     );
+}
+
+/// The load balancers' ids and the remote endpoints' ids in HNS.
+async fn programmed(client: &hns_client::Client) -> (Vec<hcn::Guid>, Vec<hcn::Guid>) {
+    let lbs = client.list_load_balancers().await.expect("list LBs");
+    let remote = client.list_endpoints().await.expect("list endpoints");
+    let remote = remote.into_iter().filter(|e| e.is_remote()).map(|e| e.id);
+    (lbs.into_iter().map(|l| l.id).collect(), remote.collect())
+}
+
+/// Waits until `/metrics` on `metrics` has a line `line`.
+async fn until_metric(metrics: SocketAddr, line: &str) -> String {
+    let what = format!("/metrics to say {line}");
+    until_async(&what, WAIT, async || {
+        get(metrics, "/metrics")
+            .map(|(_, text)| text)
+            .filter(|text| text.lines().any(|l| l == line))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_moved_away_or_a_file_half_written_deletes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hnsd = testkit::hnsd::HnsdCommand::new(env!("CARGO_BIN_EXE_winnet"), dir.path()).start();
+    let client = hnsd.client();
+    create_network(&client, &l2bridge("cbr0", "10.244.1.0/24", "10.244.1.1")).await;
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("dir");
+    // Its one backend is on another node: nothing here waits for a local pod.
+    let remote = vec![ready("10.244.2.5", "win-2")];
+    let slice = endpoint_slice("web-1", "web", "IPv4", http_port(8080), remote);
+    let whole = yaml_stream(&[web(json!({})), slice]);
+    std::fs::write(manifests.join("web.yaml"), &whole).expect("write");
+    let (healthz, metrics) = (free_addr(), free_addr());
+    let _proxy = spawn_proxy(&manifests, hnsd.socket(), healthz, metrics, dir.path());
+    until_async(
+        "web's load balancer and remote endpoint",
+        WAIT,
+        async || {
+            let (lbs, remotes) = programmed(&client).await;
+            lbs.len() == 1 && remotes.len() == 1
+        },
+    )
+    .await;
+    let programmed_first = programmed(&client).await;
+    until_metric(metrics, "winnet_proxy_source_errors 0").await;
+
+    // The folder is moved away (a deploy tool swapping it), then back.
+    std::fs::rename(&manifests, dir.path().join("away")).expect("move the folder");
+    until_async("the proxy to see it gone, or to delete", WAIT, async || {
+        let noticed = get(metrics, "/metrics")
+            .is_some_and(|(_, t)| t.lines().any(|l| l == "winnet_proxy_source_errors 1"));
+        noticed || programmed(&client).await.0.is_empty()
+    })
+    .await;
+    assert_eq!(
+        programmed(&client).await,
+        programmed_first,
+        "deleted while the folder was away"
+    );
+    assert_eq!(get(healthz, "/healthz").map(|(s, _)| s), Some(200));
+    std::fs::rename(dir.path().join("away"), &manifests).expect("move the folder back");
+    until_metric(metrics, "winnet_proxy_source_errors 0").await;
+    assert_eq!(programmed(&client).await, programmed_first);
+
+    // web.yaml is truncated and rewritten in place by a slow writer: empty, then half.
+    for partial in ["", &whole[..whole.len() / 2]] {
+        std::fs::write(manifests.join("web.yaml"), partial).expect("write");
+        until_metric(metrics, "winnet_proxy_source_errors 1").await;
+        assert_eq!(
+            programmed(&client).await,
+            programmed_first,
+            "deleted while web.yaml was {partial:?}"
+        );
+    }
+    std::fs::write(manifests.join("web.yaml"), &whole).expect("write");
+    until_metric(metrics, "winnet_proxy_source_errors 0").await;
+    assert_eq!(programmed(&client).await, programmed_first);
 }

@@ -24,6 +24,9 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/flannel";
 /// The flannel plugin.
 pub struct Flannel;
 
+/// The field that names the delegate plugin.
+const DELEGATE_TYPE: &str = "delegate.type";
+
 /// A flannel config.
 #[derive(Clone, Debug)]
 pub struct FlannelConf {
@@ -47,13 +50,15 @@ impl FlannelConf {
             .map(|d| d.map().clone())
             .unwrap_or_default();
         let d = Obj::root(&delegate);
-        if let Some(t) = d.get("type")
-            && !t.is_string()
-        {
-            return Err(CniError::config(
-                "delegate.type",
-                "must be a string, e.g. \"win-bridge\"",
-            ));
+        match d.get("type") {
+            Some(Value::String(t)) => invoke::check_plugin_name(DELEGATE_TYPE, t)?,
+            Some(_) => {
+                return Err(CniError::config(
+                    DELEGATE_TYPE,
+                    "must be a string, e.g. \"win-bridge\"",
+                ));
+            }
+            None => {}
         }
         for key in ["name", "ipam"] {
             if d.has(key) {
@@ -127,11 +132,14 @@ fn sandbox(req: &Request<'_>) -> String {
         .to_string()
 }
 
+/// The delegate's `type`, checked again: a saved config is a file on the node, not this call's.
 fn delegate_type(conf: &Map<String, Value>) -> Result<String, CniError> {
-    Obj::root(conf)
-        .str("type")?
-        .map(String::from)
-        .ok_or_else(|| CniError::config("delegate.type", "missing in the saved delegate config"))
+    let t = Obj::root(conf)
+        .str("type")
+        .map_err(|e| CniError::new(e.code, format!("delegate.{}", e.msg)))?
+        .ok_or_else(|| CniError::config(DELEGATE_TYPE, "missing in the saved delegate config"))?;
+    invoke::check_plugin_name(DELEGATE_TYPE, t)?;
+    Ok(t.to_string())
 }
 
 fn run_delegate(
@@ -188,6 +196,26 @@ fn load_saved(path: &std::path::Path) -> Result<Option<Map<String, Value>>, CniE
     }
 }
 
+/// After a failed delegate ADD of a new pod: the delegate's DEL (which a runtime would run
+/// next, through the saved config) and then the saved config go, so the failed ADD leaves
+/// nothing behind. When that DEL fails the config stays, for the runtime's DEL to retry.
+fn forget(req: &Request<'_>, path: &std::path::Path, conf: &[u8], plugin: &str) {
+    match run_delegate(req, Command::Del, conf, plugin) {
+        Ok(_) => {
+            if let Err(e) = std::fs::remove_file(path) {
+                eprintln!(
+                    "cannot remove the saved delegate config {}: {e}",
+                    path.display()
+                );
+            }
+        }
+        Err(e) => eprintln!(
+            "keeping the saved delegate config {} for DEL: the delegate's DEL failed: {e}",
+            path.display()
+        ),
+    }
+}
+
 fn to_bytes(m: &Map<String, Value>) -> Result<Vec<u8>, CniError> {
     serde_json::to_vec(m).map_err(|e| CniError::internal(e.to_string()))
 }
@@ -206,16 +234,26 @@ impl Plugin for Flannel {
             "delegateAdd: netconf sent to delegate plugin: {}",
             String::from_utf8_lossy(&bytes)
         );
-        save(&fc.saved_path(&sandbox(req)), &bytes)?;
-        let out = run_delegate(req, Command::Add, &bytes, &delegate_type(&d)?)?;
-        let v: Value = serde_json::from_slice(&out).map_err(|e| {
-            CniError::new(
-                Code::DECODING_FAILURE,
-                format!("delegate printed a result that is not JSON: {e}"),
-            )
-        })?;
-        CniResult::parse(&v)
-            .map_err(|e| CniError::new(Code::DECODING_FAILURE, format!("delegate result: {e}")))
+        let plugin = delegate_type(&d)?;
+        // Nothing is saved for a delegate that is not there.
+        invoke::find(&plugin, req.args).map_err(|e| e.context("delegate"))?;
+        let path = fc.saved_path(&sandbox(req));
+        let earlier = path.symlink_metadata().is_ok();
+        save(&path, &bytes)?;
+        let added = run_delegate(req, Command::Add, &bytes, &plugin).and_then(|out| {
+            let v: Value = serde_json::from_slice(&out).map_err(|e| {
+                CniError::new(
+                    Code::DECODING_FAILURE,
+                    format!("delegate printed a result that is not JSON: {e}"),
+                )
+            })?;
+            CniResult::parse(&v)
+                .map_err(|e| CniError::new(Code::DECODING_FAILURE, format!("delegate result: {e}")))
+        });
+        if added.is_err() && !earlier {
+            forget(req, &path, &bytes, &plugin);
+        }
+        added
     }
 
     fn del(&self, req: &Request<'_>) -> Result<(), CniError> {

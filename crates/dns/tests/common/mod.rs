@@ -98,6 +98,38 @@ pub async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// Sends one length-prefixed message over TCP, returns the reply (None after 3 s of silence
+/// or if the server closes).
+pub async fn exchange_tcp(addr: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let len = u16::try_from(bytes.len()).ok()?;
+        s.write_all(&len.to_be_bytes()).await.ok()?;
+        s.write_all(bytes).await.ok()?;
+        let len = s.read_u16().await.ok()?;
+        let mut buf = vec![0u8; usize::from(len)];
+        s.read_exact(&mut buf).await.ok()?;
+        Some(buf)
+    };
+    tokio::time::timeout(Duration::from_secs(3), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// `bytes` as one DNS message that ends where its last record ends (no record cut short, no
+/// bytes after it); the error says what is wrong.
+pub fn whole_message(bytes: &[u8]) -> Result<Message, String> {
+    use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+    let mut decoder = BinDecoder::new(bytes);
+    let m = Message::read(&mut decoder).map_err(|e| format!("not a DNS message: {e}"))?;
+    match decoder.len() {
+        0 => Ok(m),
+        n => Err(format!("{n} bytes after the last record")),
+    }
+}
+
 /// `dig @addr -p port ARGS` (the Debian client), its whole output.
 pub async fn dig(addr: SocketAddr, args: &[&str]) -> String {
     let out = tokio::process::Command::new("dig")

@@ -49,7 +49,10 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
         let mut exceptions = Vec::new();
         let mut explicit = false;
         for p in &e.policies {
-            if let EndpointPolicy::OutBoundNat(s) = p {
+            // A policy that names Destinations (loopback DSR's) translates only toward them.
+            if let EndpointPolicy::OutBoundNat(s) = p
+                && s.destinations.is_empty()
+            {
                 explicit = true;
                 for x in &s.exceptions {
                     match parse_net(x) {

@@ -31,6 +31,7 @@ impl State {
             .networks
             .get(&ep.host_compute_network)
             .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
+        check_endpoint(&ep)?;
         let joins = self.namespace_to_join(&ep)?;
         self.assign_addresses(net, &mut ep)?;
         self.assign_mac(net, &mut ep)?;
@@ -77,6 +78,7 @@ impl State {
             given.policies,
             EndpointPolicy::type_name,
         )?;
+        check_endpoint(&ep)?;
         self.check_host_ports(&ep)?;
         let obj = Object::Endpoint(ep);
         Ok(Plan {
@@ -338,6 +340,68 @@ impl State {
         })?);
         Ok(())
     }
+}
+
+/// What the vNIC of an endpoint is made from, checked as Windows and Linux would: a unicast
+/// MAC, a name Linux takes for an interface, and an MTU an interface can have. Refused with
+/// HNS's invalid-parameter HRESULT naming the field, before anything is stored or made.
+fn check_endpoint(ep: &Endpoint) -> Result<(), HnsError> {
+    if let Some(mac) = ep.mac_address {
+        check_mac("MacAddress", mac)?;
+    }
+    let name = &ep.linux_interface_name;
+    if !name.is_empty() && !is_link_name(name) {
+        return Err(HnsError::new(
+            HResult::E_INVALIDARG,
+            format!(
+                "LinuxInterfaceName: {name:?} is not a Linux interface name: 1 to {MAX_LINK_NAME} bytes, not . or .., without /, :, NUL or whitespace (e.g. \"eth0\")"
+            ),
+        ));
+    }
+    for (i, p) in ep.policies.iter().enumerate() {
+        if let EndpointPolicy::EncapOverhead(o) = p
+            && o.mtu().is_none()
+        {
+            let base = hcn::policy::EncapOverheadPolicySetting::BASE_MTU;
+            let min = hcn::policy::EncapOverheadPolicySetting::MIN_MTU;
+            return Err(HnsError::new(
+                HResult::E_INVALIDARG,
+                format!(
+                    "Policies[{i}].Settings.Overhead: {} leaves the vNIC an MTU of {} (of {base}); it must leave at least {min} (VXLAN's is 50)",
+                    o.overhead,
+                    base.saturating_sub(o.overhead)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A MAC an interface can have (`field` names it in the error).
+pub(super) fn check_mac(field: &str, mac: MacAddress) -> Result<(), HnsError> {
+    match mac.not_unicast() {
+        None => Ok(()),
+        Some(why) => Err(HnsError::new(
+            HResult::E_INVALIDARG,
+            format!(
+                "{field}: {mac} is {why}; give a unicast MAC such as 00-15-5D-00-00-01, or leave it out for one from the network's pool"
+            ),
+        )),
+    }
+}
+
+/// The longest interface name Linux takes (`IFNAMSIZ` less its NUL).
+const MAX_LINK_NAME: usize = 15;
+
+/// A name Linux takes for an interface (the kernel's `dev_valid_name`).
+fn is_link_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_LINK_NAME
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
 }
 
 /// The `PortMapping` policies of an endpoint.

@@ -4,6 +4,7 @@
 //! either refuses it with an HNS error or yields the [`Change`]s to make; the service makes them
 //! durable and then [`State::apply`]s them. So a refused call changes nothing.
 
+mod check;
 mod endpoint;
 mod loadbalancer;
 mod namespace;
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 use crate::profile::Profile;
 
+pub use check::{Fix, Problem};
 pub use hcn::Kind;
 pub use namespace::{NETNS_DIR, NETNS_PREFIX, netns_path};
 
@@ -77,6 +79,18 @@ impl Object {
             Object::Namespace(o) => serde_json::to_vec(o),
             Object::LoadBalancer(o) => serde_json::to_vec(o),
             Object::Route(o) => serde_json::to_vec(o),
+        }
+    }
+
+    /// The checks the API makes of a document of this kind ([`hcn::Validate`]).
+    pub fn validate(&self) -> Result<(), hcn::DecodeError> {
+        use hcn::Validate;
+        match self {
+            Object::Network(o) => o.validate(),
+            Object::Endpoint(o) => o.validate(),
+            Object::Namespace(o) => o.validate(),
+            Object::LoadBalancer(o) => o.validate(),
+            Object::Route(o) => o.validate(),
         }
     }
 

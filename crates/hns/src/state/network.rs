@@ -4,6 +4,7 @@ use hcn::error::{HResult, HnsError};
 use hcn::modify::{ModifyRequest, PolicyRequest};
 use hcn::{Guid, Network, NetworkPolicy, NetworkType, ResourceType};
 
+use super::endpoint::check_mac;
 use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
 
 /// VSIDs below 4096 are reserved on Windows (flannel refuses a VNI below 4096 for this reason).
@@ -114,9 +115,32 @@ fn put(net: Network) -> Plan {
     }
 }
 
-/// Rules that depend on the network mode.
+/// Rules that depend on the network mode, and MACs that interfaces can have.
 fn check_network(net: &Network) -> Result<(), HnsError> {
     let overlay = net.network_type == NetworkType::Overlay;
+    for (i, r) in net.mac_pool.ranges.iter().enumerate() {
+        let at = format!("MacPool.Ranges[{i}]");
+        check_mac(&format!("{at}.StartMacAddress"), r.start_mac_address)?;
+        check_mac(&format!("{at}.EndMacAddress"), r.end_mac_address)?;
+        // Both ends are unicast (an even first byte), so a range over more than one first
+        // byte holds an odd one: multicast addresses it would hand out.
+        if r.start_mac_address.0[0] != r.end_mac_address.0[0] {
+            return Err(HnsError::new(
+                HResult::E_INVALIDARG,
+                format!(
+                    "{at}: {} to {} holds multicast addresses (first byte {:02X}); keep a range within one first byte",
+                    r.start_mac_address,
+                    r.end_mac_address,
+                    r.start_mac_address.0[0] | 1
+                ),
+            ));
+        }
+    }
+    for (i, p) in net.policies.iter().enumerate() {
+        if let NetworkPolicy::DrMacAddress(d) = p {
+            check_mac(&format!("Policies[{i}].Settings.Address"), d.address)?;
+        }
+    }
     for (i, subnet) in net.subnets().enumerate() {
         check_subnet_routes(i, subnet)?;
         match subnet.vsid() {

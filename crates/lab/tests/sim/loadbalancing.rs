@@ -13,11 +13,7 @@ use lab::{Cluster, PodOptions, Service, Who};
 
 /// Four backends (two per node) behind 10.96.0.40:80 and a client pod on node1.
 fn four(backend: Backend, affinity: bool) -> (Cluster, Who, Vec<Who>) {
-    let mut c = Cluster::new(2, Profile::Ws2022).unwrap();
-    match backend {
-        Backend::HostGw => c.flannel_host_gw().unwrap(),
-        Backend::Vxlan => c.flannel_vxlan().unwrap(),
-    }
+    let mut c = flannel_cluster(2, Profile::Ws2022, backend);
     let client = c.add_pod(0, "client", PodOptions::default()).unwrap();
     let backends: Vec<Who> = (0..4)
         .map(|i| {
@@ -138,11 +134,7 @@ fn without_dsr_the_backend_sees_the_source_vip() {
 #[test]
 fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
     for backend in [Backend::HostGw, Backend::Vxlan] {
-        let mut c = Cluster::new(1, Profile::Ws2022).unwrap();
-        match backend {
-            Backend::HostGw => c.flannel_host_gw().unwrap(),
-            Backend::Vxlan => c.flannel_vxlan().unwrap(),
-        }
+        let mut c = flannel_cluster(1, Profile::Ws2022, backend);
         let plain = c.add_pod(0, "plain", PodOptions::default()).unwrap();
         let looped = c
             .add_pod(
@@ -173,6 +165,31 @@ fn a_pod_reaching_a_dsr_vip_that_picks_itself_needs_loopback_dsr() {
         assert_eq!(ex.receiver(), Some(looped));
         assert_eq!(ex.seen().unwrap().src, addr::node(0), "{ex}");
         assert!(ex.ok(), "{ex}");
+    }
+}
+
+/// Loopback DSR's policy is an `OutBoundNAT` that names the pod's own address: in a config
+/// without the general OutBoundNAT it translates the hairpin only, and the pod's other
+/// connections (to a pod on another node) keep its address.
+#[test]
+fn the_loopback_dsr_policy_alone_translates_only_the_hairpin() {
+    for backend in [Backend::HostGw, Backend::Vxlan] {
+        let mut c = flannel_cluster(2, Profile::Ws2025, backend);
+        let looped = PodOptions {
+            loopback_dsr: true,
+            no_outbound_nat: true,
+            ..PodOptions::default()
+        };
+        let pod = c.add_pod(0, "looped", looped).unwrap();
+        let remote = c.add_pod(1, "remote", PodOptions::default()).unwrap();
+        let mut svc = Service::tcp("default/self", ip("10.96.0.72"), 80, 8080, vec![pod]);
+        svc.dsr = true;
+        c.add_service(&svc).unwrap();
+        let (own, remote_ip) = (c.ip_of(pod).unwrap(), c.ip_of(remote).unwrap());
+        let ex = c.tcp_syn(pod, remote_ip, 8080);
+        delivered(&ex, remote, own, remote_ip, 8080);
+        let ex = c.tcp_syn(pod, ip("10.96.0.72"), 80);
+        delivered(&ex, pod, addr::node(0), own, 8080);
     }
 }
 
@@ -267,11 +284,7 @@ fn local_routed_vip_is_reached_from_the_host_even_where_service_vips_are_not() {
 #[test]
 fn a_udp_service_carries_payloads_to_a_responder_and_its_reply_back() {
     for backend in [Backend::HostGw, Backend::Vxlan] {
-        let mut c = Cluster::new(2, Profile::Ws2022).unwrap();
-        match backend {
-            Backend::HostGw => c.flannel_host_gw().unwrap(),
-            Backend::Vxlan => c.flannel_vxlan().unwrap(),
-        }
+        let mut c = flannel_cluster(2, Profile::Ws2022, backend);
         let client = c.add_pod(0, "client", PodOptions::default()).unwrap();
         let servers: Vec<Who> = (0..2)
             .map(|i| {

@@ -36,12 +36,18 @@ pub enum Backend {
     Vxlan,
 }
 
-pub fn topo(backend: Backend, profile: Profile) -> Topo {
-    let mut c = Cluster::new(2, profile).unwrap();
+/// `nodes` Windows nodes of `profile` with their pod network made by flanneld's `backend`.
+pub fn flannel_cluster(nodes: usize, profile: Profile, backend: Backend) -> Cluster {
+    let mut c = Cluster::new(nodes, profile).unwrap();
     match backend {
         Backend::HostGw => c.flannel_host_gw().unwrap(),
         Backend::Vxlan => c.flannel_vxlan().unwrap(),
     }
+    c
+}
+
+pub fn topo(backend: Backend, profile: Profile) -> Topo {
+    let mut c = flannel_cluster(2, profile, backend);
     let a = c.add_pod(0, "a", PodOptions::default()).unwrap();
     let b = c.add_pod(0, "b", PodOptions::default()).unwrap();
     let d = c.add_pod(1, "d", PodOptions::default()).unwrap();

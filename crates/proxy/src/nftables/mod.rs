@@ -46,8 +46,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut checks = ServiceHealth::default();
     checks.listen();
     let mut installed: Option<String> = None;
+    // The tables are replaced whole: nothing is installed before the source is read whole.
+    tokio::select! {
+        s = source::first_synced(&mut snapshots, |s| health.metrics.set_source(s)) => {
+            s.ok_or_else(crate::proxier::stopped)?
+        }
+        _ = &mut shutdown => return Ok(()),
+    };
     loop {
         let snapshot = snapshots.borrow_and_update().clone();
+        health.metrics.set_source(&snapshot);
         sync(
             &config.node,
             &snapshot,
@@ -60,7 +68,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             _ = &mut shutdown => return Ok(()),
             changed = snapshots.changed() => {
                 if changed.is_err() {
-                    return Err(ProxyError::Startup("the object source stopped".into()));
+                    return Err(crate::proxier::stopped());
                 }
             }
         }

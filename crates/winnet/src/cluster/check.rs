@@ -65,8 +65,14 @@ fn status_in(detail: &str) -> Option<u16> {
         .and_then(|w| w[1].parse().ok())
 }
 
+/// Why the real cluster skips a flow of the in-memory cluster only.
+pub const IN_MEMORY_ONLY: &str = "in memory only (winnet demo --simulate)";
+
 /// Runs one flow.
 pub fn run(f: &Flow) -> Outcome {
+    if f.in_memory_only {
+        return Outcome::skipped(f, IN_MEMORY_ONLY);
+    }
     let (passed, detail) = match (f.proto, f.connections) {
         (Proto::Tcp, Some(n)) => sticky(f, n),
         (Proto::Tcp, None) => tcp(f),
@@ -243,81 +249,4 @@ fn icmp(f: &Flow) -> (bool, String) {
         }
     }
     (false, "no echo reply".into())
-}
-
-/// The matrix's rows (flow, from, to, expected, happened, verdict).
-pub type Row = [String; 6];
-
-/// The matrix as a table, or as a Markdown table.
-pub fn render(outcomes: &[Outcome], markdown: bool) -> String {
-    let rows: Vec<Row> = outcomes.iter().map(row).collect();
-    render_rows(&rows, markdown)
-}
-
-/// Rows of the matrix as a table, or as a Markdown table.
-pub fn render_rows(rows: &[Row], markdown: bool) -> String {
-    let head = ["flow", "from", "to", "expected", "happened", "verdict"].map(String::from);
-    if markdown {
-        let mut out = vec![
-            format!("| {} |", head.join(" | ")),
-            "|---|---|---|---|---|---|".to_string(),
-        ];
-        out.extend(rows.iter().map(|r| format!("| {} |", r.join(" | "))));
-        return out.join("\n");
-    }
-    let mut widths = [0usize; 6];
-    for r in std::iter::once(&head).chain(rows) {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |r: &Row| {
-        r.iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    std::iter::once(&head)
-        .chain(rows)
-        .map(line)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn row(o: &Outcome) -> Row {
-    let f = &o.flow;
-    let host = f.to_name.clone().unwrap_or_else(|| f.to.to_string());
-    let to = match f.proto {
-        Proto::Icmp => format!("{host} icmp"),
-        Proto::Tcp => format!("{host}:{} tcp", f.port),
-        Proto::Udp => format!("{host}:{} udp", f.port),
-    };
-    let expected = match (f.expect_pass, &f.limitation, f.expect_status) {
-        (true, _, Some(status)) => format!("HTTP {status}"),
-        (true, _, None) => "works".to_string(),
-        (false, Some(l), _) => format!("fails ({l})"),
-        (false, None, _) => "fails".to_string(),
-    };
-    let happened = match (&o.skipped, o.passed) {
-        (Some(why), _) => why.clone(),
-        (None, true) => format!("works: {}", o.detail),
-        (None, false) => format!("fails: {}", o.detail),
-    };
-    let verdict = match (&o.skipped, o.matches) {
-        (Some(_), _) => "skipped",
-        (None, true) => "ok",
-        (None, false) => "MISMATCH",
-    }
-    .to_string();
-    [
-        f.name.clone(),
-        f.from.clone(),
-        to,
-        expected,
-        happened,
-        verdict,
-    ]
 }

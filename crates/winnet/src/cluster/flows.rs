@@ -59,6 +59,10 @@ pub struct Flow {
     /// The HTTP status the answer must carry (a health check node port: 200 or 503).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expect_status: Option<u16>,
+    /// Run in the in-memory cluster only (its Service has more backends than the real cluster
+    /// makes); the real cluster marks it skipped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_memory_only: bool,
 }
 
 fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto) -> Flow {
@@ -77,6 +81,7 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         connections: None,
         expect_destination: None,
         expect_status: None,
+        in_memory_only: false,
     }
 }
 
@@ -150,6 +155,35 @@ impl Flow {
         self
     }
 }
+
+/// The Service past the backend limit: kube-proxy asks for one load balancer with one
+/// backend more than the build's HNS takes (64 on ws2019 and ws2022, 1024 on ws2025), and
+/// where the build has no limit with as many as the largest limit refuses; hnsd's profile
+/// table says which ([`Profile::max_lb_backends`]). The in-memory cluster makes it; its
+/// backends are addresses of the external host ([`backend_past_limit`]), remote endpoints as
+/// pods on other nodes would be.
+pub const BACKEND_LIMIT_SERVICE: &str = "big";
+/// Its ClusterIP.
+pub const BACKEND_LIMIT_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 100);
+
+/// How many backends the Service past the backend limit has under `profile`.
+pub fn backends_past_limit(profile: Profile) -> usize {
+    let largest = Profile::ALL
+        .iter()
+        .filter_map(|p| p.max_lb_backends())
+        .max()
+        .unwrap_or(0);
+    profile.max_lb_backends().unwrap_or(largest) + 1
+}
+
+/// Backend `k` of that Service: 10.201.<k / 250>.<k % 250 + 1>, an address of the external host.
+pub fn backend_past_limit(k: usize) -> Ipv4Addr {
+    let k = u32::try_from(k).unwrap_or(u32::MAX);
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 201, 0, 1)) + (k / 250) * 256 + k % 250)
+}
+
+/// The port of the Service past the backend limit.
+pub const HTTP_SERVICE_PORT: u16 = 80;
 
 /// How many connections a session-affinity flow makes.
 pub const STICKY_CONNECTIONS: u16 = 20;
@@ -237,9 +271,10 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
             Proto::Tcp,
         );
         // With DSR (kube-proxy's --enable-dsr, where HNS has DSR) the backend sees the client
-        // pod itself.
+        // pod itself — unless the client is one of the Service's backends and the load balancer
+        // sends it back to itself, which loopback DSR translates to the node's address.
         let dsr = state.topology.as_ref().is_some_and(|t| t.dsr) && profile.features().dsr;
-        out.push(if dsr {
+        out.push(if dsr && !client.name.starts_with(&s.selector) {
             to_cluster_ip.seen_as(ip(client.ip))
         } else {
             to_cluster_ip
@@ -418,7 +453,32 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         out.extend(by_name(state, profile, pl, false));
     }
     out.extend(dual_stack(state, profile));
+    out.push(backend_limit(client, profile));
     out
+}
+
+/// A pod to the ClusterIP of the Service past the backend limit: refused where the build has
+/// a limit (HNS's "invalid number of destinations", so no load balancer), carried where it
+/// has none.
+fn backend_limit(client: &PodState, profile: Profile) -> Flow {
+    let n = backends_past_limit(profile);
+    let limit = profile
+        .max_lb_backends()
+        .map_or("no limit".to_string(), |m| format!("HNS takes {m}"));
+    let mut f = flow(
+        &format!("pod -> ClusterIP, {n} backends, {limit} ({BACKEND_LIMIT_SERVICE})"),
+        &client.name,
+        &client.netns,
+        IpAddr::V4(BACKEND_LIMIT_VIP),
+        HTTP_SERVICE_PORT,
+        Proto::Tcp,
+    );
+    f.in_memory_only = true;
+    if profile.max_lb_backends().is_some() {
+        f.expect_pass = false;
+        f.limitation = Some("BackendLimit".into());
+    }
+    f
 }
 
 /// The dual-stack rows of a `dualStack` cluster (issue 15): IPv6 from a Windows pod to a pod

@@ -9,6 +9,7 @@ pub mod check;
 pub mod flows;
 pub mod leases;
 pub mod procs;
+pub mod render;
 pub mod run_sim;
 pub mod servers;
 pub mod sim_dns;

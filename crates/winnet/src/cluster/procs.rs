@@ -4,7 +4,7 @@
 //! or a crash), and waits until they are gone.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,23 @@ pub struct Proc {
     pub name: String,
     /// Its start time in clock ticks after boot (`/proc/PID/stat` field 22).
     pub start: u64,
+    /// How it was started, so that `cluster restart` starts it again the same way (absent in
+    /// the state of a cluster made by an older winnet).
+    #[serde(default)]
+    pub launch: Option<Launch>,
+}
+
+/// How a process of the cluster is started: its command line, where, and its log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Launch {
+    /// The namespace to run it in (`ip netns exec`); None for programs that enter theirs
+    /// themselves (hnsd's `--node-netns`).
+    pub netns: Option<String>,
+    pub args: Vec<String>,
+    /// Its stdout and stderr (stderr only for a program started here).
+    pub log: PathBuf,
+    /// `RUST_LOG` for it.
+    pub rust_log: String,
 }
 
 /// A command that runs `program` in the namespace `netns`, as `ip netns exec` runs it: the one
@@ -37,23 +54,76 @@ pub fn command_in(netns: &str, program: impl AsRef<OsStr>) -> Command {
 /// Starts `args` in the namespace `netns` with stdout and stderr to `log`; not waited on
 /// (`down` stops it; init reaps it once `winnet` exits).
 pub fn spawn(name: &str, netns: &str, args: &[&str], log: &Path) -> anyhow::Result<Proc> {
-    let logf =
-        std::fs::File::create(log).with_context(|| format!("create log {}", log.display()))?;
-    let (program, rest) = args
+    let launch = Launch {
+        netns: Some(netns.to_string()),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        log: log.to_path_buf(),
+        rust_log: "info".into(),
+    };
+    start(name, launch, false)
+}
+
+/// Starts `launch` as `name`, its log made anew or appended to (a restart); not waited on.
+pub fn start(name: &str, launch: Launch, append: bool) -> anyhow::Result<Proc> {
+    let log = &launch.log;
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(log)
+        .with_context(|| format!("create log {}", log.display()))?;
+    let (program, rest) = launch
+        .args
         .split_first()
         .with_context(|| format!("{name}: no program to start"))?;
-    let child = command_in(netns, program)
+    let mut cmd = match &launch.netns {
+        Some(ns) => command_in(ns, program),
+        None => Command::new(program),
+    };
+    // A program started in its namespace prints to the log; one that enters its namespace
+    // itself logs to stderr alone.
+    let stdout = match launch.netns {
+        Some(_) => Stdio::from(logf.try_clone()?),
+        None => Stdio::null(),
+    };
+    let child = cmd
         .args(rest)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", &launch.rust_log)
         .stdin(Stdio::null())
-        .stdout(logf.try_clone()?)
+        .stdout(stdout)
         .stderr(logf)
         .spawn()
-        .with_context(|| format!("cannot start {}", args.join(" ")))?;
+        .with_context(|| format!("cannot start {}", launch.args.join(" ")))?;
     let pid = child.id();
     std::mem::forget(child);
-    Proc::started(name, pid)
-        .with_context(|| format!("{name} (PID {pid}) exited at once; see {}", log.display()))
+    let mut p = Proc::started(name, pid)
+        .with_context(|| format!("{name} (PID {pid}) exited at once; see {}", log.display()))?;
+    p.launch = Some(launch);
+    Ok(p)
+}
+
+/// Stops `p` with `signal` (as a crash or a service manager would), waits until it is gone,
+/// and starts it again as it was started: the new record.
+pub fn restart(p: &Proc, signal: Signal) -> anyhow::Result<Proc> {
+    let launch = p.launch.clone().with_context(|| {
+        format!(
+            "{} was started by an older winnet that did not record how: take the cluster down and up again",
+            p.name
+        )
+    })?;
+    let left = stop_with(std::slice::from_ref(p), signal, Duration::from_secs(10));
+    if !left.is_empty() {
+        anyhow::bail!("{} did not stop on {signal}", left.join(", "));
+    }
+    start(&p.name, launch, true)
+}
+
+/// True while a killed process's threads are still exiting: its first thread is already a
+/// zombie (so it no longer counts as alive) while the others still hold what the process held
+/// — a lock, a socket — until the last one is gone.
+fn threads_exiting(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| d.count() > 1)
 }
 
 /// What `/proc/PID/stat` says of a process.
@@ -85,6 +155,7 @@ impl Proc {
             pid,
             name: name.to_string(),
             start: stat(pid)?.start,
+            launch: None,
         })
     }
 
@@ -97,17 +168,23 @@ impl Proc {
 /// Stops every process in `procs` that is still the one started (SIGKILL: nothing of theirs
 /// is to be kept), and waits up to 5 s until they have exited; the ones still running after.
 pub fn stop(procs: &[Proc]) -> Vec<String> {
+    stop_with(procs, Signal::SIGKILL, Duration::from_secs(5))
+}
+
+/// Sends `signal` to every process in `procs` that is still the one started and waits up to
+/// `within` until they have exited; the ones still running after.
+fn stop_with(procs: &[Proc], signal: Signal, within: Duration) -> Vec<String> {
     let ours: Vec<&Proc> = procs.iter().filter(|p| p.alive()).collect();
     for p in &ours {
         if let Ok(pid) = i32::try_from(p.pid) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), signal);
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + within;
     loop {
         let left: Vec<String> = ours
             .iter()
-            .filter(|p| p.alive())
+            .filter(|p| p.alive() || threads_exiting(p.pid))
             .map(|p| format!("{} (PID {})", p.name, p.pid))
             .collect();
         if left.is_empty() || Instant::now() > deadline {
@@ -141,6 +218,7 @@ mod tests {
             pid: me,
             name: "test".into(),
             start,
+            launch: None,
         };
         assert!(p.alive());
         let other = Proc {

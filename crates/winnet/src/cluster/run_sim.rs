@@ -22,7 +22,9 @@ use lab::{Cluster, Exchange, PodOptions, Who};
 use super::check::{self, Outcome};
 use super::flows::{self, Flow, Proto};
 use super::sim_dns;
-use super::topology::{DNS_POD_PREFIX, DNS_PODS, Mode, Os, Topology, node_ip};
+use super::topology::{
+    DNS_POD_PREFIX, DNS_PODS, HTTP_PORT, Mode, NAMESPACE, Os, Topology, node_ip,
+};
 use super::{NS_PREFIX, NodeState, PodState, State};
 
 /// Why the Linux rows are not run.
@@ -37,15 +39,13 @@ pub struct SimCluster {
     who: BTreeMap<String, Who>,
     /// The Windows pods' resolver rules, by pod.
     rules: BTreeMap<String, dnsclient::Rules>,
+    /// What HNS answered kube-proxy for a Service it refused, by the Service's ClusterIP.
+    refusals: BTreeMap<IpAddr, String>,
 }
 
 /// Builds `t` in memory.
 pub fn build(t: &Topology) -> anyhow::Result<SimCluster> {
-    let opts = PodOptions {
-        cluster_dns: true,
-        ..PodOptions::default()
-    };
-    build_with(t, opts)
+    build_with(t, PodOptions::cluster())
 }
 
 /// Builds `t` in memory, its pods' CNI config made with `opts`.
@@ -200,6 +200,47 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
     }
     c.set_proxy_dsr(t.dsr);
     c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
+    // The Service past the backend limit: kube-proxy asks for its load balancer and hnsd
+    // refuses it where the build has a limit (kube-proxy reports the refusal; the matrix's
+    // row shows what the pod then gets); the external host answers on every backend address.
+    let n = flows::backends_past_limit(t.profile);
+    let backends: Vec<(String, IpAddr, String)> = (0..n)
+        .map(|k| {
+            let ip = IpAddr::V4(flows::backend_past_limit(k));
+            (
+                format!("{}-{k}", flows::BACKEND_LIMIT_SERVICE),
+                ip,
+                "outside".to_string(),
+            )
+        })
+        .collect();
+    let big = lab::sim::agents::proxy::Service::tcp(
+        &format!("{NAMESPACE}/{}", flows::BACKEND_LIMIT_SERVICE),
+        IpAddr::V4(flows::BACKEND_LIMIT_VIP),
+        flows::HTTP_SERVICE_PORT,
+        HTTP_PORT,
+        Vec::new(),
+    );
+    let mut refusals = BTreeMap::new();
+    match c.add_service_over(&big, &backends) {
+        Ok(()) => {}
+        // kube-proxy's report carries HNS's refusal (E_INVALIDARG) in its words.
+        Err(e)
+            if t.profile.max_lb_backends().is_some()
+                && e.detail.contains(&hcn::HResult::E_INVALIDARG.to_string()) =>
+        {
+            let hns = e.detail.rsplit_once("hns: ").map_or(&*e.detail, |(_, h)| h);
+            refusals.insert(IpAddr::V4(flows::BACKEND_LIMIT_VIP), hns.to_string());
+        }
+        Err(e) => bail!(
+            "kube-proxy, Service {}: {}",
+            flows::BACKEND_LIMIT_SERVICE,
+            e.detail
+        ),
+    }
+    c.external
+        .extra_addresses
+        .extend(backends.iter().map(|(_, ip, _)| *ip));
     // The external load balancer hands each ingress address to the first Windows node.
     for s in &t.services {
         if let Some(lb) = s.load_balancer_ip {
@@ -228,6 +269,7 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         state,
         who,
         rules,
+        refusals,
     })
 }
 
@@ -285,6 +327,9 @@ impl SimCluster {
         let (passed, mut detail) = describe(&e, f.proto);
         if let Some(n) = named {
             detail = format!("{detail} {n}");
+        }
+        if let Some(refused) = self.refusals.get(&to) {
+            detail = format!("{detail}; HNS refused kube-proxy's load balancer: {refused}");
         }
         if passed && f.expect_status.is_some() {
             detail = format!("{detail}; {}", self.health_answer(to, f.port));
@@ -466,6 +511,75 @@ mod tests {
         }
     }
 
+    /// Connects from `client` to its own Service `web` (the first, at `vip`) until the load
+    /// balancer has sent it back to itself three times, every other connection by the
+    /// Service's FQDN through the pod's resolver; the first connection that was not answered.
+    fn hairpin(sim: &mut SimCluster, client: &str, vip: IpAddr) -> Result<(), String> {
+        let fqdn = "web.default.svc.cluster.local";
+        let from = sim.who[client];
+        let (mut itself, mut tries) = (0, 0);
+        while itself < 3 {
+            tries += 1;
+            if tries > 60 {
+                return Err(format!("{tries} connections, none back to {client}"));
+            }
+            let to = if tries % 2 == 0 {
+                let r = sim_dns::resolve(&mut sim.cluster, from, &sim.rules[client], fqdn)
+                    .map_err(|e| format!("{fqdn}: {e}"))?;
+                IpAddr::V4(r.address.ok_or(format!("{fqdn}: not resolved"))?)
+            } else {
+                vip
+            };
+            let e = sim.cluster.tcp_syn(from, to, 80);
+            let (ok, detail) = describe(&e, Proto::Tcp);
+            if !ok || to != vip {
+                return Err(format!("connection {tries} to {to}: {detail}"));
+            }
+            if e.receiver() == Some(from) {
+                itself += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pod that is one of its own Service's backends (`web-client` among `web`'s pods)
+    /// reaches itself through the Service: connections to the ClusterIP and to the Service's
+    /// FQDN are all answered, several of them by the pod itself, in both modes, single- and
+    /// dual-stack (win-bridge / win-overlay, sdnbridge), with DSR and without; and the
+    /// cluster's flow matrix matches.
+    #[test]
+    fn a_pod_reaches_itself_through_its_own_service_in_memory() {
+        let vip = IpAddr::V4(lab::topology::cluster_ip(0).expect("a ClusterIP"));
+        let mut failed = Vec::new();
+        for mode in ["l2bridge", "overlay"] {
+            for dual in [false, true] {
+                for dsr in [true, false] {
+                    let text = format!(
+                        "mode: {mode}\nprofile: ws2025\ndsr: {dsr}\ndualStack: {dual}\nnodes:\n\
+                         - {{name: win-1, os: windows, pods: [web-1, web-client]}}\n\
+                         - {{name: win-2, os: windows, pods: [web-2]}}\n\
+                         services:\n\
+                         - {{name: web, selector: web, port: 80, targetPort: 8080}}\n"
+                    );
+                    let t = Topology::parse(&text, "hairpin").expect("topology");
+                    let mut sim = build(&t).expect("cluster");
+                    let what = format!("{mode}, dual-stack {dual}, DSR {dsr}");
+                    // The matrix of such a cluster holds (run first, as `winnet demo` runs it: its
+                    // ClusterIP row may be the hairpin, which comes from the node's address).
+                    failed.extend(
+                        mismatched(&mut sim, &t)
+                            .iter()
+                            .map(|m| format!("{what}: {m}")),
+                    );
+                    if let Err(e) = hairpin(&mut sim, "web-client", vip) {
+                        failed.push(format!("{what}: {e}"));
+                    }
+                }
+            }
+        }
+        assert_eq!(failed, Vec::<String>::new());
+    }
+
     /// The simulated matrix is the CNI plugin's doing: the same pods with the plugin's
     /// OutBoundNAT policy left out of its output leave with their own address, which the
     /// outside cannot answer, and the matrix's rows to the outside fail.
@@ -476,9 +590,8 @@ mod tests {
             let mut sim = build(&t).expect("cluster");
             assert_eq!(mismatched(&mut sim, &t), Vec::<String>::new(), "{mode}");
             let opts = PodOptions {
-                cluster_dns: true,
                 no_outbound_nat: true,
-                ..PodOptions::default()
+                ..PodOptions::cluster()
             };
             let mut broken = build_with(&t, opts).expect("cluster");
             let bad = mismatched(&mut broken, &t);

@@ -1,6 +1,7 @@
 //! `winnet cluster up|check|status|down`: the local cluster on this machine, and `winnet
 //! serve`, the servers its pods run.
 
+use crate::output::{note, outln};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -27,6 +28,42 @@ enum Verb {
     Status,
     /// Remove everything the cluster made.
     Down,
+    /// Stop one of the cluster's processes as a crash does (SIGKILL) or a service manager
+    /// does (SIGTERM), and start it again as it was started (e.g. `restart "win-1 hnsd"`;
+    /// `cluster status` lists the names).
+    Restart(RestartArgs),
+    /// Add or delete a pod on a node, as a kubelet does through the node's CNI plugin.
+    Pod(PodArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RestartArgs {
+    /// The process, as `cluster status` names it (`win-1 hnsd`, `win-2 proxy`, ...).
+    pub name: String,
+    /// How to stop it: kill (a crash) or term (a clean stop).
+    #[arg(long, default_value = "kill")]
+    pub signal: StopSignal,
+}
+
+/// How `cluster restart` stops a process.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum StopSignal {
+    Kill,
+    Term,
+}
+
+#[derive(clap::Args)]
+pub struct PodArgs {
+    #[command(subcommand)]
+    verb: PodVerb,
+}
+
+#[derive(clap::Subcommand)]
+enum PodVerb {
+    /// Add pod NAME to NODE: its namespace, the CNI ADD, a server in it.
+    Add { node: String, name: String },
+    /// Delete pod NAME from NODE: its server stopped, the CNI DEL, its namespace removed.
+    Delete { node: String, name: String },
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -78,15 +115,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Verb::Status => {
             need_root("cluster status")?;
             let state = State::load(dir)?.context("no cluster is up")?;
-            status(&state);
-            Ok(())
+            status(&state)
+        }
+        Verb::Restart(a) => {
+            need_root("cluster restart")?;
+            let signal = match a.signal {
+                StopSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+                StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            };
+            cluster::build::restart(dir, &a.name, signal)?;
+            outln!("{} restarted", a.name)
+        }
+        Verb::Pod(a) => {
+            need_root("cluster pod")?;
+            match a.verb {
+                PodVerb::Add { node, name } => {
+                    let pod = cluster::build::add_pod(dir, &node, &name)?;
+                    match pod.ip6 {
+                        Some(ip6) => outln!("{node}/{name} {} {ip6}", pod.ip),
+                        None => outln!("{node}/{name} {}", pod.ip),
+                    }
+                }
+                PodVerb::Delete { node, name } => {
+                    cluster::build::delete_pod(dir, &node, &name)?;
+                    outln!("{node}/{name} deleted")
+                }
+            }
         }
         Verb::Down => {
             need_root("cluster down")?;
             if cluster::teardown::down(dir)? {
-                println!("cluster removed");
+                outln!("cluster removed")?;
             } else {
-                println!("no cluster is up");
+                outln!("no cluster is up")?;
             }
             Ok(())
         }
@@ -123,18 +184,19 @@ pub fn topology(a: &UpArgs) -> anyhow::Result<Topology> {
 /// Builds the cluster with a progress display; removes what it made when it fails.
 pub fn up(t: &Topology, dir: &Path) -> anyhow::Result<State> {
     let start = std::time::Instant::now();
-    eprintln!(
+    note!(
         "building the cluster: {} mode, profile {}",
-        t.mode, t.profile
+        t.mode,
+        t.profile
     );
     let mut step = 0;
     let built = cluster::build::up(t, dir, &mut |what| {
         step += 1;
-        eprintln!("  [{:>5.1}s] {what}", start.elapsed().as_secs_f64());
+        note!("  [{:>5.1}s] {what}", start.elapsed().as_secs_f64());
     });
     match built {
         Ok(s) => {
-            eprintln!("cluster up in {:.1} s", start.elapsed().as_secs_f64());
+            note!("cluster up in {:.1} s", start.elapsed().as_secs_f64());
             Ok(s)
         }
         Err(e) => {
@@ -142,7 +204,7 @@ pub fn up(t: &Topology, dir: &Path) -> anyhow::Result<State> {
             let kept = std::env::temp_dir().join("winnet-cluster-failed");
             let _ = copy_logs(dir, &kept);
             if let Err(d) = cluster::teardown::down(dir) {
-                eprintln!("cleaning up after the failure also failed: {d:#}");
+                note!("cleaning up after the failure also failed: {d:#}");
             }
             Err(e.context(format!(
                 "cluster up failed; everything made was removed (logs of {logs} kept in {})",
@@ -183,16 +245,24 @@ pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
         .map(check::run)
         .collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+        outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
     } else {
-        println!("{}", check::render(&outcomes, a.markdown));
+        let header = state
+            .topology
+            .as_ref()
+            .map(|t| cluster::render::header(t, false))
+            .unwrap_or_default();
+        outln!(
+            "{}",
+            cluster::render::render(&outcomes, &header, a.markdown)
+        )?;
     }
     let bad = outcomes.iter().filter(|o| !o.matches).count();
     let expected_failures = outcomes
         .iter()
         .filter(|o| !o.flow.expect_pass && o.matches)
         .count();
-    eprintln!(
+    note!(
         "{} flows: {} as the profile says ({} of them documented limitations), {bad} mismatched",
         outcomes.len(),
         outcomes.len() - bad,
@@ -201,45 +271,51 @@ pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
     Ok(bad == 0)
 }
 
-fn status(s: &State) {
+fn status(s: &State) -> anyhow::Result<()> {
     if let Some(t) = &s.topology {
-        println!(
+        outln!(
             "mode {}, profile {}{}",
             t.mode,
             t.profile,
             if s.ready { "" } else { " (not ready)" }
-        );
+        )?;
     }
     // The leases as flannel's etcd holds them (what every node's flanneld follows).
     let leases = match &s.etcd {
         Some(url) => match cluster::leases::read(url) {
             Ok(l) => l,
             Err(e) => {
-                println!("flannel's etcd at {url}: {e:#}");
+                outln!("flannel's etcd at {url}: {e:#}")?;
                 Vec::new()
             }
         },
         None => Vec::new(),
     };
     for n in &s.nodes {
-        println!(
+        outln!(
             "{:<10} {:<8} {:<15} ({})",
             n.name,
             format!("{:?}", n.os).to_lowercase(),
             n.ip,
             n.netns
-        );
+        )?;
         match leases.iter().find(|l| l.attrs.public_ip == n.ip) {
-            Some(l) => println!("  {}", cluster::leases::describe(l)),
-            None => println!("  no lease in etcd"),
+            Some(l) => outln!("  {}", cluster::leases::describe(l))?,
+            None => outln!("  no lease in etcd")?,
         }
         if let Some(vip) = n.source_vip {
-            println!("  kube-proxy source VIP {vip}");
+            outln!("  kube-proxy source VIP {vip}")?;
         }
         for p in &n.pods {
-            println!("  {:<12} {:<15} ({})", p.name, p.ip, p.netns);
+            outln!("  {:<12} {:<15} ({})", p.name, p.ip, p.netns)?;
         }
     }
+    outln!("processes (`cluster restart NAME`):")?;
+    for p in &s.procs {
+        let how = if p.alive() { "running" } else { "gone" };
+        outln!("  {:<24} PID {:<8} {how}", p.name, p.pid)?;
+    }
+    Ok(())
 }
 
 /// `winnet serve`.

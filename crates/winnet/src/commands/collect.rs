@@ -3,6 +3,7 @@
 //! Kubernetes objects, recent logs — for `winnet doctor --bundle` and `winnet trace --bundle`
 //! to read anywhere, without root.
 
+use crate::output::outln;
 use std::path::{Path, PathBuf};
 
 use crate::doctor::bundle::Bundle;
@@ -42,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .flat_map(|p| p.layers.iter())
         .map(|l| l.rules.len())
         .sum();
-    println!(
+    outln!(
         "wrote {}: {} node(s), {} HNS objects, {} switch rules, {} logs",
         args.output.display(),
         bundle.nodes.len(),
@@ -57,6 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .sum::<usize>(),
         rules,
         bundle.logs.len()
-    );
+    )?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `winnet demo`: build the local cluster, run the flow matrix, summarise, and take it down
 //! (unless `--keep`). Without root, the same topology runs on in-memory wires and says so.
 
+use crate::output::{note, outln};
 use std::path::Path;
 
 use anyhow::bail;
@@ -57,14 +58,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     );
     if a.keep {
-        eprintln!(
+        note!(
             "the cluster stays up (--keep): `winnet cluster status`, `winnet trace`, `winnet cluster down`"
         );
     } else {
         cluster::teardown::down(dir)?;
-        eprintln!("cluster removed");
+        note!("cluster removed");
     }
-    eprintln!("demo took {:.1} s", started.elapsed().as_secs_f64());
+    note!("demo took {:.1} s", started.elapsed().as_secs_f64());
     match ok {
         Ok(true) => Ok(()),
         Ok(false) => bail!("some flows did not behave as the profile says (see MISMATCH above)"),
@@ -74,7 +75,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
 /// The demo on in-memory wires: the same topology, addresses and matrix.
 fn simulate(t: &cluster::Topology, a: &Args) -> anyhow::Result<()> {
-    eprintln!(
+    note!(
         "SIMULATED: {}the cluster runs in memory: each Windows node an hnsd in process with its \
          switch, the real CNI plugins, flanneld and kube-proxy on it, real frames on virtual wires.\n",
         if a.simulate {
@@ -85,13 +86,17 @@ fn simulate(t: &cluster::Topology, a: &Args) -> anyhow::Result<()> {
     );
     let outcomes = cluster::run_sim::outcomes(t)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+        outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
     } else {
-        println!("{}", cluster::check::render(&outcomes, a.markdown));
+        let header = cluster::render::header(t, true);
+        outln!(
+            "{}",
+            cluster::render::render(&outcomes, &header, a.markdown)
+        )?;
     }
     let ran = outcomes.iter().filter(|o| o.skipped.is_none()).count();
     let bad = outcomes.iter().filter(|o| !o.matches).count();
-    eprintln!(
+    note!(
         "{ran} flows simulated, {} skipped ({} mode, profile {}): {bad} mismatched",
         outcomes.len() - ran,
         t.mode,

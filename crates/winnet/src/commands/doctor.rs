@@ -2,6 +2,7 @@
 //! compared; each problem named with its objects, the flows it breaks and the fix. Exit status
 //! 0 only when nothing is found (1 when something is).
 
+use crate::output::{note, outln};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -129,7 +130,7 @@ fn report(args: &Args, snaps: &[NodeSnapshot]) -> anyhow::Result<()> {
         Output::Table => render::table(&nodes),
         Output::Json => render::json(&nodes),
     };
-    println!("{}", text.trim_end());
+    outln!("{}", text.trim_end())?;
     let found: usize = nodes.iter().map(|(_, f)| f.len()).sum();
     if found > 0 {
         return Err(ProblemsFound(found).into());
@@ -146,17 +147,17 @@ fn fix_then_report(
     let findings: Vec<Finding> = snaps.iter().flat_map(diagnose).collect();
     let planned = fix::plan(snaps, &findings);
     if planned.is_empty() {
-        eprintln!("doctor --fix: nothing to repair safely");
+        note!("doctor --fix: nothing to repair safely");
     } else {
-        eprintln!("doctor --fix: the changes, before any is made:");
+        note!("doctor --fix: the changes, before any is made:");
         for p in &planned {
             match &p.refused {
-                None => eprintln!("  {}: {}", p.node, p.repair),
-                Some(why) => eprintln!("  {}: {} -- refused: {why}", p.node, p.repair),
+                None => note!("  {}: {}", p.node, p.repair),
+                Some(why) => note!("  {}: {} -- refused: {why}", p.node, p.repair),
             }
         }
         for line in fix::apply(rt, &planned, sources) {
-            eprintln!("  {line}");
+            note!("  {line}");
         }
     }
     let resynced = planned

@@ -1,5 +1,6 @@
 //! `winnet hns`: hnsd's objects from the command line, as tables or JSON.
 
+use crate::output::outln;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -76,13 +77,13 @@ async fn verb(client: &Client, verb: Verb, output: Output) -> anyhow::Result<()>
                 })
                 .transpose()?;
             let items = client.list_raw(kind, filter.as_ref()).await?;
-            print(kind, &items, output);
+            print(kind, &items, output)?;
         }
         Verb::Get { kind, id } => {
             let v = client
                 .call(Method::GET, &format!("/{kind}/{id}"), None)
                 .await?;
-            print(kind, &[v], output);
+            print(kind, &[v], output)?;
         }
         Verb::Create { kind, file, set } => {
             let mut doc = read_doc(&file)?;
@@ -96,7 +97,7 @@ async fn verb(client: &Client, verb: Verb, output: Output) -> anyhow::Result<()>
                     Some(serde_json::to_vec(&doc)?),
                 )
                 .await?;
-            print(kind, &[v], output);
+            print(kind, &[v], output)?;
         }
         Verb::Modify { kind, id, file } => {
             let doc = read_doc(&file)?;
@@ -107,7 +108,7 @@ async fn verb(client: &Client, verb: Verb, output: Output) -> anyhow::Result<()>
                     Some(serde_json::to_vec(&doc)?),
                 )
                 .await?;
-            print(kind, &[v], output);
+            print(kind, &[v], output)?;
         }
         Verb::Delete { kind, id } => {
             client
@@ -126,10 +127,10 @@ async fn verb(client: &Client, verb: Verb, output: Output) -> anyhow::Result<()>
                 });
                 all.insert(kind.plural().into(), Value::Array(items));
             }
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&sorted(Value::Object(all)))?
-            );
+            )?;
         }
     }
     Ok(())
@@ -174,7 +175,7 @@ fn sorted(v: Value) -> Value {
     }
 }
 
-fn print(kind: Kind, items: &[Value], output: Output) {
+fn print(kind: Kind, items: &[Value], output: Output) -> anyhow::Result<()> {
     match output {
         Output::Json => {
             let doc = if items.len() == 1 {
@@ -182,15 +183,16 @@ fn print(kind: Kind, items: &[Value], output: Output) {
             } else {
                 Value::Array(items.to_vec())
             };
-            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default())?;
         }
         Output::Id => {
             for o in items {
-                println!("{}", str_at(o, "ID"));
+                outln!("{}", str_at(o, "ID"))?;
             }
         }
-        Output::Table => print_table(kind, items),
+        Output::Table => print_table(kind, items)?,
     }
+    Ok(())
 }
 
 fn str_at(v: &Value, key: &str) -> String {
@@ -220,7 +222,7 @@ fn joined(v: &Value, key: &str, field: Option<&str>) -> String {
         .join(",")
 }
 
-fn print_table(kind: Kind, items: &[Value]) {
+fn print_table(kind: Kind, items: &[Value]) -> anyhow::Result<()> {
     let (header, rows): (&[&str], Vec<Vec<String>>) = match kind {
         Kind::Network => (
             &["ID", "NAME", "TYPE", "SUBNETS"],
@@ -326,21 +328,28 @@ fn print_table(kind: Kind, items: &[Value]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
+            *w = (*w).max(cell.chars().count());
         }
     }
+    // Padded by hand: a format width stops at 65,535 and a cell (a network's subnets, say) can
+    // be longer.
     let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
+        let mut text = String::new();
+        for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            text.push_str(cell);
+            let pad = width.saturating_sub(cell.chars().count());
+            text.extend(std::iter::repeat_n(' ', pad));
+        }
+        outln!("{}", text.trim_end())
     };
-    line(header.iter().map(|h| h.to_string()).collect());
+    line(header.iter().map(|h| h.to_string()).collect())?;
     for row in rows {
-        line(row);
+        line(row)?;
     }
+    Ok(())
 }
 
 fn proto(v: &Value) -> String {

@@ -41,9 +41,21 @@ pub struct Args {
     /// says so and uses plain reads and writes. `false` always uses the plain calls.
     #[arg(long, env = "WINNET_IO_URING", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     io_uring: bool,
+    /// Repair a damaged store and exit, instead of serving: keep every object that is whole,
+    /// drop the rest (an object whose only fault is a reference to something gone keeps the
+    /// rest), print what was dropped, and keep the damaged file beside the new store. Run it
+    /// with hnsd stopped; a whole store is left as it is.
+    #[arg(long)]
+    repair: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.repair {
+        let store = args.state_dir.join(hns::store::FILE_NAME);
+        let report = hns::store::repair(&store)?;
+        println!("{report}");
+        return Ok(());
+    }
     if let Some(name) = &args.node_netns {
         // Before any other thread exists, so that every thread hnsd starts is in the node.
         host::netns::Netns::named(name)

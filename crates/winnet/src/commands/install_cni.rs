@@ -1,6 +1,7 @@
 //! `winnet install-cni DIR`: installs the CNI plugins (win-bridge, win-overlay, flannel,
 //! sdnbridge, sdnoverlay, nat) as links to this binary, which runs the plugin its name says.
 
+use crate::output::outln;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -23,7 +24,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for name in cni::NAMES {
         let link = args.dir.join(name);
         install(&exe, &link, args.force)?;
-        println!("{} -> {}", link.display(), exe.display());
+        outln!("{} -> {}", link.display(), exe.display())?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! /resolve`); a pod on a Linux node is walked here, with glibc's rules over its resolv.conf,
 //! from inside its namespace.
 
+use crate::output::outln;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
@@ -61,9 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let walk = rt.block_on(walk(&pod, &args.name, &args.qtype))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&walk)?);
+        outln!("{}", serde_json::to_string_pretty(&walk)?)?;
     } else {
-        println!("{walk}");
+        outln!("{walk}")?;
     }
     Ok(())
 }

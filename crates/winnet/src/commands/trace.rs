@@ -1,6 +1,7 @@
 //! `winnet trace`: what a node's switch does with the first packet of a connection, layer by
 //! layer, with the HNS object and the Kubernetes object behind each rule (hnsd's `POST /trace`).
 
+use crate::output::outln;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -68,7 +69,7 @@ fn print(args: &Args, answer: &TraceAnswer) -> anyhow::Result<()> {
     } else {
         detail(answer)
     };
-    println!("{}", out.trim_end());
+    outln!("{}", out.trim_end())?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! rules of a port's layers listed, removed or added by hand (hnsd's `POST
 //! /linux/switch/rules`), with vfpctrl's words.
 
+use crate::output::outln;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -56,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } else {
             ports(&dump)
         };
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end())?;
         return Ok(());
     }
     let op = if let Some(id) = &args.remove_rule {
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         rules(&answer)
     };
-    println!("{}", out.trim_end());
+    outln!("{}", out.trim_end())?;
     Ok(())
 }
 

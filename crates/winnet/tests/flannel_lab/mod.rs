@@ -110,6 +110,9 @@ pub struct Lab {
     pub dir: tempfile::TempDir,
     pub name: String,
     pub net: u8,
+    /// The lab's names are fixed (`wnt-fl-<test>`): one lab of a name at a time on the
+    /// machine, whichever run it belongs to. Held until everything above is gone.
+    _alone: testkit::lock::Held,
 }
 
 impl Lab {
@@ -125,6 +128,7 @@ impl Lab {
         testkit::require_root("flanneld's tests build namespaces and devices");
         let net = 90 + NEXT.fetch_add(1, Ordering::SeqCst);
         let name = format!("wnt-fl-{test}");
+        let alone = testkit::lock::exclusive(&format!("winnet-tests-{name}"));
         let fabric = Ns::new(format!("{name}-f"));
         fabric.ip(&["link", "add", "br0", "type", "bridge"]);
         fabric.ip(&["addr", "add", &format!("10.{net}.0.1/24"), "dev", "br0"]);
@@ -139,6 +143,7 @@ impl Lab {
             dir: tempfile::tempdir().expect("dir"),
             name,
             net,
+            _alone: alone,
         }
     }
 
@@ -200,6 +205,48 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// etcd's current revision.
+    pub fn etcd_revision(&self) -> i64 {
+        let out = self.etcdctl(&["get", "/", "-w", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("etcdctl's JSON");
+        v["header"]["revision"].as_i64().expect("a revision")
+    }
+
+    /// Every value etcd held for `key` at each revision after `since`, oldest first (empty
+    /// where the key did not exist).
+    pub fn values_since(&self, key: &str, since: i64) -> Vec<String> {
+        (since + 1..=self.etcd_revision())
+            .map(|rev| {
+                self.etcdctl(&["get", key, "--rev", &rev.to_string(), "--print-value-only"])
+                    .trim()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// The etcd key of node `node`'s lease.
+    pub fn lease_key(&self, node: usize) -> String {
+        let s = self.lease_of(node);
+        format!(
+            "/coreos.com/network/subnets/{}-{}",
+            s.network(),
+            s.prefix_len()
+        )
+    }
+
+    /// Asserts that every value of node `node`'s lease since revision `since` (a restart of
+    /// its flanneld) carried a VtepMAC: the other nodes never saw it without one.
+    #[track_caller]
+    pub fn assert_vtep_mac_kept(&self, node: usize, since: i64) {
+        let key = self.lease_key(node);
+        for v in self.values_since(&key, since) {
+            assert!(
+                v.contains("\"VtepMAC\""),
+                "the restart published {key} without its VtepMAC: {v:?}"
+            );
+        }
     }
 
     /// Waits for flanneld `proc_` to have programmed its first routes to the other nodes.
@@ -375,6 +422,26 @@ impl Lab {
         let path = self.dir.path().join("net-conf.json");
         std::fs::write(&path, text).expect("write net-conf.json");
         path
+    }
+
+    /// Writes the node's subnet.env as a last run of flanneld left it.
+    pub fn put_subnet_env(&self, node: usize, text: &str) {
+        let sf = self.subnet_file(node);
+        std::fs::create_dir_all(sf.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&sf, text).expect("the last run's subnet.env");
+    }
+
+    /// The keys of every lease in etcd, sorted.
+    pub fn lease_keys(&self) -> Vec<String> {
+        let keys = self.etcdctl(&[
+            "get",
+            "/coreos.com/network/subnets/",
+            "--prefix",
+            "--keys-only",
+        ]);
+        let mut keys: Vec<String> = keys.split_whitespace().map(String::from).collect();
+        keys.sort();
+        keys
     }
 
     /// The node's subnet.env, if flanneld wrote it.

@@ -1,5 +1,6 @@
 //! What the tests of the local cluster (`winnet cluster`, `winnet demo`) share: running the
-//! winnet binary and reading what it printed, and the root check.
+//! winnet binary and reading what it printed, the root check, and the lock that keeps them
+//! one at a time on the machine.
 
 use std::process::{Command, Output};
 
@@ -23,4 +24,13 @@ pub fn text(o: &Output) -> String {
 /// Fails the test loudly unless it runs as root: the local cluster builds namespaces and devices.
 pub fn require_root() {
     testkit::require_root("the local cluster builds namespaces and devices");
+}
+
+/// The local cluster has fixed names (namespaces `wn-*`, 192.168.77.0/24, `/run/winnet/cluster`):
+/// one test of it at a time on the whole machine, whichever test binary or run it belongs to.
+/// The lock is held until the guard is dropped: hold it for the whole test, from before the
+/// cluster goes up until after it is down. (Its own file: a run under the engineers'
+/// `flock /tmp/winnet-cluster.lock` takes both, in that order, and never waits for itself.)
+pub fn one_at_a_time() -> testkit::lock::Held {
+    testkit::lock::exclusive("winnet-tests-cluster")
 }

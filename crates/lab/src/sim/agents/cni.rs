@@ -42,6 +42,20 @@ pub struct PodOptions {
     pub cluster_dns: bool,
 }
 
+impl PodOptions {
+    /// What the local cluster makes every Windows pod with: the cluster DNS, and
+    /// `loopbackDSR`, so that a pod reaches itself through its own Service when kube-proxy
+    /// runs DSR (the plugin adds the policy only where HNS has DSR; without DSR the load
+    /// balancer's source NAT already brings the hairpin back, and the policy matches nothing).
+    pub fn cluster() -> PodOptions {
+        PodOptions {
+            cluster_dns: true,
+            loopback_dsr: true,
+            ..PodOptions::default()
+        }
+    }
+}
+
 /// The pod network of a Windows node as its CNI config names it.
 #[derive(Clone, Debug)]
 pub struct NetworkConf<'a> {

@@ -16,7 +16,6 @@ pub(crate) mod services;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -52,6 +51,7 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
         },
         t: t.clone(),
         winnet: winnet.to_string_lossy().into_owned(),
+        _lock: None,
     };
     b.state.save(dir)?;
     let plugins = dir.join("cni-bin");
@@ -110,6 +110,60 @@ pub fn up(t: &Topology, dir: &Path, progress: &mut dyn FnMut(&str)) -> anyhow::R
     Ok(b.state)
 }
 
+/// Adds pod `name` to node `node` of the cluster in `dir`, as a kubelet does: its namespace,
+/// the node's CNI plugin, a server in it.
+pub fn add_pod(dir: &Path, node: &str, name: &str) -> anyhow::Result<super::PodState> {
+    let mut b = Builder::resume(dir)?;
+    let i = b.node_index(node)?;
+    if b.state.nodes[i].pods.iter().any(|p| p.name == name) {
+        bail!("{node} already has a pod {name}");
+    }
+    let plugins = dir.join("cni-bin");
+    if let Err(e) = b.pod(i, name, &plugins) {
+        // As a runtime does after a failed ADD: DEL, so that nothing of the pod is left; when
+        // that fails too (hnsd down), its namespace stays recorded for `cluster pod delete`.
+        return Err(match b.delete_pod(i, name, &plugins) {
+            Ok(()) => e.context(format!("pod {name} not added (CNI DEL cleaned up after it)")),
+            Err(d) => e.context(format!(
+                "pod {name} not added, and the CNI DEL after it failed too ({d:#}): run `winnet cluster pod delete {node} {name}`"
+            )),
+        });
+    }
+    b.state.nodes[i]
+        .pods
+        .last()
+        .cloned()
+        .context("the pod was not recorded")
+}
+
+/// Removes pod `name` from node `node` of the cluster in `dir`, as a kubelet does.
+pub fn delete_pod(dir: &Path, node: &str, name: &str) -> anyhow::Result<()> {
+    let mut b = Builder::resume(dir)?;
+    let i = b.node_index(node)?;
+    let plugins = dir.join("cni-bin");
+    b.delete_pod(i, name, &plugins)
+}
+
+/// Stops the cluster's process `name` with `signal` and starts it again as it was started.
+pub fn restart(dir: &Path, name: &str, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+    let mut b = Builder::resume(dir)?;
+    let at = b
+        .state
+        .procs
+        .iter()
+        .position(|p| p.name == name)
+        .with_context(|| {
+            let names: Vec<&str> = b.state.procs.iter().map(|p| p.name.as_str()).collect();
+            format!(
+                "the cluster has no process {name:?}; it has {}",
+                names.join(", ")
+            )
+        })?;
+    let p = procs::restart(&b.state.procs[at], signal)?;
+    b.state.procs[at] = p;
+    b.state.save(&b.dir)
+}
+
 /// The cluster being built, and its record.
 struct Builder {
     dir: PathBuf,
@@ -117,9 +171,52 @@ struct Builder {
     t: Topology,
     /// This `winnet` binary: every component is one of its subcommands.
     winnet: String,
+    /// Held while a change to a cluster that is up reads and writes its record, so that two
+    /// changes at once (a pod added while a process restarts) do not lose one another's.
+    _lock: Option<nix::fcntl::Flock<std::fs::File>>,
 }
 
 impl Builder {
+    /// The cluster in `dir`, as recorded, to change it after `up`.
+    fn resume(dir: &Path) -> anyhow::Result<Builder> {
+        let path = dir.join("state.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("open {}", path.display()))?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", path.display()))?;
+        let state = State::load(dir)?.context("no cluster is up: run `winnet cluster up` first")?;
+        let t = state.topology.clone().context(
+            "the cluster's record has no topology (made by an older winnet): take it down and up again",
+        )?;
+        let winnet = std::env::current_exe().context("cannot find the winnet binary")?;
+        Ok(Builder {
+            dir: dir.to_path_buf(),
+            state,
+            t,
+            winnet: winnet.to_string_lossy().into_owned(),
+            _lock: Some(lock),
+        })
+    }
+
+    /// The index of node `name`.
+    fn node_index(&self, name: &str) -> anyhow::Result<usize> {
+        self.state
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .with_context(|| {
+                let names: Vec<&str> = self.state.nodes.iter().map(|n| n.name.as_str()).collect();
+                format!(
+                    "the cluster has no node {name:?}; it has {}",
+                    names.join(", ")
+                )
+            })
+    }
+
     /// Makes the namespace `wn-<name>` (with `lo` up), removing one left by an earlier run,
     /// and records it.
     fn ns(&mut self, name: &str) -> anyhow::Result<String> {
@@ -314,20 +411,13 @@ impl Builder {
 
     /// Starts `args` in this namespace (for programs that enter theirs themselves).
     fn spawn_here(&mut self, name: &str, args: &[&str], log: &Path) -> anyhow::Result<()> {
-        let logf =
-            std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
-        let child = Command::new(args[0])
-            .args(&args[1..])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(logf)
-            .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
-        let pid = child.id();
-        std::mem::forget(child);
-        let p = procs::Proc::started(name, pid)
-            .with_context(|| format!("{name} exited at once; see {}", log.display()))?;
+        let launch = procs::Launch {
+            netns: None,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            log: log.to_path_buf(),
+            rust_log: "warn".into(),
+        };
+        let p = procs::start(name, launch, false)?;
         self.state.procs.push(p);
         self.state.save(&self.dir)
     }

@@ -10,13 +10,14 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use flannel::windows::host_of;
+use host::netns::Netns;
 use ipnet::IpNet;
 use lab::sim::agents::cni::{FIRST_POD, NetworkConf, PodOptions, cluster_dns_conf, cni_config};
 use serde_json::{Value, json};
 
 use super::super::leases;
 use super::super::topology::{Mode, Os, linux_pod_resolv_conf};
-use super::super::{PodState, procs};
+use super::super::{NS_PREFIX, PodState, procs};
 use super::{Builder, DEBIAN_CNI};
 
 impl Builder {
@@ -37,33 +38,9 @@ impl Builder {
     ) -> anyhow::Result<PodState> {
         let node = self.state.nodes[i].name.clone();
         let ns = self.ns(&format!("{node}-{name}"))?;
-        let conf = self.cni_conf(i)?;
-        let (plugin, run_in): (PathBuf, Option<String>) = match self.state.nodes[i].os {
-            // The plugin the config names, as a runtime picks it (win-bridge, win-overlay, or
-            // sdnbridge on a dual-stack L2Bridge node).
-            Os::Windows => (
-                plugins.join(conf["type"].as_str().unwrap_or(match self.t.mode {
-                    Mode::L2bridge => "win-bridge",
-                    Mode::Overlay => "win-overlay",
-                })),
-                None,
-            ),
-            // Debian's bridge plugin makes its bridge in the namespace it runs in: the node's.
-            Os::Linux => (
-                Path::new(DEBIAN_CNI).join("bridge"),
-                Some(self.state.nodes[i].netns.clone()),
-            ),
-        };
-        let call = CniAdd {
-            plugin: &plugin,
-            run_in: run_in.as_deref(),
-            container: name,
-            netns: &ns,
-            socket: &self.socket(i),
-            node_dir: &self.node_dir(i),
-            plugins,
-        };
-        let result = call.run(&conf)?;
+        let result = self
+            .cni(i, "ADD", name, &ns, plugins)?
+            .with_context(|| format!("CNI ADD of {name}: no result"))?;
         let addresses: Vec<IpAddr> = result["ips"]
             .as_array()
             .into_iter()
@@ -99,6 +76,86 @@ impl Builder {
         Ok(pod)
     }
 
+    /// Removes pod `name` from node `i` as a runtime does when the pod goes: its server
+    /// stopped, CNI DEL through the node's plugin, its namespace removed, its record dropped.
+    /// A pod whose ADD failed has no record but its namespace: DEL and the namespace all the
+    /// same (a runtime calls DEL after a failed ADD, and again until it succeeds).
+    pub(super) fn delete_pod(
+        &mut self,
+        i: usize,
+        name: &str,
+        plugins: &Path,
+    ) -> anyhow::Result<()> {
+        let node = self.state.nodes[i].name.clone();
+        let ns = format!("{NS_PREFIX}{node}-{name}");
+        let at = self.state.nodes[i].pods.iter().position(|p| p.name == name);
+        if at.is_none() && !self.state.namespaces.contains(&ns) {
+            bail!("{node} has no pod {name}");
+        }
+        let server = format!("{node}-{name} serve");
+        let (servers, rest): (Vec<_>, Vec<_>) =
+            self.state.procs.drain(..).partition(|p| p.name == server);
+        self.state.procs = rest;
+        let left = procs::stop(&servers);
+        self.state.save(&self.dir)?;
+        if !left.is_empty() {
+            bail!("cannot stop {}", left.join(", "));
+        }
+        self.cni(i, "DEL", name, &ns, plugins)?;
+        Netns::named(&ns).delete()?;
+        let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(&ns));
+        self.state.namespaces.retain(|n| *n != ns);
+        if let Some(at) = at {
+            self.state.nodes[i].pods.remove(at);
+        }
+        self.state.save(&self.dir)
+    }
+
+    /// CNI `command` (ADD or DEL) for pod `name` in namespace `ns` on node `i`, as a runtime
+    /// calls the node's plugin with the node's config; the plugin's result.
+    fn cni(
+        &self,
+        i: usize,
+        command: &str,
+        name: &str,
+        ns: &str,
+        plugins: &Path,
+    ) -> anyhow::Result<Option<Value>> {
+        let conf = self.cni_conf(i)?;
+        let (plugin, run_in) = self.cni_plugin(i, &conf, plugins);
+        CniCall {
+            command,
+            plugin: &plugin,
+            run_in: run_in.as_deref(),
+            container: name,
+            netns: ns,
+            socket: &self.socket(i),
+            node_dir: &self.node_dir(i),
+            plugins,
+        }
+        .run(&conf)
+    }
+
+    /// The plugin a runtime runs for node `i` with `conf`, and the namespace to run it in.
+    fn cni_plugin(&self, i: usize, conf: &Value, plugins: &Path) -> (PathBuf, Option<String>) {
+        match self.state.nodes[i].os {
+            // The plugin the config names, as a runtime picks it (win-bridge, win-overlay, or
+            // sdnbridge on a dual-stack L2Bridge node).
+            Os::Windows => (
+                plugins.join(conf["type"].as_str().unwrap_or(match self.t.mode {
+                    Mode::L2bridge => "win-bridge",
+                    Mode::Overlay => "win-overlay",
+                })),
+                None,
+            ),
+            // Debian's bridge plugin makes its bridge in the namespace it runs in: the node's.
+            Os::Linux => (
+                Path::new(DEBIAN_CNI).join("bridge"),
+                Some(self.state.nodes[i].netns.clone()),
+            ),
+        }
+    }
+
     /// The node's CNI config, on the lease in its subnet.env.
     fn cni_conf(&self, i: usize) -> anyhow::Result<Value> {
         let n = &self.state.nodes[i];
@@ -119,11 +176,8 @@ impl Builder {
                 ipam_dir: &ipam_dir,
                 subnet6: self.network_v6(i)?.map(IpNet::V6),
             };
-            let opts = PodOptions {
-                cluster_dns: true,
-                ..PodOptions::default()
-            };
-            return cni_config(&net, &opts).map_err(|e| anyhow::anyhow!("{}", e.detail));
+            return cni_config(&net, &PodOptions::cluster())
+                .map_err(|e| anyhow::anyhow!("{}", e.detail));
         }
         // Debian's bridge plugin on the Linux node, as flannel's CNI plugin delegates to it with
         // kube-flannel's `cni-conf.json`: hairpinMode lets a pod reach itself through a Service
@@ -146,8 +200,9 @@ impl Builder {
     }
 }
 
-/// A CNI ADD as a runtime makes it.
-struct CniAdd<'a> {
+/// A CNI call (ADD or DEL) as a runtime makes it.
+struct CniCall<'a> {
+    command: &'a str,
     plugin: &'a Path,
     /// The namespace to run the plugin in (Debian's bridge makes its bridge where it runs).
     run_in: Option<&'a str>,
@@ -158,16 +213,16 @@ struct CniAdd<'a> {
     plugins: &'a Path,
 }
 
-impl CniAdd<'_> {
-    /// Runs the plugin with `conf`; its result.
-    fn run(&self, conf: &Value) -> anyhow::Result<Value> {
+impl CniCall<'_> {
+    /// Runs the plugin with `conf`; its result (DEL has none).
+    fn run(&self, conf: &Value) -> anyhow::Result<Option<Value>> {
         let mut cmd = match self.run_in {
             Some(ns) => procs::command_in(ns, self.plugin),
             None => Command::new(self.plugin),
         };
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("CNI_COMMAND", "ADD")
+            .env("CNI_COMMAND", self.command)
             .env("CNI_CONTAINERID", self.container)
             .env("CNI_NETNS", format!("/run/netns/{}", self.netns))
             .env("CNI_IFNAME", "eth0")
@@ -192,13 +247,18 @@ impl CniAdd<'_> {
         let text = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             bail!(
-                "CNI ADD of {} with {} failed: {text} {}",
+                "CNI {} of {} with {} failed: {text} {}",
+                self.command,
                 self.container,
                 self.plugin.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
         serde_json::from_str(&text)
+            .map(Some)
             .with_context(|| format!("CNI result of {}: {text}", self.container))
     }
 }
