@@ -1,7 +1,7 @@
 //! The proxier: startup checks as winkernel makes them, then one loop that turns snapshots into
 //! per-Service plans and hands the changed ones to the reconciler.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -13,7 +13,8 @@ use hns_client::Client;
 use ipnet::IpNet;
 
 use crate::health::{self, Health, ServiceHealth};
-use crate::model::{Service, ServiceKey, Slice};
+use crate::inputs::Inputs;
+use crate::model::ServiceKey;
 use crate::planner::{NodeContext, ServicePlan, plan_service};
 use crate::reconciler::{NetworkNews, Reconciler, SyncReport};
 use crate::source::{self, Snapshot};
@@ -438,20 +439,14 @@ async fn ensure_source_vip_endpoint(
     Ok(())
 }
 
-/// The inputs a Service's plan depends on; a plan is recomputed only when they change.
-#[derive(Clone, PartialEq)]
-struct Inputs {
-    service: Service,
-    slices: Vec<Slice>,
-}
-
 struct Proxier {
     config: Config,
     features: SupportedFeatures,
     overlay: bool,
     health: Arc<Health>,
     service_health: ServiceHealth,
-    inputs: BTreeMap<ServiceKey, Inputs>,
+    /// The objects the last sync planned from.
+    inputs: Inputs,
     context: Option<NodeContext>,
     retry: BTreeSet<ServiceKey>,
     retry_delay: Duration,
@@ -473,7 +468,7 @@ impl Proxier {
             overlay,
             health,
             service_health: ServiceHealth::default(),
-            inputs: BTreeMap::new(),
+            inputs: Inputs::default(),
             context: None,
             retry: BTreeSet::new(),
             retry_delay,
@@ -546,8 +541,9 @@ impl Proxier {
         changed: &BTreeSet<IpAddr>,
     ) -> SyncReport {
         let started = Instant::now();
-        let retrying = std::mem::take(&mut self.retry);
-        let by_service = snapshot.slices_by_service();
+        let mut touched = std::mem::take(&mut self.retry);
+        let changes = self.inputs.take(snapshot);
+        touched.extend(changes.touched);
         let context = self.context(reconciler.network(), snapshot, reconciler);
         let moved = self.context.as_ref().map(|c| moved_subnets(c, &context));
         let everything = full
@@ -556,43 +552,28 @@ impl Proxier {
                 .as_ref()
                 .is_none_or(|c| !same_node(c, &context))
             || matches!(moved, Some(None));
-        let moved = moved.flatten().unwrap_or_default();
-        // Whether a Service's plan may differ because HNS changed under it.
-        let affected = |slices: &[&Slice]| {
-            (!changed.is_empty() || !moved.is_empty())
-                && slices
-                    .iter()
-                    .flat_map(|s| &s.endpoints)
-                    .any(|e| changed.contains(&e.ip) || moved.iter().any(|p| p.contains(&e.ip)))
-        };
+        if everything {
+            touched.extend(snapshot.services.keys().cloned());
+        } else {
+            touched.extend(moved_under(
+                snapshot,
+                changed,
+                &moved.flatten().unwrap_or_default(),
+            ));
+        }
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
-        for (key, svc) in &snapshot.services {
-            let slices = by_service.get(key).map(Vec::as_slice).unwrap_or_default();
-            let unchanged = self.unchanged(key, svc, slices);
-            if everything || !unchanged || retrying.contains(key) || affected(slices) {
-                updates.push((key.clone(), plan_service(svc, slices, &context)));
-            }
-            if !unchanged {
-                let slices = slices.iter().map(|s| (*s).clone()).collect();
-                self.inputs.insert(
-                    key.clone(),
-                    Inputs {
-                        service: svc.clone(),
-                        slices,
-                    },
-                );
+        for key in touched {
+            if let Some(svc) = snapshot.services.get(&key) {
+                let slices = self.inputs.slices_of(&key, snapshot);
+                updates.push((key, plan_service(svc, &slices, &context)));
             }
         }
-        let gone: Vec<ServiceKey> = self
-            .inputs
-            .keys()
-            .filter(|k| !snapshot.services.contains_key(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            self.inputs.remove(&key);
-            updates.push((key, ServicePlan::default()));
-        }
+        updates.extend(
+            changes
+                .gone
+                .into_iter()
+                .map(|k| (k, ServicePlan::default())),
+        );
         self.context = Some(context);
         for p in &snapshot.problems {
             self.report_once(p.clone());
@@ -600,13 +581,6 @@ impl Proxier {
         let report = reconciler.sync(updates, full).await;
         self.after_sync(reconciler, snapshot, &report, started);
         report
-    }
-
-    /// Whether a Service and its slices are what the last plan was made from.
-    fn unchanged(&self, key: &ServiceKey, svc: &Service, slices: &[&Slice]) -> bool {
-        self.inputs
-            .get(key)
-            .is_some_and(|i| i.service == *svc && i.slices.iter().eq(slices.iter().copied()))
     }
 
     /// A sync that could not start: retried later, everything still wanted.
@@ -688,6 +662,26 @@ impl Proxier {
             tracing::warn!("{problem}");
         }
     }
+}
+
+/// The Services with an endpoint at one of the `changed` addresses (its HNS endpoint made,
+/// removed or made anew by others) or inside one of the `moved` remote subnets: their plans
+/// may differ though their objects did not. Walks the slices only when HNS changed.
+fn moved_under(
+    snapshot: &Snapshot,
+    changed: &BTreeSet<IpAddr>,
+    moved: &[IpNet],
+) -> Vec<ServiceKey> {
+    if changed.is_empty() && moved.is_empty() {
+        return Vec::new();
+    }
+    let hit = |ip: &IpAddr| changed.contains(ip) || moved.iter().any(|p| p.contains(ip));
+    snapshot
+        .slices
+        .values()
+        .filter(|s| s.endpoints.iter().any(|e| hit(&e.ip)))
+        .map(|s| s.service.clone())
+        .collect()
 }
 
 /// Whether what every plan depends on is the same: the node's name and addresses.
