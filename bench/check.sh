@@ -78,8 +78,8 @@ fi
 built=$(($(date +%s) - t0))
 t0=$(date +%s)
 
-want switch && run switch 240 cargo bench --quiet -p vfp --bench fastpath -- \
-    --warm-up-time 1 --measurement-time 2 --noplot
+want switch && run switch 150 FASTPATH_QUICK=1 cargo bench --quiet -p vfp --bench fastpath -- \
+    --warm-up-time 1 --measurement-time 1 --sample-size 10 --noplot
 want proxy && run proxy 240 PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=40 \
     cargo bench --quiet -p proxy --bench program
 if want dns; then

@@ -252,9 +252,15 @@ impl Proxy {
         }
         let full = !self.synced_once;
         self.synced_once = true;
-        self.proxier
+        let report = self
+            .proxier
             .sync(&mut self.reconciler, snapshot, full, &caught.addresses)
-            .await
+            .await;
+        if full && let Err(e) = self.reconciler.catch_up_ahead().await {
+            // The next sync reads the same changes then.
+            tracing::warn!("asking hnsd what changed after the full sync: {e}");
+        }
+        report
     }
 
     /// When the next retry of failed Services is due.

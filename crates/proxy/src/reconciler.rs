@@ -75,6 +75,8 @@ pub struct Reconciler {
     endpoints: HashMap<Guid, (bool, Vec<IpAddr>)>,
     /// Remote endpoints this proxy deleted since the last catch-up (no news to it).
     own_deletes: HashSet<Guid>,
+    /// Addresses a catch-up ahead of the next sync found touched, for that sync.
+    noticed: BTreeSet<IpAddr>,
     plans: HashMap<ServiceKey, ServicePlan>,
     owner: HashMap<Frontend, ServiceKey>,
     remote_refs: HashMap<IpAddr, (RemoteEndpoint, usize)>,
@@ -117,6 +119,7 @@ impl Reconciler {
             remote_by_ip: HashMap::new(),
             endpoints: HashMap::new(),
             own_deletes: HashSet::new(),
+            noticed: BTreeSet::new(),
             plans: HashMap::new(),
             owner: HashMap::new(),
             remote_refs: HashMap::new(),
@@ -172,7 +175,10 @@ impl Reconciler {
     /// Only when the log cannot answer (hnsd restarted, or the proxy fell far behind) are they
     /// listed again.
     pub async fn catch_up(&mut self) -> Result<CaughtUp, ClientError> {
-        let mut caught = CaughtUp::default();
+        let mut caught = CaughtUp {
+            addresses: std::mem::take(&mut self.noticed),
+            ..CaughtUp::default()
+        };
         if self.network_gone {
             let name = self.network.name.clone();
             caught.network = match self.client.get_network_by_name(&name).await? {
@@ -215,9 +221,17 @@ impl Reconciler {
             }
         }
         let now = self.read_endpoints(now).await?;
-        caught.addresses = self.take_endpoints(now);
+        caught.addresses.extend(self.take_endpoints(now));
         (self.epoch, self.revision) = (news.epoch, news.revision);
         Ok(caught)
+    }
+
+    /// Catches up now and keeps the addresses found for the next [`Reconciler::catch_up`]:
+    /// after a sync that wrote thousands of objects (a full one), so that the next sync, which
+    /// a user waits on, does not read the proxy's own writes back from the change log.
+    pub async fn catch_up_ahead(&mut self) -> Result<(), ClientError> {
+        self.noticed = self.catch_up().await?.addresses;
+        Ok(())
     }
 
     /// Reads (a few, concurrently) the endpoints whose state is still to be read. The proxy's
