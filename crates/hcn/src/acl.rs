@@ -15,23 +15,84 @@ use crate::serde_util::parse_prefix;
 pub trait AclEntry: Sized {
     /// Reads one entry (trimmed, not empty); the error says how to write one.
     fn parse_entry(s: &str) -> Result<Self, String>;
+
+    /// True when the entry stands for anything, which makes its whole list match anything
+    /// (the protocol 256).
+    fn is_wildcard(_s: &str) -> bool {
+        false
+    }
 }
 
-/// A protocol number (`6`).
+/// The protocol number HNS reads as "any protocol" (v1 `Protocol`, and v2 `Protocols` as
+/// Calico's CNI and Azure NPM write it).
+pub const ANY_PROTOCOL: u16 = 256;
+
+/// A protocol number (`6`); `256` is any protocol.
 impl AclEntry for u8 {
     fn parse_entry(s: &str) -> Result<u8, String> {
         s.parse().map_err(|_| {
             format!(
-                "\"{s}\" is not a protocol number; write numbers separated by commas, e.g. \"6,17\""
+                "\"{s}\" is not a protocol number; write numbers from 0 to 255 separated by commas, e.g. \"6,17\", or 256 (or nothing) for any"
             )
         })
     }
+
+    fn is_wildcard(s: &str) -> bool {
+        s.parse::<u16>() == Ok(ANY_PROTOCOL)
+    }
 }
 
-/// An address or a prefix (`10.0.0.21`, `192.168.100.0/24`); an address is a host prefix.
-impl AclEntry for IpNet {
-    fn parse_entry(s: &str) -> Result<IpNet, String> {
-        parse_prefix(s)
+/// An entry of `LocalAddresses` / `RemoteAddresses`: an address or a prefix (an address is a
+/// host prefix), or the `Id` of a network `SetPolicy` (Azure NPM's `azure-npm-3216600258`),
+/// which stands for the set's members.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AclAddress {
+    Prefix(IpNet),
+    Set(String),
+}
+
+impl AclAddress {
+    /// The prefix, when the entry is one.
+    pub fn prefix(&self) -> Option<IpNet> {
+        match self {
+            AclAddress::Prefix(p) => Some(*p),
+            AclAddress::Set(_) => None,
+        }
+    }
+
+    /// The set ID, when the entry names a set.
+    pub fn set(&self) -> Option<&str> {
+        match self {
+            AclAddress::Prefix(_) => None,
+            AclAddress::Set(id) => Some(id),
+        }
+    }
+}
+
+/// What looks like an address (a digit first, or a colon anywhere) must be one; anything else
+/// is a set ID, resolved against the network's `SetPolicy` list when the policy is applied.
+impl AclEntry for AclAddress {
+    fn parse_entry(s: &str) -> Result<AclAddress, String> {
+        if s.starts_with(|c: char| c.is_ascii_digit()) || s.contains(':') {
+            parse_prefix(s).map(AclAddress::Prefix)
+        } else {
+            Ok(AclAddress::Set(s.to_string()))
+        }
+    }
+}
+
+impl From<IpNet> for AclAddress {
+    fn from(p: IpNet) -> AclAddress {
+        AclAddress::Prefix(p)
+    }
+}
+
+impl fmt::Display for AclAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AclAddress::Prefix(p) => write!(f, "{p}"),
+            AclAddress::Set(id) => f.write_str(id),
+        }
     }
 }
 
@@ -91,8 +152,8 @@ pub struct AclList<T> {
 
 /// `Protocols`: IP protocol numbers.
 pub type AclProtocols = AclList<u8>;
-/// `LocalAddresses` / `RemoteAddresses`: prefixes (an address is a host prefix).
-pub type AclAddresses = AclList<IpNet>;
+/// `LocalAddresses` / `RemoteAddresses`: prefixes (an address is a host prefix) and set IDs.
+pub type AclAddresses = AclList<AclAddress>;
 /// `LocalPorts` / `RemotePorts`: inclusive port ranges.
 pub type AclPorts = AclList<PortRange>;
 
@@ -138,13 +199,21 @@ impl<T: AclEntry> FromStr for AclList<T> {
 
     /// Reads every entry or fails on the first that does not parse (never skips one: a
     /// skipped entry would make a Block rule match more than was asked for, or an Allow less).
+    /// A wildcard entry (protocol 256) makes the list match anything.
     fn from_str(text: &str) -> Result<AclList<T>, String> {
-        let entries = text
+        let written: Vec<&str> = text
             .split(',')
             .map(str::trim)
             .filter(|e| !e.is_empty())
-            .map(T::parse_entry)
-            .collect::<Result<_, _>>()?;
+            .collect();
+        let entries = if written.iter().any(|e| T::is_wildcard(e)) {
+            Vec::new()
+        } else {
+            written
+                .into_iter()
+                .map(T::parse_entry)
+                .collect::<Result<_, _>>()?
+        };
         Ok(AclList {
             text: text.to_string(),
             entries,
@@ -167,6 +236,18 @@ impl<T: fmt::Display> From<Vec<T>> for AclList<T> {
 impl<T> fmt::Display for AclList<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+impl AclAddresses {
+    /// The prefixes the list names directly.
+    pub fn prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.entries.iter().filter_map(AclAddress::prefix)
+    }
+
+    /// The set IDs the list names.
+    pub fn sets(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().filter_map(AclAddress::set)
     }
 }
 
@@ -193,9 +274,9 @@ mod tests {
         let a: AclAddresses = "192.168.100.0/24, 10.0.0.21".parse().unwrap();
         assert_eq!(a.as_str(), "192.168.100.0/24, 10.0.0.21");
         assert_eq!(
-            a.entries(),
+            a.prefixes().collect::<Vec<_>>(),
             [
-                "192.168.100.0/24".parse().unwrap(),
+                "192.168.100.0/24".parse::<IpNet>().unwrap(),
                 "10.0.0.21/32".parse().unwrap()
             ]
         );
@@ -213,6 +294,19 @@ mod tests {
         assert_eq!(AclPorts::from(p.entries().to_vec()), p);
         let any: AclProtocols = "".parse().unwrap();
         assert!(any.is_any() && any.is_unwritten());
+        let any: AclProtocols = "6,256".parse().unwrap();
+        assert!(any.is_any() && any.as_str() == "6,256");
+    }
+
+    #[test]
+    fn an_address_list_names_sets_by_id() {
+        let a: AclAddresses = "azure-npm-3216600258, 10.0.0.0/8, fd00::1".parse().unwrap();
+        assert_eq!(a.sets().collect::<Vec<_>>(), ["azure-npm-3216600258"]);
+        assert_eq!(a.prefixes().count(), 2);
+        let e = "10.0.0.300".parse::<AclAddresses>().unwrap_err();
+        assert!(e.contains("10.0.0.300"), "{e}");
+        let e = "257".parse::<AclProtocols>().unwrap_err();
+        assert!(e.contains("256"), "{e}");
     }
 
     #[test]

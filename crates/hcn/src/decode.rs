@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use crate::error::{HResult, HnsError};
 use crate::loadbalancer::{LoadBalancer, LoadBalancerDistribution};
 use crate::network::Network;
-use crate::{Endpoint, Namespace, SdnRoute};
+use crate::{Endpoint, EndpointPolicy, Namespace, NetworkPolicy, SdnRoute};
 
 /// A document that could not be decoded: where, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -98,7 +98,15 @@ fn check_name(name: &str) -> Result<(), DecodeError> {
 pub fn decode_value<T: DeserializeOwned + Validate>(
     value: serde_json::Value,
 ) -> Result<T, DecodeError> {
-    let value = crate::keys::normalise(value);
+    let mut value = crate::keys::normalise(value);
+    crate::v1::to_v2(&mut value);
+    if let Some(path) = crate::keys::acl_id_spelled_id(&value, String::new()) {
+        return Err(DecodeError::new(
+            HResult::HCN_E_INVALID_POLICY,
+            path,
+            "HNS refuses the key \"ID\" in an ACL (Azure NPM: \"HNS is not happy with 'ID'\"); spell it \"Id\"",
+        ));
+    }
     let typed: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.inner().to_string();
@@ -124,6 +132,7 @@ pub fn decode_value<T: DeserializeOwned + Validate>(
 impl Validate for Network {
     fn validate(&self) -> Result<(), DecodeError> {
         check_name(&self.name)?;
+        check_policies(&self.policies, "")?;
         for (i, range) in self.mac_pool.ranges.iter().enumerate() {
             if range.start_mac_address.to_u64() > range.end_mac_address.to_u64() {
                 return Err(DecodeError::new(
@@ -168,9 +177,47 @@ impl Validate for Network {
     }
 }
 
+/// The checks a policy gets on its own, wherever it is sent (an object's `Policies`, a modify
+/// request's `Settings.Policies`); `at` names where it is.
+pub trait PolicyCheck {
+    fn check(&self, at: &str) -> Result<(), DecodeError>;
+}
+
+impl PolicyCheck for EndpointPolicy {
+    fn check(&self, at: &str) -> Result<(), DecodeError> {
+        match self {
+            EndpointPolicy::Acl(a) => a.check(at),
+            EndpointPolicy::TierAcl(t) => t
+                .tier_acl_rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, r)| r.check(&format!("{at}.TierAclRules[{i}]"))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl PolicyCheck for NetworkPolicy {
+    fn check(&self, at: &str) -> Result<(), DecodeError> {
+        match self {
+            NetworkPolicy::NetworkAcl(a) => a.check(at),
+            NetworkPolicy::SetPolicy(s) => s.check(at),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn check_policies<P: PolicyCheck>(policies: &[P], at: &str) -> Result<(), DecodeError> {
+    policies
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, p)| p.check(&format!("{at}Policies[{i}].Settings")))
+}
+
 impl Validate for Endpoint {
     fn validate(&self) -> Result<(), DecodeError> {
         check_name(&self.name)?;
+        check_policies(&self.policies, "")?;
         for (i, config) in self.ip_configurations.iter().enumerate() {
             let max = match config.ip_address {
                 Some(std::net::IpAddr::V6(_)) => 128,
@@ -259,9 +306,9 @@ impl Validate for crate::query::Query {
     }
 }
 
-impl<P: DeserializeOwned> Validate for crate::modify::PolicyRequest<P> {
+impl<P: DeserializeOwned + PolicyCheck> Validate for crate::modify::PolicyRequest<P> {
     fn validate(&self) -> Result<(), DecodeError> {
-        Ok(())
+        check_policies(&self.policies, "")
     }
 }
 

@@ -53,6 +53,11 @@ pub struct Endpoint {
     /// `CNI_IFNAME`); `eth0` when empty.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub linux_interface_name: String,
+    /// winnet: how many times the endpoint's ACLs were applied (a policy modify carrying ACLs,
+    /// or an `Update`), kept by hnsd; a build that resets connections on an ACL update does so
+    /// when it changes. Ignored on create.
+    #[serde(skip_serializing_if = "is_default")]
+    pub linux_acl_generation: u64,
 }
 
 impl Endpoint {

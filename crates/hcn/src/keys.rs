@@ -72,6 +72,10 @@ const KEYS: &[&str] = &[
     "RemotePorts",
     "RuleType",
     "Priority",
+    "LocalPort",
+    "RemotePort",
+    "ServiceName",
+    "Scope",
     "MaximumOutgoingBandwidthInBytes",
     "VirtualIP",
     "Exceptions",
@@ -140,6 +144,7 @@ const KEYS: &[&str] = &[
     // winnet extensions
     "LinuxNetns",
     "LinuxInterfaceName",
+    "LinuxAclGeneration",
     "LinuxService",
 ];
 
@@ -227,6 +232,7 @@ fn normalise_object(map: Map<String, Value>) -> Map<String, Value> {
 /// One policy to `{Type, Settings}`: canonical type name; v1 flat policies (no `Settings`) have
 /// their other keys moved into `Settings` with the v1 key names renamed.
 fn normalise_policy(policy: Value) -> Value {
+    let id_spelling = raw_id_key(&policy);
     let mut map = match normalise(policy) {
         Value::Object(map) => map,
         other => return other,
@@ -247,9 +253,97 @@ fn normalise_policy(policy: Value) -> Value {
                 settings.insert(v1_setting_key(ty, &k).to_string(), v);
             }
         }
+        if ty == "ACL" {
+            v1_acl(&mut settings);
+        }
         map.insert("Settings".into(), Value::Object(settings));
     }
+    if ACL_TYPES.contains(&ty)
+        && id_spelling.as_deref() != Some("ID")
+        && let Some(Value::Object(settings)) = map.get_mut("Settings")
+        && let Some(id) = settings.remove("ID")
+    {
+        settings.insert("Id".into(), id);
+    }
     Value::Object(map)
+}
+
+/// The policy types whose rule name must be spelled `Id`.
+const ACL_TYPES: [&str; 2] = ["ACL", "NetworkACL"];
+
+/// How a policy spells its settings' ID key, as given (before keys fold to `ID`).
+fn raw_id_key(policy: &Value) -> Option<String> {
+    let map = policy.as_object()?;
+    let holder = match map.iter().find(|(k, _)| k.eq_ignore_ascii_case("Settings")) {
+        Some((_, Value::Object(settings))) => settings,
+        Some(_) => return None,
+        None => map,
+    };
+    holder
+        .keys()
+        .find(|k| k.eq_ignore_ascii_case("id"))
+        .cloned()
+}
+
+/// Where an `ACL` or `NetworkACL` policy in `value` keeps its name under the key `ID`, which
+/// HNS refuses (Azure NPM: "HNS is not happy with 'ID'"); `at` is the path so far.
+pub(crate) fn acl_id_spelled_id(value: &Value, at: String) -> Option<String> {
+    match value {
+        Value::Object(map) => {
+            let is_acl = matches!(map.get("Type"), Some(Value::String(t)) if ACL_TYPES.contains(&t.as_str()));
+            if is_acl
+                && let Some(Value::Object(settings)) = map.get("Settings")
+                && settings.contains_key("ID")
+            {
+                return Some(format!("{at}Settings.ID"));
+            }
+            map.iter()
+                .find_map(|(k, v)| acl_id_spelled_id(v, format!("{at}{k}.")))
+        }
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            let at = at.strip_suffix('.').unwrap_or(&at);
+            acl_id_spelled_id(v, format!("{at}[{i}]."))
+        }),
+        _ => None,
+    }
+}
+
+/// A v1 `ACL` (hcsshim `internal/hns` `ACLPolicy`, what Calico's felix sends) in v2 terms:
+/// the number `Protocol` (256 any) becomes `Protocols`, the single `LocalPort` / `RemotePort`
+/// (0 none) the lists; the v1 fields v2 has no use for when empty (`InternalPort` 0,
+/// `ServiceName` "", the read-back `Scope`) are dropped.
+fn v1_acl(settings: &mut Map<String, Value>) {
+    if let Some(p) = settings.remove("Protocol")
+        && !settings.contains_key("Protocols")
+    {
+        let text = match p {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        settings.insert("Protocols".into(), Value::String(text));
+    }
+    for (one, list) in [("LocalPort", "LocalPorts"), ("RemotePort", "RemotePorts")] {
+        let Some(port) = settings.remove(one) else {
+            continue;
+        };
+        let empty = settings
+            .get(list)
+            .is_none_or(|v| v.as_str().is_some_and(|s| s.trim().is_empty()));
+        if port.as_u64() != Some(0) && empty {
+            let text = port
+                .as_u64()
+                .map_or_else(|| port.to_string(), |n| n.to_string());
+            settings.insert(list.into(), Value::String(text));
+        }
+    }
+    if settings.get("InternalPort").and_then(Value::as_u64) == Some(0) {
+        settings.remove("InternalPort");
+    }
+    if settings.get("ServiceName").and_then(Value::as_str) == Some("") {
+        settings.remove("ServiceName");
+    }
+    settings.remove("Scope");
 }
 
 fn canonical_policy_type(t: &str) -> Option<&'static str> {

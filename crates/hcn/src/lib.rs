@@ -5,6 +5,7 @@
 //! found in real CNI configs are normalised (see [`decode`]).
 
 pub mod acl;
+mod acl_check;
 pub mod decode;
 pub mod endpoint;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod query;
 pub mod route;
 mod serde_util;
 pub mod types;
+mod v1;
 
 pub use decode::{DecodeError, Validate, decode, decode_value};
 pub use endpoint::{Endpoint, EndpointFlags, IpConfig};

@@ -6,7 +6,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer, Serialize};
 
-pub use crate::acl::{AclAddresses, AclList, AclPorts, AclProtocols, PortRange};
+pub use crate::acl::{
+    ANY_PROTOCOL, AclAddress, AclAddresses, AclList, AclPorts, AclProtocols, PortRange,
+};
 use crate::serde_util::{is_default, opt_ip, opt_prefix, prefix_list, protocol, string_enum};
 use crate::types::MacAddress;
 
@@ -149,11 +151,17 @@ string_enum! {
     AclRuleType { Host = "Host", Switch = "Switch" }
 }
 
-/// `ACL` (and the network policy `NetworkACL`): a prioritised allow/block rule.
+/// `ACL` (and the network policy `NetworkACL`): a prioritised allow/block rule. The lower
+/// `Priority` number wins.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct AclPolicySetting {
-    /// Protocol numbers, comma separated ("6", "6,17").
+    /// The rule's name (`Id`; HNS refuses the spelling `ID`). Agents name their rules with it
+    /// (Azure NPM `azure-acl-<ns>-<policy>`, Calico `policy-<name>-<n>`); VFP shows it as the
+    /// rule's friendly name.
+    #[serde(rename = "Id", default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Protocol numbers, comma separated ("6", "6,17"); empty or 256 for any.
     #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
     pub protocols: AclProtocols,
     pub action: AclAction,
@@ -357,15 +365,20 @@ pub struct InterfaceConstraintPolicySetting {
 }
 
 /// One rule of a `TierAcl`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
 pub struct TierAclRule {
-    #[serde(rename = "Id", alias = "ID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "Id",
+        alias = "ID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub id: String,
     #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
     pub protocols: AclProtocols,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub tier_acl_rule_action: String,
+    /// `Allow`, `Block`, or `Pass` (on to the next tier).
+    pub tier_acl_rule_action: AclAction,
     #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
     pub local_addresses: AclAddresses,
     #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
@@ -374,7 +387,7 @@ pub struct TierAclRule {
     pub local_ports: AclPorts,
     #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
     pub remote_ports: AclPorts,
-    #[serde(skip_serializing_if = "is_default")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub priority: u16,
 }
 
@@ -455,21 +468,30 @@ pub struct VxlanPortPolicySetting {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostRoutePolicySetting {}
 
-/// `SetPolicy`: a named IP set.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
+string_enum! {
+    /// What a `SetPolicy` holds: addresses (`IPSET`) or other sets (`NESTEDIPSET`).
+    SetPolicyType { IpSet = "IPSET", NestedIpSet = "NESTEDIPSET" }
+}
+
+/// `SetPolicy`: a named set of addresses, or of other sets, that ACL addresses name by `Id`
+/// (Azure NPM's pod and namespace selectors).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
 pub struct SetPolicySetting {
-    #[serde(rename = "Id", alias = "ID", skip_serializing_if = "String::is_empty")]
-    pub id: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub name: String,
     #[serde(
-        deserialize_with = "set_policy_type",
+        rename = "Id",
+        alias = "ID",
+        default,
         skip_serializing_if = "String::is_empty"
     )]
-    pub policy_type: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub values: String,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(deserialize_with = "set_policy_type")]
+    pub policy_type: SetPolicyType,
+    /// Members, comma separated: addresses and prefixes (`IPSET`) or set IDs (`NESTEDIPSET`).
+    #[serde(default, skip_serializing_if = "AclList::is_unwritten")]
+    pub values: AclAddresses,
 }
 
 /// `LayerConstraint`.
@@ -503,14 +525,14 @@ pub struct IsolationIdSetting {
 }
 
 /// `PolicyType` of a set policy: `IPSET` or `NESTEDIPSET`; the PowerShell module sends 0 or 1.
-fn set_policy_type<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+fn set_policy_type<'de, D: Deserializer<'de>>(d: D) -> Result<SetPolicyType, D::Error> {
     match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(s) if s.eq_ignore_ascii_case("IPSET") => Ok("IPSET".into()),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("IPSET") => Ok(SetPolicyType::IpSet),
         serde_json::Value::String(s) if s.eq_ignore_ascii_case("NESTEDIPSET") => {
-            Ok("NESTEDIPSET".into())
+            Ok(SetPolicyType::NestedIpSet)
         }
-        serde_json::Value::Number(n) if n.as_u64() == Some(0) => Ok("IPSET".into()),
-        serde_json::Value::Number(n) if n.as_u64() == Some(1) => Ok("NESTEDIPSET".into()),
+        serde_json::Value::Number(n) if n.as_u64() == Some(0) => Ok(SetPolicyType::IpSet),
+        serde_json::Value::Number(n) if n.as_u64() == Some(1) => Ok(SetPolicyType::NestedIpSet),
         other => Err(serde::de::Error::custom(format!(
             "{other} is not a set policy type; use \"IPSET\" or \"NESTEDIPSET\""
         ))),

@@ -89,7 +89,7 @@ fn acl_policy() {
 #[test]
 fn acl_lists_come_back_as_written_and_are_read_entry_by_entry() {
     let doc = json!({"Policies":[{"Type":"ACL","Settings":{"Protocols":"6, 17","Action":"Block","Direction":"Out",
-        "LocalAddresses":" 10.0.0.21 ,fd00::/64","RemotePorts":"80, 8000-8080","Priority":300}}]});
+        "LocalAddresses":" 10.0.0.21 ,10.1.0.0/16","RemotePorts":"80, 8000-8080","Priority":300}}]});
     let req: PolicyRequest<EndpointPolicy> = hcn::decode_value(doc.clone()).unwrap();
     assert_eq!(serde_json::to_value(&req).unwrap(), doc);
     let EndpointPolicy::Acl(acl) = &req.policies[0] else {
@@ -97,10 +97,10 @@ fn acl_lists_come_back_as_written_and_are_read_entry_by_entry() {
     };
     assert_eq!(acl.protocols.entries(), [6, 17]);
     assert_eq!(
-        acl.local_addresses.entries(),
+        acl.local_addresses.prefixes().collect::<Vec<_>>(),
         [
             "10.0.0.21/32".parse::<ipnet::IpNet>().unwrap(),
-            "fd00::/64".parse().unwrap()
+            "10.1.0.0/16".parse().unwrap()
         ]
     );
     assert!(acl.remote_addresses.is_any() && acl.local_ports.is_any());

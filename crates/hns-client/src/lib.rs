@@ -7,6 +7,7 @@
 //! Also here: the bodies of hnsd's own requests (`POST /trace`, `POST /resolve`), the trace's
 //! answer ([`TraceAnswer`]), and where clients look for hnsd ([`socket_path`]).
 
+pub mod acl;
 pub mod changes;
 pub mod client;
 pub mod request;

@@ -210,6 +210,21 @@ pub struct RuleDump {
     pub action: String,
     /// Connections this rule decided.
     pub hits: u64,
+    /// The rule's friendly name (an ACL's `Id`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `In` or `Out` when the rule applies one way only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    /// IP protocols it matches (empty: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub protocols: Vec<u8>,
+    /// Source prefixes it matches (empty: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<IpNet>,
+    /// Source ports it matches.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_ports: Vec<String>,
 }
 
 /// One SNAT pool.

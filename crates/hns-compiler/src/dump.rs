@@ -109,6 +109,16 @@ pub(crate) fn layer_dump(l: &vfp::Layer) -> LayerDump {
 }
 
 fn rule_dump(group: &str, r: &vfp::rule::StoredRule) -> RuleDump {
+    let ports = |list: &Option<Vec<vfp::PortRange>>| -> Vec<String> {
+        list.iter()
+            .flatten()
+            .map(|p| match p.single() {
+                Some(one) => one.to_string(),
+                None => format!("{}-{}", p.first, p.last),
+            })
+            .collect()
+    };
+    let c = &r.rule.conditions;
     RuleDump {
         id: rule_id(&r.origin.owner.kind, &r.origin.owner.id, r.index),
         group: group.to_string(),
@@ -116,20 +126,18 @@ fn rule_dump(group: &str, r: &vfp::rule::StoredRule) -> RuleDump {
         owner_id: r.origin.owner.id.clone(),
         source: r.origin.source.clone(),
         priority: u32::from(r.rule.priority),
-        destinations: r.rule.conditions.dst.clone().unwrap_or_default(),
-        destination_ports: r
-            .rule
-            .conditions
-            .dst_ports
-            .iter()
-            .flatten()
-            .map(|p| match p.single() {
-                Some(one) => one.to_string(),
-                None => format!("{}-{}", p.first, p.last),
-            })
-            .collect(),
+        destinations: c.dst.clone().unwrap_or_default(),
+        destination_ports: ports(&c.dst_ports),
         action: r.rule.action.to_string(),
         hits: r.hits,
+        name: r.origin.name.clone(),
+        direction: c.direction.map(|d| match d {
+            vfp::Direction::In => "In".to_string(),
+            vfp::Direction::Out => "Out".to_string(),
+        }),
+        protocols: c.protocols.clone().unwrap_or_default(),
+        sources: c.src.clone().unwrap_or_default(),
+        source_ports: ports(&c.src_ports),
     }
 }
 

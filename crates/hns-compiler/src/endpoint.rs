@@ -120,7 +120,7 @@ pub fn compile(c: &mut Compiler, state: &State, ep: &Endpoint) -> Compiled {
             out.owned.extend(ep.ips().map(|ip| (ip, m)));
         }
     }
-    acl::compile(ep, &mut out);
+    acl::compile(ep, net, c.facts.profile, &mut out);
     let mut notes = Vec::new();
     let mut routes = route::endpoint_sdn_routes(c, ep, &mut notes);
     for n in notes {

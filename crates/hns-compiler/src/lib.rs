@@ -34,13 +34,14 @@ use std::net::IpAddr;
 
 use hcn::Guid;
 use ipnet::IpNet;
+use vfp::layer::DefaultAction;
 use vfp::wire::MacAddr;
 use vfp::{PoolId, PortConfig, PortId, Switch, SwitchConfig, SwitchKind};
 
 use hns::state::{Change, Kind, Object, State};
 
 pub use node::{DynamicPortRange, HostRoute, NodeFacts, Resolver};
-pub use placement::{Compiled, HostClaim, Key, Notice, Placement, Target};
+pub use placement::{Compiled, HostClaim, Key, LayerDefault, Notice, Placement, Target};
 
 use placement::{PortPlace, Role};
 
@@ -62,6 +63,8 @@ pub struct Compiler {
     providers: BTreeSet<IpAddr>,
     /// Port numbers to give ports by name ([`Compiler::build_pinned`]).
     pins: HashMap<String, PortId>,
+    /// Each local endpoint's `LinuxAclGeneration` as last compiled ([`acl::reset_if_applied`]).
+    acl_generations: HashMap<Guid, u64>,
 }
 
 /// A host vNIC as the host's IP stack sees it: the management vNIC `vEthernet (<NIC>)`, an
@@ -133,6 +136,7 @@ impl Compiler {
             owned: HashMap::new(),
             providers: BTreeSet::new(),
             pins,
+            acl_generations: HashMap::new(),
             facts,
         };
         c.places.insert(
@@ -334,11 +338,15 @@ impl Compiler {
                 Key::Endpoint(id) => match state.endpoint(id) {
                     Some(ep) => {
                         self.ensure_endpoint_port(state, ep);
-                        endpoint::compile(self, state, ep)
+                        let compiled = endpoint::compile(self, state, ep);
+                        self.replace(key, compiled);
+                        acl::reset_if_applied(self, ep);
+                        continue;
                     }
                     None => {
                         self.remove_port_of(Key::Endpoint(id));
                         self.mtus.remove(&id);
+                        self.acl_generations.remove(&id);
                         Compiled::default()
                     }
                 },
@@ -368,13 +376,18 @@ impl Compiler {
         let mut ports: Vec<(PortId, PortPlace)> =
             self.places.iter().map(|(p, pl)| (*p, *pl)).collect();
         ports.sort_by_key(|(p, _)| *p);
+        for (port, place) in &ports {
+            for d in old.defaults.iter().filter(|d| d.target.reaches(place)) {
+                self.set_default(*port, d.layer, DefaultAction::Allow);
+            }
+            for d in new.defaults.iter().filter(|d| d.target.reaches(place)) {
+                self.set_default(*port, d.layer, d.action);
+            }
+        }
         let mut installed = Vec::new();
         for p in &new.placements {
             for (port, place) in &ports {
-                if p.target.reaches(place)
-                    && let Ok(l) = self.switch.layer_mut(*port, p.layer)
-                {
-                    l.set_rules(p.origin.clone(), p.rules.clone());
+                if p.target.reaches(place) && self.install(*port, p) {
                     installed.push((*port, p.layer, p.origin.owner.clone()));
                 }
             }
@@ -386,6 +399,7 @@ impl Compiler {
             || !new.providers.is_empty()
             || !new.claims.is_empty()
             || !new.notices.is_empty()
+            || !new.defaults.is_empty()
         {
             self.objects.insert(key, new);
         }
@@ -536,17 +550,36 @@ impl Compiler {
             let Some(c) = self.objects.get_mut(&key) else {
                 continue;
             };
-            for p in &c.placements {
-                if !p.target.reaches(&place) {
-                    continue;
-                }
-                if let Ok(l) = self.switch.layer_mut(port, p.layer) {
-                    l.set_rules(p.origin.clone(), p.rules.clone());
-                    c.installed.push((port, p.layer, p.origin.owner.clone()));
+            let mut installed = Vec::new();
+            for p in c.placements.iter().filter(|p| p.target.reaches(&place)) {
+                if install_on(&mut self.switch, port, p) {
+                    installed.push((port, p.layer, p.origin.owner.clone()));
                 }
             }
+            for d in c.defaults.iter().filter(|d| d.target.reaches(&place)) {
+                if let Ok(l) = self.switch.layer_mut(port, d.layer) {
+                    for dir in [vfp::Direction::In, vfp::Direction::Out] {
+                        l.set_default(dir, d.action);
+                    }
+                }
+            }
+            c.installed.extend(installed);
         }
         Some(port)
+    }
+
+    /// Installs a placement's rules on `port`; false when the port has no such layer.
+    fn install(&mut self, port: PortId, p: &Placement) -> bool {
+        install_on(&mut self.switch, port, p)
+    }
+
+    /// Sets a layer's default in both directions on `port`.
+    fn set_default(&mut self, port: PortId, layer: &str, action: DefaultAction) {
+        if let Ok(l) = self.switch.layer_mut(port, layer) {
+            for dir in [vfp::Direction::In, vfp::Direction::Out] {
+                l.set_default(dir, action);
+            }
+        }
     }
 
     /// Removes the port of an endpoint or a network's gateway, and forgets the rules other
@@ -567,6 +600,31 @@ impl Compiler {
             c.installed.retain(|(p, _, _)| *p != port);
         }
     }
+}
+
+/// Installs a placement's rules on `port`, in its group (made on first use); false when the
+/// port has no such layer.
+fn install_on(switch: &mut Switch, port: PortId, p: &Placement) -> bool {
+    let Ok(l) = switch.layer_mut(port, p.layer) else {
+        return false;
+    };
+    match &p.group {
+        None => l.set_rules(p.origin.clone(), p.rules.clone()),
+        Some(g) => {
+            if !l.groups().iter().any(|x| x.name() == g) {
+                // In its place among the groups ([`acl::group_rank`]); checked just above: new.
+                let rank = acl::group_rank(g);
+                let at = l
+                    .groups()
+                    .iter()
+                    .filter(|x| acl::group_rank(x.name()) <= rank)
+                    .count();
+                let _ = l.insert_group(g, at);
+            }
+            let _ = l.set_group_rules(g, p.origin.clone(), p.rules.clone());
+        }
+    }
+    true
 }
 
 /// A MAC address of the HNS model as the switch writes it.

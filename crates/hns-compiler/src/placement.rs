@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use hcn::Guid;
+use vfp::layer::DefaultAction;
 use vfp::wire::MacAddr;
 use vfp::{Origin, Owner, PortId, Rule};
 
@@ -50,8 +51,19 @@ pub enum Target {
 pub struct Placement {
     pub target: Target,
     pub layer: &'static str,
+    /// The layer's group; `None` for its first.
+    pub group: Option<String>,
     pub origin: Origin,
     pub rules: Vec<Rule>,
+}
+
+/// What a layer does with the packets no rule matches, on the target's ports, in both
+/// directions (an endpoint with ACLs under default-deny).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerDefault {
+    pub target: Target,
+    pub layer: &'static str,
+    pub action: DefaultAction,
 }
 
 /// A frontend the host sends into the switch instead of to itself: a NodePort with
@@ -88,6 +100,8 @@ pub struct Compiled {
     pub providers: Vec<IpAddr>,
     pub claims: Vec<HostClaim>,
     pub notices: Vec<Notice>,
+    /// Layer defaults other than allow; put back to allow when the object goes.
+    pub defaults: Vec<LayerDefault>,
     /// Where the placements went: (port, layer, owner), to remove them by owner.
     pub(crate) installed: Vec<(PortId, &'static str, Owner)>,
 }
@@ -99,6 +113,27 @@ impl Compiled {
             self.placements.push(Placement {
                 target,
                 layer,
+                group: None,
+                origin,
+                rules,
+            });
+        }
+    }
+
+    /// Adds a placement into a named group of the layer (made when first used).
+    pub fn place_in_group(
+        &mut self,
+        target: Target,
+        layer: &'static str,
+        group: impl Into<String>,
+        origin: Origin,
+        rules: Vec<Rule>,
+    ) {
+        if !rules.is_empty() {
+            self.placements.push(Placement {
+                target,
+                layer,
+                group: Some(group.into()),
                 origin,
                 rules,
             });

@@ -34,7 +34,10 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(crate::metrics::PATH, get(metrics))
         .route(hns_client::changes::PATH, get(changes))
         .route("/{kind}", get(list).post(create))
-        .route("/{kind}/{id}", get(query).patch(modify).delete(delete))
+        .route(
+            "/{kind}/{id}",
+            get(query).patch(modify).delete(delete).post(v1_update),
+        )
         .with_state(service)
 }
 
@@ -165,6 +168,42 @@ async fn modify(
         _ => WriteOp::Modify(kind, id, decode(&body)?),
     };
     let modified = svc.write(op).await?;
+    Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
+}
+
+/// HNS v1 `POST /endpoints/{id}` (hcsshim `HNSEndpoint.Update`, which `ApplyACLPolicy` calls,
+/// Calico's felix for every local endpoint): the endpoint document, v1 or v2 shaped; only its
+/// `Policies` are taken. ACLs alone replace the endpoint's ACLs; a list with other policies
+/// (an endpoint read, its ACLs appended) replaces the whole list.
+async fn v1_update(
+    AxState(svc): Svc,
+    Path((k, id)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let (kind, id) = (kind(&k)?, guid(&id)?);
+    if kind != Kind::Endpoint {
+        return Err(HnsError::new(
+            HResult::HCN_E_REQUEST_UNSUPPORTED,
+            format!("POST /{k}/{{id}} (HNS v1 update) applies to endpoints; modify a {k} with PATCH and a modify request"),
+        )
+        .into());
+    }
+    let doc: Value = serde_json::from_slice(&body).map_err(|e| {
+        HnsError::new(
+            HResult::HCN_E_INVALID_JSON,
+            format!("the endpoint document is not valid JSON: {e}"),
+        )
+    })?;
+    let policies = doc
+        .as_object()
+        .and_then(|m| m.iter().find(|(k, _)| k.eq_ignore_ascii_case("Policies")))
+        .map_or(Value::Array(Vec::new()), |(_, v)| v.clone());
+    let given: hcn::modify::PolicyRequest<hcn::EndpointPolicy> =
+        hcn::decode_value(serde_json::json!({ "Policies": policies }))
+            .map_err(|e| HnsError::new(e.code, format!("{}: {}", e.path, e.message)))?;
+    let modified = svc
+        .write(WriteOp::UpdateEndpointV1(id, given.policies))
+        .await?;
     Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
 }
 

@@ -49,7 +49,8 @@ pub struct Spec {
 /// is unsupported, Kubernetes "Networking on Windows" docs, 2026); the limitations from the
 /// same docs, which still list NodePort from the node itself, IPv6 on overlay, Local traffic
 /// policy without DSR and outbound ICMP through NAT for WS2025 (reference windows-2026.md,
-/// facts 2 and 4).
+/// facts 2 and 4); the ACL behaviours from Microsoft's and Calico's words (reference
+/// windows-network-policy.md, takeaways 2 and 4).
 pub const PROFILES: [Spec; 4] = {
     use Limitation::*;
     [
@@ -67,6 +68,7 @@ pub const PROFILES: [Spec; 4] = {
                 LocalTrafficWithoutDsr,
                 RemotePodFromNodeOnOverlay,
                 WindowsDnsClient,
+                AclUpdateResetsConnections,
             ],
         },
         Spec {
@@ -82,6 +84,7 @@ pub const PROFILES: [Spec; 4] = {
                 LocalTrafficWithoutDsr,
                 RemotePodFromNodeOnOverlay,
                 WindowsDnsClient,
+                AclUpdateResetsConnections,
             ],
         },
         Spec {
@@ -97,6 +100,8 @@ pub const PROFILES: [Spec; 4] = {
                 LocalTrafficWithoutDsr,
                 RemotePodFromNodeOnOverlay,
                 WindowsDnsClient,
+                AclUpdateResetsConnections,
+                AclDefaultDeny,
             ],
         },
         Spec {
@@ -285,10 +290,19 @@ pub enum Limitation {
     /// first DNS suffix only; a timeout ends the walk. So `web.default` and `web-0.web` do not
     /// resolve where a Linux pod's glibc resolves them (Kubernetes Windows networking docs).
     WindowsDnsClient,
+    /// Applying an endpoint's ACLs again resets its live TCP connections, even when the rules
+    /// did not change: "Microsoft has confirmed this is a HNS issue" (Calico's Windows
+    /// limitations; calico#10199 saw RSTs when only a pod label changed). Lifted, the flows are
+    /// re-evaluated instead of flushed, so a connection the new rules still allow carries on.
+    AclUpdateResetsConnections,
+    /// Any ACL on an endpoint switches it to default-deny: what no ACL allows is blocked, so a
+    /// lone Block blocks everything ("by design", Windows Server 2025 after its April 2026
+    /// updates, microsoft/Windows-Containers#616). Without it, what no ACL names is allowed.
+    AclDefaultDeny,
 }
 
 impl Limitation {
-    pub const ALL: [Limitation; 7] = [
+    pub const ALL: [Limitation; 9] = [
         Limitation::IcmpThroughOutboundNat,
         Limitation::NodePortFromNode,
         Limitation::ClusterIpFromNode,
@@ -296,6 +310,8 @@ impl Limitation {
         Limitation::LocalTrafficWithoutDsr,
         Limitation::RemotePodFromNodeOnOverlay,
         Limitation::WindowsDnsClient,
+        Limitation::AclUpdateResetsConnections,
+        Limitation::AclDefaultDeny,
     ];
 
     /// A stable name (used as the rule owner's id in traces).
@@ -308,6 +324,8 @@ impl Limitation {
             Limitation::LocalTrafficWithoutDsr => "LocalTrafficWithoutDsr",
             Limitation::RemotePodFromNodeOnOverlay => "RemotePodFromNodeOnOverlay",
             Limitation::WindowsDnsClient => "WindowsDnsClient",
+            Limitation::AclUpdateResetsConnections => "AclUpdateResetsConnections",
+            Limitation::AclDefaultDeny => "AclDefaultDeny",
         }
     }
 
@@ -323,6 +341,10 @@ impl Limitation {
             }
             Limitation::RemotePodFromNodeOnOverlay => "no node -> pod on another node on Overlay",
             Limitation::WindowsDnsClient => "pods resolve by the Windows DNS Client's rules",
+            Limitation::AclUpdateResetsConnections => {
+                "applying an endpoint's ACLs resets its TCP connections"
+            }
+            Limitation::AclDefaultDeny => "any ACL makes the endpoint default-deny",
         }
     }
 
@@ -354,6 +376,12 @@ impl Limitation {
             ),
             Limitation::WindowsDnsClient => format!(
                 "not resolved: the Windows DNS Client on {profile} queries a name with a dot as it is and appends no suffix (a single label gets the first suffix only)"
+            ),
+            Limitation::AclUpdateResetsConnections => format!(
+                "reset: the endpoint's ACLs were applied again, which resets its TCP connections on {profile} even when the rules did not change"
+            ),
+            Limitation::AclDefaultDeny => format!(
+                "blocked by default: no ACL allows it, and on {profile} any ACL on an endpoint makes it default-deny (add an Allow with a higher Priority number to allow the rest)"
             ),
         }
     }
@@ -403,7 +431,12 @@ mod tests {
         assert_eq!(p.version(), Version::new(9, 5));
         assert_eq!(on(p), ["V2ApiSupport", "DSR", "L4Proxy"]);
         assert_eq!(p.max_lb_backends(), Some(64));
-        assert!(Limitation::ALL.iter().all(|l| p.imposes(*l)), "all seven");
+        assert!(
+            Limitation::ALL
+                .iter()
+                .all(|l| p.imposes(*l) != (*l == AclDefaultDeny)),
+            "all but the 2026 default-deny"
+        );
     }
 
     #[test]
@@ -422,6 +455,7 @@ mod tests {
         );
         assert_eq!(p.max_lb_backends(), Some(64));
         assert!(!p.imposes(ClusterIpFromNode));
+        assert!(p.imposes(AclUpdateResetsConnections) && !p.imposes(AclDefaultDeny));
     }
 
     /// WS2025's HNS 15.4 has everything up to Accelnet but not ModifyLoadbalancer, which
@@ -456,6 +490,7 @@ mod tests {
             assert!(p.imposes(l), "the docs still list {l}");
         }
         assert!(!p.imposes(ClusterIpFromNode));
+        assert!(p.imposes(AclDefaultDeny) && p.imposes(AclUpdateResetsConnections));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod ethtool;
 pub mod netlink;
 pub mod netns;
+pub mod nft;
 pub mod offload;
 pub mod packet_socket;
 pub mod resolv;

@@ -1,4 +1,4 @@
-//! Services, EndpointSlices, Nodes (and Namespaces and Pods when asked) from a kube API server, through
+//! Services, EndpointSlices, Nodes (and Namespaces, Pods and NetworkPolicies when asked) from a kube API server, through
 //! kube-rs watchers (retried with backoff). Objects are published only when every watched kind
 //! is listed: a relist in progress, or one that failed, keeps the objects of the last complete
 //! list, with the failure in [`Objects::errors`] until the kind is listed again.
@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Config};
@@ -24,6 +25,7 @@ enum Update {
     Node(Box<Event<Node>>),
     Namespace(Box<Event<Namespace>>),
     Pod(Box<Event<Pod>>),
+    NetworkPolicy(Box<Event<NetworkPolicy>>),
     /// A kind's watch or list failed (it is retried).
     Failed(Kind, String),
 }
@@ -36,6 +38,7 @@ enum Kind {
     Node,
     Namespace,
     Pod,
+    NetworkPolicy,
 }
 
 impl Kind {
@@ -47,9 +50,13 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Namespace => "Namespace",
             Kind::Pod => "Pod",
+            Kind::NetworkPolicy => "NetworkPolicy",
         }
     }
 }
+
+/// How many kinds can be watched (the length of [`Kind`]).
+const KINDS: usize = 6;
 
 /// How long a watch failure is reported after the last one (retries back off to 30 s).
 const ERROR_TTL: Duration = Duration::from_secs(60);
@@ -95,9 +102,20 @@ pub async fn watch(
         );
     }
     if kinds.pods {
-        spawn_watch(Api::<Pod>::all(client), Kind::Pod, tx, |e| {
-            Update::Pod(Box::new(e))
-        });
+        spawn_watch(
+            Api::<Pod>::all(client.clone()),
+            Kind::Pod,
+            tx.clone(),
+            |e| Update::Pod(Box::new(e)),
+        );
+    }
+    if kinds.network_policies {
+        spawn_watch(
+            Api::<NetworkPolicy>::all(client),
+            Kind::NetworkPolicy,
+            tx,
+            |e| Update::NetworkPolicy(Box::new(e)),
+        );
     }
     let (out, objects) = channel::channel(Arc::new(Objects::default()));
     tokio::spawn(async move {
@@ -176,9 +194,9 @@ struct State {
     objects: Objects,
     /// Per [`Kind`]: listed completely at least once, and not relisting. A kind not watched
     /// counts as listed.
-    listed: [bool; 5],
+    listed: [bool; KINDS],
     /// Per [`Kind`]: its watch's last failure, until the kind is heard from again.
-    errors: [Option<String>; 5],
+    errors: [Option<String>; KINDS],
     /// The objects of the last complete list, and the errors as last published.
     published: Option<Arc<Objects>>,
     published_errors: Vec<String>,
@@ -188,7 +206,7 @@ struct State {
 fn apply_event<K: kube::Resource + Clone>(
     kind: Kind,
     map: &mut ByKey<K>,
-    listed: &mut [bool; 5],
+    listed: &mut [bool; KINDS],
     ev: Event<K>,
 ) -> Kind {
     match ev {
@@ -216,7 +234,14 @@ impl State {
                 synced: true,
                 ..Objects::default()
             },
-            listed: [false, false, false, !kinds.namespaces, !kinds.pods],
+            listed: [
+                false,
+                false,
+                false,
+                !kinds.namespaces,
+                !kinds.pods,
+                !kinds.network_policies,
+            ],
             errors: Default::default(),
             published: None,
             published_errors: Vec::new(),
@@ -231,6 +256,9 @@ impl State {
             Update::Node(e) => apply_event(Kind::Node, &mut o.nodes, l, *e),
             Update::Namespace(e) => apply_event(Kind::Namespace, &mut o.namespaces, l, *e),
             Update::Pod(e) => apply_event(Kind::Pod, &mut o.pods, l, *e),
+            Update::NetworkPolicy(e) => {
+                apply_event(Kind::NetworkPolicy, &mut o.network_policies, l, *e)
+            }
             Update::Failed(kind, error) => {
                 self.errors[kind as usize] = Some(error);
                 return;

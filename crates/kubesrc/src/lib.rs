@@ -2,7 +2,8 @@
 //! `--kubeconfig`) or a folder of manifests (`--manifests DIR`, re-read on change). The source
 //! yields the raw k8s-openapi objects; each consumer (kube-proxy, the cluster DNS) turns them into
 //! its own model, so there is one reader of the API and of manifests, and no shared model.
-//! Pods are read too, for `winnet doctor`, when asked ([`Kinds::pods`]).
+//! Pods are read too, for `winnet doctor` and the NetworkPolicy agent, when asked ([`Kinds::pods`]),
+//! and NetworkPolicies for that agent ([`Kinds::network_policies`]).
 
 pub mod kube;
 pub mod manifests;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use tokio::sync::watch;
 
 /// One object and where it came from (`file document N (Kind name)` or `Kind namespace/name`),
@@ -37,6 +39,8 @@ pub struct Objects {
     pub namespaces: ByKey<Namespace>,
     /// Only filled when [`Kinds::pods`] asked for them (manifests always carry theirs).
     pub pods: ByKey<Pod>,
+    /// Only filled when [`Kinds::network_policies`] asked for them (manifests always carry theirs).
+    pub network_policies: ByKey<NetworkPolicy>,
     /// Documents skipped (unknown kinds, or bad documents of a text read on its own), each
     /// with the reason; the rest is here.
     pub problems: Vec<String>,
@@ -59,6 +63,7 @@ impl Objects {
             && self.nodes.is_empty()
             && self.namespaces.is_empty()
             && self.pods.is_empty()
+            && self.network_policies.is_empty()
     }
 }
 
@@ -79,6 +84,8 @@ pub struct Kinds {
     pub namespaces: bool,
     /// Pods: `winnet doctor` compares them with HNS endpoints; kube-proxy does not need them.
     pub pods: bool,
+    /// NetworkPolicies: the NetworkPolicy agent (`winnet policy`) enforces them.
+    pub network_policies: bool,
 }
 
 /// Starts the source; the receiver holds the newest objects, updated after every change (of

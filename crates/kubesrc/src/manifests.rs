@@ -1,5 +1,5 @@
 //! A folder of manifests as `kubectl get -o yaml` (or `-o json`) prints them: Services,
-//! EndpointSlices, Nodes, Namespaces, Pods, and `List`s of them, several documents per file.
+//! EndpointSlices, Nodes, Namespaces, Pods, NetworkPolicies, and `List`s of them, several documents per file.
 //! Kinds not read are reported and skipped. Only files that changed are read again, so one
 //! rewritten file among many is picked up quickly.
 //!
@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch as channel;
@@ -82,6 +83,7 @@ fn merge(into: &mut Objects, from: &Objects) {
     extend(&mut into.nodes, &from.nodes);
     extend(&mut into.namespaces, &from.namespaces);
     extend(&mut into.pods, &from.pods);
+    extend(&mut into.network_policies, &from.network_policies);
 }
 
 fn load_object(
@@ -97,7 +99,8 @@ fn load_object(
         .unwrap_or("?");
     let at = format!("{origin} ({kind} {name})");
     match kind {
-        "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "NamespaceList" | "PodList" => {
+        "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "NamespaceList" | "PodList"
+        | "NetworkPolicyList" => {
             let items = value.get("items").and_then(|i| i.as_array());
             for (j, item) in items.into_iter().flatten().enumerate() {
                 load_object(item.clone(), &format!("{origin} item {j}"), objects, errors);
@@ -108,10 +111,17 @@ fn load_object(
         "Node" => insert::<Node>(value, at, false, &mut objects.nodes, errors),
         "Namespace" => insert::<Namespace>(value, at, false, &mut objects.namespaces, errors),
         "Pod" => insert::<Pod>(value, at, true, &mut objects.pods, errors),
+        "NetworkPolicy" => insert::<NetworkPolicy>(
+            value,
+            at,
+            true,
+            &mut objects.network_policies,
+            errors,
+        ),
         // A document cut short can lack its kind: an error, not a kind to skip.
         "" => errors.push(format!("{at}: no kind")),
         other => objects.problems.push(format!(
-            "{at}: kind {other} is not read (Service, EndpointSlice, Node, Namespace, Pod); skipped"
+            "{at}: kind {other} is not read (Service, EndpointSlice, Node, Namespace, Pod, NetworkPolicy); skipped"
         )),
     }
 }
@@ -394,6 +404,23 @@ mod tests {
 
     fn services(o: &Objects) -> Vec<&str> {
         o.services.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn network_policies_are_read_in_their_namespace_and_a_bad_one_is_named() {
+        let mut o = Objects::default();
+        let text = "kind: NetworkPolicyList\napiVersion: networking.k8s.io/v1\nitems:\n- kind: NetworkPolicy\n  apiVersion: networking.k8s.io/v1\n  metadata: {name: deny}\n  spec: {podSelector: {}}\n---\nkind: NetworkPolicy\napiVersion: networking.k8s.io/v1\nmetadata: {name: bad, namespace: x}\nspec: {podSelector: 7}\n";
+        load_text(text, "np.yaml", &mut o);
+        assert_eq!(
+            o.network_policies.keys().collect::<Vec<_>>(),
+            ["default/deny"]
+        );
+        assert!(
+            o.problems.len() == 1
+                && o.problems[0].contains("np.yaml document 2 (NetworkPolicy bad)"),
+            "{:?}",
+            o.problems
+        );
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub enum Action {
     /// through OutboundNAT, NodePort from the node itself, ...). The rule's origin names the
     /// limitation, so a trace can say why.
     Unsupported,
+    /// Decide nothing here: the layer goes on to its next group (a `TierAcl` rule's `Pass`,
+    /// which hands the packet to the next tier).
+    Pass,
 }
 
 impl fmt::Display for Action {
@@ -96,6 +99,7 @@ impl fmt::Display for Action {
             Action::Encap { outer, .. } => write!(f, "encap {outer}"),
             Action::Decap => write!(f, "decap"),
             Action::Unsupported => write!(f, "refuse as unsupported"),
+            Action::Pass => write!(f, "pass to the next group"),
         }
     }
 }
@@ -290,6 +294,8 @@ pub(crate) fn apply(
         }
         Action::Decap => h.outer = None,
         Action::Unsupported => return Err(DropReason::Unsupported),
+        // The layer hands the packet on before a Pass rule could act ([`Layer`]'s lookup).
+        Action::Pass => {}
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! A layer of a port: named groups of prioritised rules and a default action per direction.
 //! The first group (in order) with a matching rule decides; within a group the best-priority
-//! match wins. Rules are owned by the object that made them and replaced per owner.
+//! match wins, and when that is a `Pass` rule the group decides nothing and the next one is
+//! asked. Rules are owned by the object that made them and replaced per owner.
 
+use crate::action::Action;
 use crate::counters::LayerCounters;
 use crate::direction::Direction;
 use crate::error::ConfigError;
@@ -156,6 +158,16 @@ impl Layer {
         self.defaults[dir.idx()]
     }
 
+    /// Inserts a group at place `at` of the evaluation order (the end when past it).
+    pub fn insert_group(&mut self, name: &str, at: usize) -> Result<(), ConfigError> {
+        if self.groups.iter().any(|g| g.name == name) {
+            return Err(ConfigError::Duplicate(name.to_string()));
+        }
+        let at = at.min(self.groups.len());
+        self.groups.insert(at, Group::new(name));
+        Ok(())
+    }
+
     /// Appends a group, evaluated after the existing ones.
     pub fn add_group(&mut self, name: &str) -> Result<(), ConfigError> {
         if self.groups.iter().any(|g| g.name == name) {
@@ -225,6 +237,14 @@ impl Layer {
     pub(crate) fn lookup(&self, h: &Headers, vni: Option<u32>, dir: Direction) -> Verdict {
         for (gi, g) in self.groups.iter().enumerate() {
             if let Some(slot) = g.index[dir.idx()].lookup(h, vni, dir, &g.rules) {
+                let pass = g
+                    .rules
+                    .get(slot as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|r| r.rule.action == Action::Pass);
+                if pass {
+                    continue;
+                }
                 return Verdict::Rule { group: gi, slot };
             }
         }

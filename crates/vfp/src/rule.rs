@@ -44,6 +44,8 @@ pub struct Origin {
     pub owner: Owner,
     /// The Kubernetes (or other user-facing) object behind the owner, if known.
     pub source: Option<String>,
+    /// The rule's own name where its owner gave one (an HNS ACL's `Id`: VFP's friendly name).
+    pub name: Option<String>,
 }
 
 impl Origin {
@@ -52,7 +54,14 @@ impl Origin {
         Origin {
             owner: Owner::new(kind, id),
             source: None,
+            name: None,
         }
+    }
+
+    /// Names the rules (VFP's friendly name).
+    pub fn with_name(mut self, name: impl Into<String>) -> Origin {
+        self.name = Some(name.into());
+        self
     }
 
     /// Adds the user-facing object's name.

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod fast_path;
+mod reset;
 
 /// Whether the switch reaches a physical network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,6 +84,8 @@ pub struct Switch {
     counters: FlowCounters,
     /// Outer headers of the tunnels the fast path encapsulates into.
     outers: OuterCache,
+    /// Connections reset and not yet told so ([`Switch::reset_connections`]).
+    resets: reset::Resets,
 }
 
 /// Rewrites `frame` the way the connection in `r` rewrites packets of `side`, and returns the
@@ -193,6 +196,7 @@ impl Switch {
             topo_gen: 0,
             counters: FlowCounters::default(),
             outers: OuterCache::default(),
+            resets: reset::Resets::default(),
         }
     }
 
@@ -531,6 +535,9 @@ impl Switch {
                 Cached::Miss => break,
             }
         }
+        if let Some(d) = self.answer_reset(from, frame, p) {
+            return d;
+        }
         self.slow(from, frame, p, now, prior)
     }
 
@@ -833,6 +840,7 @@ impl Switch {
             self.drop_record(s);
         }
         self.fragments.expire(now);
+        self.expire_resets(now);
         self.counters.expired += expired.len() as u64;
         expired.len()
     }

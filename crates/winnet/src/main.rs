@@ -26,6 +26,9 @@ enum Command {
     /// kube-proxy: Services to HNS load balancers on a Windows node (winkernel), or to
     /// nftables rules on a Linux node (--proxy-mode nftables).
     Proxy(commands::proxy::Args),
+    /// The NetworkPolicy agent of a Windows node: NetworkPolicies to HNS ACLs as Calico
+    /// (--style calico) or Azure NPM (--style npm) program them; --lint FILE offline.
+    Policy(commands::policy::Args),
     /// The cluster DNS: Services, endpoints and pods by name (CoreDNS kubernetes), the rest forwarded.
     Dns(commands::dns::Args),
     /// Install the CNI plugins (win-bridge, win-overlay, flannel, sdn*) as links to winnet.
@@ -74,6 +77,7 @@ fn main() -> std::process::ExitCode {
         Command::Hns(args) => commands::hns::run(args),
         Command::Flanneld(args) => commands::flanneld::run(args),
         Command::Proxy(args) => commands::proxy::run(args),
+        Command::Policy(args) => commands::policy::run(args),
         Command::Dns(args) => commands::dns::run(args),
         Command::InstallCni(args) => commands::install_cni::run(args),
         Command::Trace(args) => commands::trace::run(args),

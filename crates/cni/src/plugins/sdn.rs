@@ -284,6 +284,7 @@ impl Sdn {
                 && let Ok(protocol) = u8::try_from(m.protocol)
             {
                 policies.push(EndpointPolicy::Acl(AclPolicySetting {
+                    id: String::new(),
                     protocols: AclList::from(vec![protocol]),
                     action: AclAction::Allow,
                     direction: AclDirection::In,

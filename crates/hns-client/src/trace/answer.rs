@@ -255,6 +255,10 @@ pub struct RuleOrigin {
     pub kubernetes: Option<KubernetesRef>,
     /// The limitation the rule enforces.
     pub limitation: Option<LimitationRef>,
+    /// The rule's own name, where its policy has one: an ACL's `Id` (Azure NPM's
+    /// `azure-acl-<namespace>-<policy>`, Calico's `policy-...`), VFP's friendly name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// An HNS object named by a rule.

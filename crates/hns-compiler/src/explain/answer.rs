@@ -146,12 +146,7 @@ impl View<'_> {
                 Some(self.origin(origin)),
                 matches!(action, Action::LoadBalance(_)).then(|| sock(&s.after.inner)),
             ),
-            LayerDecision::Default(d) => (
-                None,
-                format!("no rule matched: default {d:?}").to_lowercase(),
-                None,
-                None,
-            ),
+            LayerDecision::Default(d) => (None, self.default_said(s, *d), None, None),
         };
         LayerStep {
             port: s.port,
@@ -168,6 +163,35 @@ impl View<'_> {
             action,
             origin,
             backend,
+        }
+    }
+
+    /// What a layer's default did, and for the ACL layer why: the port has no ACL, or none
+    /// matched and the build allows the rest, or the endpoint is default-deny.
+    fn default_said(&self, s: &TraceStep, d: vfp::layer::DefaultAction) -> String {
+        if s.layer != vfp::layer::ACL {
+            return format!("no rule matched: default {d:?}").to_lowercase();
+        }
+        let rules = self
+            .compiler
+            .switch()
+            .port(s.port)
+            .and_then(|p| p.layer(vfp::layer::ACL))
+            .map_or(0, vfp::Layer::rule_count);
+        match d {
+            vfp::layer::DefaultAction::Block => format!(
+                "no ACL matched: endpoint {} is default-deny ({}: {})",
+                s.port_name,
+                hns::Limitation::AclDefaultDeny,
+                hns::Limitation::AclDefaultDeny.message(self.profile)
+            ),
+            vfp::layer::DefaultAction::Allow if rules == 0 => {
+                format!("no ACL on endpoint {}: default allow", s.port_name)
+            }
+            vfp::layer::DefaultAction::Allow => format!(
+                "no ACL matched: default allow (on {} what no ACL of endpoint {} names passes)",
+                self.profile, s.port_name
+            ),
         }
     }
 
@@ -198,6 +222,7 @@ impl View<'_> {
             object,
             kubernetes,
             limitation: limitation.map(|l| self.limitation_ref(l)),
+            name: o.name.clone(),
         }
     }
 

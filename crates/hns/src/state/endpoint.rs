@@ -16,11 +16,31 @@ use hcn::{
 use ipnet::IpNet;
 
 use super::pool::LowestFree;
-use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+use super::{Change, Kind, Object, Plan, PolicyEdit, State, edit_policies, settings};
+
+/// An endpoint's `Update` replaces its whole policy list, as HNS does: Azure NPM re-sends the
+/// endpoint's other policies (OutBoundNAT, routes) before its ACLs for this reason.
+const ENDPOINT_POLICY_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
+    type_name: EndpointPolicy::type_name,
+    same: |c, g| c == g,
+    replaced: |_, _| true,
+};
+
+/// A v1 update carrying only ACLs: it replaces the endpoint's ACLs, nothing else.
+const V1_ACL_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
+    type_name: EndpointPolicy::type_name,
+    same: |c, g| c == g,
+    replaced: |c, _| is_acl(c),
+};
+
+fn is_acl(p: &EndpointPolicy) -> bool {
+    matches!(p, EndpointPolicy::Acl(_))
+}
 
 impl State {
     pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
         ep.id = self.new_id(Kind::Endpoint, ep.id)?;
+        ep.linux_acl_generation = 0;
         if ep.host_compute_network.is_nil() {
             return Err(HnsError::new(
                 HResult::E_INVALIDARG,
@@ -32,6 +52,7 @@ impl State {
             .get(&ep.host_compute_network)
             .ok_or_else(|| Kind::Network.not_found(&ep.host_compute_network))?;
         check_endpoint(&ep)?;
+        self.check_endpoint_acls(&ep, net)?;
         let joins = self.namespace_to_join(&ep)?;
         self.assign_addresses(net, &mut ep)?;
         self.assign_mac(net, &mut ep)?;
@@ -57,11 +78,6 @@ impl State {
         id: Guid,
         req: ModifyRequest,
     ) -> Result<Plan, HnsError> {
-        let mut ep = self
-            .endpoints
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
         if req.resource_type != ResourceType::Policy {
             return Err(HnsError::new(
                 HResult::HCN_E_REQUEST_UNSUPPORTED,
@@ -72,14 +88,45 @@ impl State {
             ));
         }
         let given: PolicyRequest<EndpointPolicy> = settings(&req)?;
-        edit_policies(
-            &mut ep.policies,
-            req.request_type,
-            given.policies,
-            EndpointPolicy::type_name,
-        )?;
+        self.plan_endpoint_policies(id, req.request_type, given.policies, &ENDPOINT_POLICY_EDIT)
+    }
+
+    /// HNS v1's endpoint update: ACLs alone replace the endpoint's ACLs (felix sends only
+    /// its rules, and the CNI's policies stay); a list with other policies replaces all.
+    pub(super) fn plan_update_endpoint_v1(
+        &self,
+        id: Guid,
+        policies: Vec<EndpointPolicy>,
+    ) -> Result<Plan, HnsError> {
+        let edit = if policies.iter().all(is_acl) {
+            &V1_ACL_EDIT
+        } else {
+            &ENDPOINT_POLICY_EDIT
+        };
+        self.plan_endpoint_policies(id, hcn::RequestType::Update, policies, edit)
+    }
+
+    fn plan_endpoint_policies(
+        &self,
+        id: Guid,
+        request: hcn::RequestType,
+        given: Vec<EndpointPolicy>,
+        edit: &PolicyEdit<EndpointPolicy>,
+    ) -> Result<Plan, HnsError> {
+        let mut ep = self
+            .endpoints
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
+        if given.iter().any(is_acl) || request == hcn::RequestType::Update {
+            ep.linux_acl_generation += 1;
+        }
+        edit_policies(&mut ep.policies, request, given, edit)?;
         check_endpoint(&ep)?;
         self.check_host_ports(&ep)?;
+        if let Some(net) = self.networks.get(&ep.host_compute_network) {
+            self.check_endpoint_acls(&ep, net)?;
+        }
         let obj = Object::Endpoint(ep);
         Ok(Plan {
             changes: vec![Change::Put(obj.clone())],

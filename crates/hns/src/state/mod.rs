@@ -4,6 +4,7 @@
 //! either refuses it with an HNS error or yields the [`Change`]s to make; the service makes them
 //! durable and then [`State::apply`]s them. So a refused call changes nothing.
 
+mod acl;
 mod check;
 mod endpoint;
 mod loadbalancer;
@@ -18,7 +19,7 @@ use std::net::IpAddr;
 use hcn::error::{HResult, HnsError};
 use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::modify::ModifyRequest;
-use hcn::{Endpoint, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
+use hcn::{Endpoint, EndpointPolicy, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
 use serde_json::Value;
 
 use crate::profile::Profile;
@@ -123,6 +124,11 @@ pub enum WriteOp {
     Modify(Kind, Guid, ModifyRequest),
     /// `HcnModifyLoadBalancer`: the whole object replaced.
     UpdateLoadBalancer(Guid, LoadBalancer),
+    /// HNS v1 `POST /endpoints/{id}` (`HNSEndpoint.Update`, `ApplyACLPolicy`): the document's
+    /// policies. A list of ACLs only replaces the endpoint's ACLs and keeps its other policies,
+    /// as felix relies on (it sends its ACLs alone, and its pods keep the CNI's OutBoundNAT);
+    /// a list with other policies too (an endpoint read, then ACLs appended) replaces all.
+    UpdateEndpointV1(Guid, Vec<EndpointPolicy>),
     Delete(Kind, Guid),
 }
 
@@ -303,6 +309,7 @@ impl State {
                 ),
             )),
             WriteOp::UpdateLoadBalancer(id, lb) => self.plan_update_load_balancer(id, lb),
+            WriteOp::UpdateEndpointV1(id, policies) => self.plan_update_endpoint_v1(id, policies),
             WriteOp::Delete(Kind::Network, id) => self.plan_delete_network(id),
             WriteOp::Delete(Kind::Endpoint, id) => self.plan_delete_endpoint(id),
             WriteOp::Delete(Kind::Namespace, id) => self.plan_delete_namespace(id),
@@ -508,16 +515,27 @@ where
         .map_err(|e| HnsError::new(e.code, format!("Settings.{}: {}", e.path, e.message)))
 }
 
+/// How a policy list takes a modify request: which given policy a `Remove` takes away, and
+/// which current policies an `Update` replaces.
+pub(super) struct PolicyEdit<P> {
+    pub type_name: fn(&P) -> &'static str,
+    /// `Remove`: the current policy `c` is the given `g`.
+    pub same: fn(c: &P, g: &P) -> bool,
+    /// `Update`: the current policy `c` goes, replaced by `given`.
+    pub replaced: fn(c: &P, given: &[P]) -> bool,
+}
+
 /// Applies a policy modify request to a policy list: `Add` appends (an identical policy is
-/// refused), `Remove` removes identical ones (a missing one is refused), `Update` replaces every
-/// policy of the given types.
+/// refused), `Remove` removes the ones [`PolicyEdit::same`] finds (a missing one is refused),
+/// `Update` replaces what [`PolicyEdit::replaced`] says.
 fn edit_policies<P: PartialEq>(
     current: &mut Vec<P>,
     request: hcn::RequestType,
     given: Vec<P>,
-    type_name: fn(&P) -> &'static str,
+    edit: &PolicyEdit<P>,
 ) -> Result<(), HnsError> {
     use hcn::RequestType;
+    let type_name = edit.type_name;
     match request {
         RequestType::Add => {
             for p in given {
@@ -532,7 +550,7 @@ fn edit_policies<P: PartialEq>(
         }
         RequestType::Remove => {
             for p in given {
-                let Some(at) = current.iter().position(|c| *c == p) else {
+                let Some(at) = current.iter().position(|c| (edit.same)(c, &p)) else {
                     return Err(HnsError::new(
                         HResult::HCN_E_POLICY_NOT_FOUND,
                         format!("no identical {} policy to remove", type_name(&p)),
@@ -542,8 +560,7 @@ fn edit_policies<P: PartialEq>(
             }
         }
         RequestType::Update => {
-            let types: Vec<&str> = given.iter().map(type_name).collect();
-            current.retain(|c| !types.contains(&type_name(c)));
+            current.retain(|c| !(edit.replaced)(c, &given));
             current.extend(given);
         }
         RequestType::Refresh => {

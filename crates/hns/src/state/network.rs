@@ -5,7 +5,29 @@ use hcn::modify::{ModifyRequest, PolicyRequest};
 use hcn::{Guid, Network, NetworkPolicy, NetworkType, ResourceType};
 
 use super::endpoint::check_mac;
-use super::{Change, Kind, Object, Plan, State, edit_policies, settings};
+use super::{Change, Kind, Object, Plan, PolicyEdit, State, edit_policies, settings};
+
+/// A network's `Update` replaces its policies of the given types, and a `SetPolicy` by its
+/// `Id` (Azure NPM updates one set's members at a time); a `Remove` of a set names it by `Id`.
+const NETWORK_POLICY_EDIT: PolicyEdit<NetworkPolicy> = PolicyEdit {
+    type_name: NetworkPolicy::type_name,
+    same: |c, g| match (set_id(c), set_id(g)) {
+        (Some(a), Some(b)) => a == b,
+        _ => c == g,
+    },
+    replaced: |c, given| match set_id(c) {
+        Some(id) => given.iter().any(|g| set_id(g) == Some(id)),
+        None => given.iter().any(|g| g.type_name() == c.type_name()),
+    },
+};
+
+/// The `Id` of a `SetPolicy`.
+fn set_id(p: &NetworkPolicy) -> Option<&str> {
+    match p {
+        NetworkPolicy::SetPolicy(s) => Some(&s.id),
+        _ => None,
+    }
+}
 
 /// VSIDs below 4096 are reserved on Windows (flannel refuses a VNI below 4096 for this reason).
 const MIN_VSID: u32 = 4096;
@@ -21,6 +43,7 @@ impl State {
             ));
         }
         check_network(&net)?;
+        self.check_network_sets(&net)?;
         give_dr_mac(&mut net);
         Ok(put(net))
     }
@@ -38,11 +61,14 @@ impl State {
         match req.resource_type {
             ResourceType::Policy => {
                 let given: PolicyRequest<NetworkPolicy> = settings(&req)?;
+                if req.request_type == hcn::RequestType::Remove {
+                    self.check_set_removal(&net, &given.policies)?;
+                }
                 edit_policies(
                     &mut net.policies,
                     req.request_type,
                     given.policies,
-                    NetworkPolicy::type_name,
+                    &NETWORK_POLICY_EDIT,
                 )?;
             }
             ResourceType::Dns => net.dns = settings(&req)?,
@@ -56,7 +82,31 @@ impl State {
             }
         }
         check_network(&net)?;
+        self.check_network_sets(&net)?;
         Ok(put(net))
+    }
+
+    /// A set that a nested set of the network still holds (one not removed with it) cannot be
+    /// removed.
+    fn check_set_removal(&self, net: &Network, removed: &[NetworkPolicy]) -> Result<(), HnsError> {
+        let sets = super::acl::sets(net);
+        let gone: Vec<&str> = removed.iter().filter_map(set_id).collect();
+        for id in &gone {
+            let holder = sets
+                .values()
+                .filter(|s| !gone.contains(&s.id.as_str()))
+                .find(|s| s.values.sets().any(|m| m == *id));
+            if let Some(holder) = holder {
+                return Err(HnsError::new(
+                    HResult::HCN_E_ENTITY_HAS_REFERENCES,
+                    format!(
+                        "set \"{id}\" is a member of NESTEDIPSET \"{}\"; remove it from that set (or remove that set) first",
+                        holder.id
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn plan_delete_network(&self, id: Guid) -> Result<Plan, HnsError> {

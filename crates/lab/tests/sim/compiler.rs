@@ -96,6 +96,7 @@ fn incremental_changes_leave_the_switch_as_a_rebuild_would() {
         // An ACL added to a running pod.
         let Who::Pod(_, b) = t.b else { unreachable!() };
         let acl = EndpointPolicy::Acl(AclPolicySetting {
+            id: String::new(),
             protocols: "17".parse().unwrap(),
             action: AclAction::Block,
             direction: AclDirection::Out,

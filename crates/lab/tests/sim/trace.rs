@@ -75,6 +75,7 @@ fn a_trace_of_a_blocked_packet_names_the_acl_policy_that_blocked_it() {
     let a = t.a;
     let acl = |action, priority, ports: &str| {
         EndpointPolicy::Acl(AclPolicySetting {
+            id: String::new(),
             protocols: "6".parse().unwrap(),
             action,
             direction: AclDirection::In,

@@ -9,6 +9,7 @@ pub mod flanneld;
 pub mod hns;
 pub mod hnsd;
 pub mod install_cni;
+pub mod policy;
 pub mod proxy;
 pub mod resolve;
 pub mod trace;

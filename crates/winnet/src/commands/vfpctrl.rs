@@ -136,6 +136,86 @@ fn ports(dump: &SwitchDump) -> String {
     out
 }
 
+/// Windows' names of the ACL layer and of its groups' match type.
+mod vfp_acl {
+    /// The switch's name of the layer endpoint ACLs are in.
+    pub const LAYER: &str = "acl";
+    /// Windows' name of it (`vfpctrl /layer ACL_ENDPOINT_LAYER`).
+    pub const WINDOWS_LAYER: &str = "ACL_ENDPOINT_LAYER";
+    /// The ACL rule's priority at which VFP decides, in vfpctrl's words.
+    pub const MATCH: &str = "Priority-based match";
+}
+
+/// The ACL layer as `vfpctrl /port <p> /layer ACL_ENDPOINT_LAYER /list-rule` prints it: groups
+/// per address family and direction, each rule under its friendly name (the ACL's `Id`), best
+/// priority first.
+fn acl_layer(out: &mut String, rules: &[hns_client::switch::RuleDump]) {
+    let _ = writeln!(out, "  LAYER : {}", vfp_acl::WINDOWS_LAYER);
+    let mut groups: Vec<&str> = rules.iter().map(|r| r.group.as_str()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for g in groups {
+        // Names end in the direction and carry the family (a tier's holds both families).
+        let dir = ["IN", "OUT"]
+            .into_iter()
+            .find(|d| g.ends_with(&format!("_{d}")))
+            .unwrap_or("");
+        let family = ["IPv4", "IPv6"]
+            .into_iter()
+            .find(|f| g.contains(&format!("_{}_", f.to_uppercase())))
+            .unwrap_or("IPv4, IPv6");
+        let _ = writeln!(out, "    GROUP : {g}");
+        let _ = writeln!(out, "      Friendly name : {g}");
+        let _ = writeln!(out, "      Direction : {dir}");
+        let _ = writeln!(out, "      Type : {family}");
+        let _ = writeln!(out, "      Match type : {}", vfp_acl::MATCH);
+        let mut in_group: Vec<_> = rules.iter().filter(|r| r.group == g).collect();
+        in_group.sort_by_key(|r| r.priority);
+        for r in in_group {
+            acl_rule(out, r);
+        }
+    }
+}
+
+fn acl_rule(out: &mut String, r: &hns_client::switch::RuleDump) {
+    let _ = writeln!(out, "      RULE : {}", r.id);
+    let _ = writeln!(
+        out,
+        "        Friendly name : {}",
+        r.name.as_deref().unwrap_or(&r.id)
+    );
+    let _ = writeln!(out, "        Priority : {}", r.priority);
+    let _ = writeln!(out, "        Flags : terminating stateful");
+    let _ = writeln!(out, "        Type : {}", r.action);
+    let _ = writeln!(out, "        Conditions:");
+    let list = |v: Vec<String>| v.join(", ");
+    let conditions = [
+        (
+            "Protocols",
+            list(r.protocols.iter().map(u8::to_string).collect()),
+        ),
+        (
+            "Source IP",
+            list(r.sources.iter().map(ToString::to_string).collect()),
+        ),
+        (
+            "Destination IP",
+            list(r.destinations.iter().map(ToString::to_string).collect()),
+        ),
+        ("Source ports", list(r.source_ports.clone())),
+        ("Destination ports", list(r.destination_ports.clone())),
+    ];
+    let mut any = false;
+    for (k, v) in conditions.iter().filter(|(_, v)| !v.is_empty()) {
+        let _ = writeln!(out, "          {k} : {v}");
+        any = true;
+    }
+    if !any {
+        let _ = writeln!(out, "          <none>");
+    }
+    let _ = writeln!(out, "        Hits : {}", r.hits);
+}
+
 fn rules(answer: &PortRules) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -154,6 +234,10 @@ fn rules(answer: &PortRules) -> String {
     }
     for l in &answer.layers {
         let _ = writeln!(out, "layer {} ({} rules)", l.name, l.rules.len());
+        if l.name == vfp_acl::LAYER {
+            acl_layer(&mut out, &l.rules);
+            continue;
+        }
         for r in &l.rules {
             let mut matches: Vec<String> = r.destinations.iter().map(ToString::to_string).collect();
             if !r.destination_ports.is_empty() {
