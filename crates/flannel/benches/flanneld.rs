@@ -226,6 +226,30 @@ fn etcd_options(prefix: &str) -> SubnetSource {
 }
 
 /// Runs `f` on a current-thread runtime on a thread in the fabric namespace (where etcd is).
+/// Polls (every millisecond) the overlay network's RemoteSubnetRoutes until `done` holds.
+async fn routes_until(hns: &hns_client::Client, done: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(net)) = hns.get_network_by_name("flannel.4096").await {
+            let prefixes: Vec<String> = net
+                .policies
+                .iter()
+                .filter_map(|p| match p {
+                    hcn::NetworkPolicy::RemoteSubnetRoute(r) => {
+                        Some(r.destination_prefix.to_string())
+                    }
+                    _ => None,
+                })
+                .collect();
+            if done(&prefixes) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "the routes never showed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 fn in_fabric<R: Send>(f: impl std::future::Future<Output = R> + Send) -> R {
     Netns::named(FABRIC)
         .run(|| {
@@ -607,33 +631,7 @@ fn lease_appearing(
     let daemon = spawn_daemon(name.to_string(), opts, stop_rx);
     let times = in_fabric(async move {
         let hns = hns_client::Client::new(&sock);
-        // Polls (every millisecond) the network's RemoteSubnetRoutes until `done` holds.
-        let until = |done: &dyn Fn(&[String]) -> bool| {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let hns = &hns;
-            async move {
-                loop {
-                    if let Ok(Some(net)) = hns.get_network_by_name("flannel.4096").await {
-                        let prefixes: Vec<String> = net
-                            .policies
-                            .iter()
-                            .filter_map(|p| match p {
-                                hcn::NetworkPolicy::RemoteSubnetRoute(r) => {
-                                    Some(r.destination_prefix.to_string())
-                                }
-                                _ => None,
-                            })
-                            .collect();
-                        if done(&prefixes) {
-                            return;
-                        }
-                    }
-                    assert!(Instant::now() < deadline, "the routes never showed");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
-        };
-        until(&|p| p.len() == leases).await;
+        routes_until(&hns, |p| p.len() == leases).await;
         let mut c = Client::connect([ETCD], None).await.expect("etcd");
         let mut w = Client::connect([ETCD], None).await.expect("etcd");
         let mut floor_watch = w.watch("/bench-lease-floor", None).await.expect("watch");
@@ -648,11 +646,11 @@ fn lease_appearing(
             );
             let started = Instant::now();
             c.put(key.as_str(), value, None).await.expect("put lease");
-            until(&|p| p.contains(&subnet)).await;
+            routes_until(&hns, |p| p.contains(&subnet)).await;
             syncs.push(started.elapsed());
             let started = Instant::now();
             c.delete(key.as_str(), None).await.expect("delete lease");
-            until(&|p| !p.contains(&subnet)).await;
+            routes_until(&hns, |p| !p.contains(&subnet)).await;
             syncs.push(started.elapsed());
             let started = Instant::now();
             c.put("/bench-lease-floor", r.to_string(), None)
