@@ -162,11 +162,13 @@ fn echo_server(ns: &str) {
     });
 }
 
-/// What one established flow saw: the longest wait for an echo, and how it ended.
+/// What one established flow saw: the longest wait for an echo, every wait longer than
+/// `MAX_GAP` (from the last echo to the next), and how it ended.
 #[derive(Debug, Default)]
 struct FlowReport {
     echoes: u64,
     longest: Duration,
+    stalls: Vec<(Instant, Instant)>,
     broken: Option<String>,
 }
 
@@ -188,6 +190,9 @@ fn flow(ns: &str, to: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHan
             let got = sent.and_then(|_| c.read_exact(&mut b));
             let now = Instant::now();
             r.longest = r.longest.max(now - last);
+            if now - last > MAX_GAP {
+                r.stalls.push((last, now));
+            }
             if let Err(e) = got {
                 r.broken = Some(format!("after {} echoes: {e}", r.echoes));
                 return r;
@@ -439,16 +444,22 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
         std::thread::sleep(moments.millis(500, 3000));
         if moments.next().is_multiple_of(5) {
             let away = moments.millis(1000, 3000);
+            let at = start.elapsed();
             std::fs::rename(format!("{DIR}/manifests"), format!("{DIR}/manifests.away"))
                 .expect("take the manifests away");
             std::thread::sleep(away);
             std::fs::rename(format!("{DIR}/manifests.away"), format!("{DIR}/manifests"))
                 .expect("put the manifests back");
-            done.push(format!("manifests away for {away:?}"));
+            done.push(format!("manifests away at {at:.2?} for {away:.2?}"));
         } else {
             let v = *moments.pick(&victims);
+            let killed = Instant::now();
             ok(&winnet(&["cluster", "restart", v]), &format!("restart {v}"));
-            done.push(format!("killed {v}"));
+            done.push(format!(
+                "killed {v} at {:.2?} (restarted, not yet serving, after {:.2?})",
+                killed - start,
+                killed.elapsed()
+            ));
         }
     }
     eprintln!("chaos: {}", done.join("; "));
@@ -475,8 +486,13 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
         if let Some(b) = &r.broken {
             problems.push(format!("{what} broke {b}"));
         }
-        if r.longest > MAX_GAP {
-            problems.push(format!("{what} went {:?} without an echo", r.longest));
+        // Each stall with its moment, to set beside the chaos's.
+        for &(from, to) in &r.stalls {
+            problems.push(format!(
+                "{what} went {:.2?} without an echo, from {:.2?} into the chaos",
+                to - from,
+                from.saturating_duration_since(start)
+            ));
         }
     }
     assert!(
