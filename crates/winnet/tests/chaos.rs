@@ -2,11 +2,12 @@
 //! nodes, pod -> ClusterIP) and pods come and go through the CNI plugin, each node's
 //! components are killed (SIGKILL, as a crash) and started again at random moments — hnsd,
 //! kube-proxy, flanneld, the cluster DNS — and the manifest folder is taken away and put back.
-//! What must hold: no established flow stops for more than a second, no Service is ever
-//! without its load balancer, no cluster name is answered NXDOMAIN, every pod whose CNI ADD
-//! succeeded (and was not deleted since) has its endpoint and no other pod does, and `doctor`
-//! finds nothing afterwards. The moments come from a seed printed at the start; `CHAOS_SEED`
-//! replays one. Root only (CI is root).
+//! What must hold: no established flow stops for more than a second, or, across a node's hnsd
+//! restart (its switch gone meanwhile), longer than until TCP's first retransmission after the
+//! new hnsd serves; no Service is ever without its load balancer, no cluster name is answered
+//! NXDOMAIN, every pod whose CNI ADD succeeded (and was not deleted since) has its endpoint and
+//! no other pod does, and `doctor` finds nothing afterwards. The moments come from a seed
+//! printed at the start; `CHAOS_SEED` replays one. Root only (CI is root).
 
 mod local_cluster;
 
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 const DIR: &str = "/run/winnet/cluster";
 /// The port the test's own echo server listens on in the backend pod, and its Service's port.
 const ECHO_PORT: u16 = 9000;
-/// How long an established flow may go without an answer.
+/// How long an established flow may go without an answer while its switches are up.
 const MAX_GAP: Duration = Duration::from_secs(1);
 /// How long the chaos lasts.
 const CHAOS: Duration = Duration::from_secs(40);
@@ -170,6 +171,21 @@ struct FlowReport {
     longest: Duration,
     stalls: Vec<(Instant, Instant)>,
     broken: Option<String>,
+}
+
+/// How long a flow whose last echo came at `from` may wait for the next one. While a node's
+/// hnsd is down its switch is gone and the flow's segment is lost; TCP retransmits it with
+/// exponential backoff, so the first retransmission after the new hnsd serves comes up to as
+/// long after as the segment had waited by then, plus one RTO (under `MAX_GAP`). How long hnsd
+/// takes to come back depends on the machine's load (0.1-1.8 s seen at load 14); that the flow
+/// resumes at that retransmission, not later, is what the switch owes. `restarts`: each hnsd's
+/// kill and the moment the new one answered.
+fn allowed_wait(from: Instant, restarts: &[(Instant, Instant)]) -> Duration {
+    restarts
+        .iter()
+        .filter(|(killed, serving)| *killed < from + MAX_GAP && *serving > from)
+        .map(|(_, serving)| serving.saturating_duration_since(from) * 2 + MAX_GAP)
+        .fold(MAX_GAP, Duration::max)
 }
 
 /// A TCP connection from `ns` to `to` that sends a byte every 50 ms and waits for its echo,
@@ -440,6 +456,7 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
     ];
     let start = Instant::now();
     let mut done = Vec::new();
+    let mut hnsd_restarts = Vec::new();
     while start.elapsed() < CHAOS {
         std::thread::sleep(moments.millis(500, 3000));
         if moments.next().is_multiple_of(5) {
@@ -455,8 +472,18 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
             let v = *moments.pick(&victims);
             let killed = Instant::now();
             ok(&winnet(&["cluster", "restart", v]), &format!("restart {v}"));
+            if let Some(node) = v.strip_suffix(" hnsd") {
+                // `cluster restart` returns once the process is started; hnsd serves once its
+                // data plane has its devices back.
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while load_balancers(node).is_none() {
+                    assert!(Instant::now() < deadline, "{v} serves again");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                hnsd_restarts.push((killed, Instant::now()));
+            }
             done.push(format!(
-                "killed {v} at {:.2?} (restarted, not yet serving, after {:.2?})",
+                "killed {v} at {:.2?}, back after {:.2?}",
                 killed - start,
                 killed.elapsed()
             ));
@@ -486,13 +513,16 @@ fn components_killed_and_the_manifests_taken_away_lose_nothing_and_break_no_flow
         if let Some(b) = &r.broken {
             problems.push(format!("{what} broke {b}"));
         }
-        // Each stall with its moment, to set beside the chaos's.
         for &(from, to) in &r.stalls {
-            problems.push(format!(
-                "{what} went {:.2?} without an echo, from {:.2?} into the chaos",
-                to - from,
-                from.saturating_duration_since(start)
-            ));
+            let allowed = allowed_wait(from, &hnsd_restarts);
+            if to - from > allowed {
+                problems.push(format!(
+                    "{what} went {:.2?} without an echo, from {:.2?} into the chaos (allowed \
+                     {allowed:.2?})",
+                    to - from,
+                    from.saturating_duration_since(start)
+                ));
+            }
         }
     }
     assert!(
