@@ -28,6 +28,12 @@
 //! is interrupted (SIGINT, SIGTERM); hnsd is also told to stop if the bench dies outright, and a
 //! run first removes namespaces an earlier, killed run left behind.
 //!
+//! - With `CNI_BENCH_SERVICES=N` (N > 0): win-bridge against a third hnsd with a data plane, on
+//!   a second node namespace made the same way, holding N ClusterIP load balancers over
+//!   `min(5 N, 5000)` remote endpoints (as kube-proxy programs 2,000 Services x 5 endpoints):
+//!   the pod's endpoint added by the CNI on a node with Services programmed, against the first
+//!   row (none programmed) in the same rounds.
+//!
 //! Built as a bench of crates/winnet (which owns the binary); run as root:
 //! `CNI_BENCH_N=300 cargo bench -p winnet --bench cni` (`CNI_BENCH_N` iterations, default 300).
 
@@ -43,6 +49,8 @@ const DEBIAN_CNI: &str = "/usr/lib/cni";
 /// Every namespace the bench makes has this prefix, so a later run can sweep up a killed one's.
 const PREFIX: &str = "winnet-cnibench-";
 const NODE_NS: &str = "winnet-cnibench-node";
+/// The node whose hnsd holds the Services' load balancers (`CNI_BENCH_SERVICES`).
+const LOADED_NS: &str = "winnet-cnibench-loaded";
 const HOST_NS: &str = "winnet-cnibench-host";
 const RUN_NETNS: &str = "/run/netns";
 /// The HCN namespace of the reference row's pods.
@@ -245,33 +253,17 @@ fn add_del(s: &mut Scratch, n: usize, p: &Plugin, env: &[(&str, &str)], times: &
     }
 }
 
-/// The node: its namespace with a NIC, as the end-to-end tests make it.
-fn make_node(s: &mut Scratch) {
-    s.netns(NODE_NS);
-    ip(&["-n", NODE_NS, "link", "set", "lo", "up"]);
+/// A node namespace `node` with a NIC, as the end-to-end tests make it.
+fn make_node(s: &mut Scratch, node: &str) {
+    s.netns(node);
+    ip(&["-n", node, "link", "set", "lo", "up"]);
     ip(&[
-        "-n", NODE_NS, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0",
+        "-n", node, "link", "add", "eth0", "type", "veth", "peer", "name", "wire0",
     ]);
-    ip(&[
-        "-n",
-        NODE_NS,
-        "addr",
-        "add",
-        "192.168.99.11/24",
-        "dev",
-        "eth0",
-    ]);
-    ip(&["-n", NODE_NS, "link", "set", "eth0", "up"]);
-    ip(&["-n", NODE_NS, "link", "set", "wire0", "up"]);
-    ip(&[
-        "-n",
-        NODE_NS,
-        "route",
-        "add",
-        "default",
-        "via",
-        "192.168.99.1",
-    ]);
+    ip(&["-n", node, "addr", "add", "192.168.99.11/24", "dev", "eth0"]);
+    ip(&["-n", node, "link", "set", "eth0", "up"]);
+    ip(&["-n", node, "link", "set", "wire0", "up"]);
+    ip(&["-n", node, "route", "add", "default", "via", "192.168.99.1"]);
 }
 
 /// `winnet hnsd` called `name` (its state, socket and log in the scratch dir), serving `node`
@@ -311,8 +303,8 @@ fn hns_create(s: &Scratch, winnet: &Path, name: &str, socket: &Path, kind: &str,
 }
 
 /// The L2Bridge network win-bridge's config names, in the hnsd called `name`; one with a data
-/// plane takes the node's NIC over for it.
-fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, dataplane: bool) {
+/// plane (on `node`) takes the node's NIC over for it.
+fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, node: Option<&str>) {
     hns_create(
         s,
         winnet,
@@ -321,11 +313,11 @@ fn create_network(s: &Scratch, winnet: &Path, name: &str, socket: &Path, datapla
         "networks",
         r#"{"Name":"cbr0","Type":"L2Bridge","Ipams":[{"Type":"Static","Subnets":[{"IpAddressPrefix":"10.244.0.0/16","Routes":[{"NextHop":"10.244.0.1","DestinationPrefix":"0.0.0.0/0"}]}]}]}"#,
     );
-    if !dataplane {
+    let Some(node) = node else {
         return;
-    }
+    };
     let mgmt = Command::new("ip")
-        .args(["-n", NODE_NS, "link", "show", "vEthernet-eth0"])
+        .args(["-n", node, "link", "show", "vEthernet-eth0"])
         .stdout(Stdio::null())
         .status()
         .expect("run ip");
@@ -376,14 +368,25 @@ fn main() {
 
     // The node and its hnsd, a second hnsd without a data plane for reference; the plugins
     // installed as links to the winnet binary.
-    make_node(&mut s);
+    make_node(&mut s, NODE_NS);
     let socket = start_hnsd(&mut s, &winnet, "hnsd", Some(NODE_NS));
     let bare_socket = start_hnsd(&mut s, &winnet, "hnsd-bare", None);
     let bin = d.join("bin");
     testkit::cmd::ok(Command::new(&winnet).arg("install-cni").arg(&bin));
-    create_network(&s, &winnet, "hnsd", &socket, true);
-    create_network(&s, &winnet, "hnsd-bare", &bare_socket, false);
+    create_network(&s, &winnet, "hnsd", &socket, Some(NODE_NS));
+    create_network(&s, &winnet, "hnsd-bare", &bare_socket, None);
     create_namespace(&s, &winnet, "hnsd-bare", &bare_socket, BARE_NS);
+    let services: usize = std::env::var("CNI_BENCH_SERVICES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let loaded_socket = (services > 0).then(|| {
+        make_node(&mut s, LOADED_NS);
+        let socket = start_hnsd(&mut s, &winnet, "hnsd-loaded", Some(LOADED_NS));
+        create_network(&s, &winnet, "hnsd-loaded", &socket, Some(LOADED_NS));
+        program_services(&socket, services);
+        socket
+    });
 
     // A scratch "host" for bridge's Linux bridge; the plugins are spawned from it.
     let host_path = s.netns(HOST_NS);
@@ -463,17 +466,25 @@ fn main() {
         pods: Some(PodNetns::Hcn(BARE_NS)),
     };
 
+    let loaded = loaded_socket.as_ref().map(|socket| Plugin {
+        path: bin.join("win-bridge"),
+        conf: win_conf("ipam-loaded"),
+        env: hns_env(socket, "state-loaded"),
+        pods: pods("winl"),
+    });
+
     // Warm up each (page cache, first connection), then measure, interleaved in rounds so a
     // noisy moment hits all alike.
-    let plugins = [&win, &bridge, &host_local, &bare];
-    for p in plugins {
+    let mut plugins = vec![&win, &bridge, &host_local, &bare];
+    plugins.extend(loaded.as_ref());
+    for p in &plugins {
         add_del(&mut s, 5, p, &env, &mut Times::default());
     }
-    let mut times: [Times; 4] = Default::default();
+    let mut times: Vec<Times> = plugins.iter().map(|_| Times::default()).collect();
     let rounds = 10;
     for _ in 0..rounds {
         for (p, t) in plugins.iter().zip(times.iter_mut()) {
-            add_del(&mut s, n / rounds, p, &env, t);
+            add_del(&mut s, (n / rounds).max(1), p, &env, t);
         }
     }
 
@@ -488,21 +499,86 @@ fn main() {
     );
     println!("| plugin | ADD p50 | ADD p99 | DEL p50 | DEL p99 |");
     println!("|---|---:|---:|---:|---:|");
+    let loaded_name = format!(
+        "win-bridge + host-local with {services} ClusterIP load balancers programmed (hnsd --node-netns)"
+    );
     let names = [
         "win-bridge + host-local (winnet, hnsd --node-netns, TAP in the pod's netns)",
         "bridge + host-local (Debian, veth + Linux bridge)",
         "host-local alone (Debian)",
         "win-bridge + host-local, hnsd without a data plane (no TAP; reference)",
+        loaded_name.as_str(),
     ];
     for (name, t) in names.iter().zip(times) {
         let (a50, a99) = percentiles(t.adds);
         let (d50, d99) = percentiles(t.dels);
         println!("| {name} | {a50:.2} | {a99:.2} | {d50:.2} | {d99:.2} |");
     }
-    for name in ["hnsd", "hnsd-bare"] {
+    for name in ["hnsd", "hnsd-bare", "hnsd-loaded"] {
         let log = s.hnsd_log(name);
         if !log.trim().is_empty() {
             eprintln!("{name} logged:\n{log}");
         }
     }
+}
+
+/// `services` ClusterIP load balancers (TCP 80 -> 8080, 5 backends each) over up to 5,000
+/// remote endpoints on cbr0, as kube-proxy programs them, into the hnsd on `socket`.
+fn program_services(socket: &Path, services: usize) {
+    use futures::StreamExt;
+    let remote = (services * 5).min(5000);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let c = std::sync::Arc::new(hns_client::Client::new(socket));
+        let net = c
+            .get_network_by_name("cbr0")
+            .await
+            .expect("read cbr0")
+            .expect("cbr0 exists");
+        let ids: Vec<hcn::Guid> = futures::stream::iter(0..remote)
+            .map(|i| {
+                let c = std::sync::Arc::clone(&c);
+                let n = 2 * 256 + i;
+                let ep = hcn::Endpoint {
+                    host_compute_network: net.id,
+                    flags: hcn::EndpointFlags::REMOTE_ENDPOINT,
+                    ip_configurations: vec![hcn::IpConfig {
+                        ip_address: Some(
+                            std::net::Ipv4Addr::new(10, 244, (n / 250) as u8, (n % 250 + 2) as u8)
+                                .into(),
+                        ),
+                        prefix_length: 0,
+                    }],
+                    ..Default::default()
+                };
+                async move { c.create_endpoint(&ep).await.expect("remote endpoint").id }
+            })
+            .buffered(64)
+            .collect()
+            .await;
+        futures::stream::iter(0..services)
+            .map(|i| {
+                let c = std::sync::Arc::clone(&c);
+                let lb = hcn::LoadBalancer {
+                    host_compute_endpoints: (0..5).map(|k| ids[(i * 5 + k) % remote]).collect(),
+                    frontend_vips: vec![
+                        std::net::Ipv4Addr::new(10, 96, (i / 250) as u8, (i % 250 + 1) as u8)
+                            .into(),
+                    ],
+                    port_mappings: vec![hcn::LoadBalancerPortMapping {
+                        protocol: 6,
+                        internal_port: 8080,
+                        external_port: 80,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                async move {
+                    c.create_load_balancer(&lb).await.expect("load balancer");
+                }
+            })
+            .buffer_unordered(64)
+            .collect::<Vec<()>>()
+            .await;
+    });
 }

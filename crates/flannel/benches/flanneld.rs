@@ -12,7 +12,11 @@
 //!    third node's flanneld starts and, once it wrote subnet.env, gets a pod; timed until that
 //!    pod reaches both other pods (TCP). Baseline: one etcd put seen by a watch.
 //!
-//! Run: `cargo bench -p flannel --bench flanneld`.
+//! 3. A lease appearing with 100 other nodes' leases held (`FLANNEL_BENCH_LEASES`), over 50
+//!    rounds (`FLANNEL_BENCH_ROUNDS`): see [`lease_appearing`].
+//!
+//! Run: `cargo bench -p flannel --bench flanneld`; `FLANNEL_BENCH_ONLY=lease` runs figure 3
+//! alone (what `bench/check.sh` runs).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -33,10 +37,32 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
+    let env = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let only_lease = std::env::var("FLANNEL_BENCH_ONLY").is_ok_and(|v| v == "lease");
     let dir = tempfile::tempdir().expect("temp dir");
     let mut lab = Lab::default();
     lab.fabric(dir.path().join("etcd"));
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let leases = env("FLANNEL_BENCH_LEASES", 100);
+    let (syncs, floors) = lease_appearing(
+        &mut lab,
+        &rt,
+        dir.path(),
+        leases,
+        env("FLANNEL_BENCH_ROUNDS", 50),
+    );
+    let ((p50, p99), (f50, f99)) = (percentiles(syncs), percentiles(floors));
+    println!(
+        "one lease appearing or going with {leases} leases held, to the RemoteSubnetRoute in HNS: p50 {p50:.2} ms, p99 {p99:.2} ms; floor (an etcd put seen by a watch): p50 {f50:.2} ms, p99 {f99:.2} ms"
+    );
+    if only_lease {
+        return;
+    }
 
     let (converge, fanout) = convergence(&mut lab, &rt, dir.path(), n);
     println!(
@@ -200,6 +226,30 @@ fn etcd_options(prefix: &str) -> SubnetSource {
 }
 
 /// Runs `f` on a current-thread runtime on a thread in the fabric namespace (where etcd is).
+/// Polls (every millisecond) the overlay network's RemoteSubnetRoutes until `done` holds.
+async fn routes_until(hns: &hns_client::Client, done: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(net)) = hns.get_network_by_name("flannel.4096").await {
+            let prefixes: Vec<String> = net
+                .policies
+                .iter()
+                .filter_map(|p| match p {
+                    hcn::NetworkPolicy::RemoteSubnetRoute(r) => {
+                        Some(r.destination_prefix.to_string())
+                    }
+                    _ => None,
+                })
+                .collect();
+            if done(&prefixes) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "the routes never showed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 fn in_fabric<R: Send>(f: impl std::future::Future<Output = R> + Send) -> R {
     Netns::named(FABRIC)
         .run(|| {
@@ -501,4 +551,129 @@ fn pod(lab: &mut Lab, node: &str, env: &std::path::Path) -> (Ipv4Addr, Instant) 
         &gw.to_string(),
     ]);
     (ip, leased)
+}
+
+/// 3. One lease appearing, then going, while `leases` other nodes' leases are held: one Windows
+///    vxlan node (an in-process hnsd and `flannel::Daemon` in its namespace, as in 1.) and
+///    `leases` leases written to etcd as those nodes' flanneld write them (key and JSON value,
+///    a VtepMAC each). Each round puts one more lease and times until the node's HNS network
+///    holds its RemoteSubnetRoute, then deletes the key and times until the route is gone.
+///    Floor, interleaved: an etcd put seen by a watch on the same etcd. p50/p99 of each.
+fn lease_appearing(
+    lab: &mut Lab,
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    leases: usize,
+    rounds: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let prefix = "/bench-lease";
+    let conf = r#"{"Network":"10.128.0.0/9","Backend":{"Type":"vxlan","VNI":4096}}"#;
+    let lease = |i: usize| {
+        let subnet = format!("10.{}.{}.0-24", 129 + i / 256, i % 256);
+        let attrs = flannel::LeaseAttrs {
+            public_ip: Ipv4Addr::new(10, 77, 2 + (i / 250) as u8, 1 + (i % 250) as u8),
+            backend_type: flannel::BackendType::Vxlan,
+            vxlan: Some(flannel::lease::VxlanData {
+                vni: 4096,
+                vtep_mac: Some(flannel::lease::Mac([
+                    2,
+                    0x11,
+                    0,
+                    0,
+                    (i >> 8) as u8,
+                    i as u8,
+                ])),
+            }),
+        };
+        (format!("{prefix}/subnets/{subnet}"), attrs.to_etcd_json())
+    };
+    in_fabric(async {
+        let mut c = Client::connect([ETCD], None).await.expect("etcd");
+        c.put(format!("{prefix}/config"), conf, None)
+            .await
+            .expect("put config");
+        for i in 0..leases {
+            let (k, v) = lease(i);
+            c.put(k, v, None).await.expect("put lease");
+        }
+    });
+    let name = "wnt-flb-lw";
+    lab.node(
+        name,
+        "wflblw",
+        "vEthernet-eth0",
+        Ipv4Addr::new(10, 77, 200, 1),
+    );
+    sh(&[
+        "ip", "-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ]);
+    let sock = dir.join("hns-lease.sock");
+    let hnsd = {
+        let _guard = rt.enter();
+        hns::server::spawn(&hns::server::Config {
+            state_dir: dir.join("hns-lease"),
+            socket: sock.clone(),
+            profile: hns::Profile::Ws2022,
+        })
+        .expect("in-process hnsd")
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let opts = Options {
+        os: Os::Windows {
+            hns_socket: sock.clone(),
+        },
+        iface: Some("eth0".into()),
+        public_ip: None,
+        subnet_file: dir.join("subnet-lease.env"),
+        ip_masq: false,
+        source: etcd_options(prefix),
+    };
+    let daemon = spawn_daemon(name.to_string(), opts, stop_rx);
+    let times = in_fabric(async move {
+        let hns = hns_client::Client::new(&sock);
+        routes_until(&hns, |p| p.len() == leases).await;
+        let mut c = Client::connect([ETCD], None).await.expect("etcd");
+        let mut w = Client::connect([ETCD], None).await.expect("etcd");
+        let mut floor_watch = w.watch("/bench-lease-floor", None).await.expect("watch");
+        let _created = floor_watch.message().await;
+        let (mut syncs, mut floors) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            let (key, value) = lease(leases + r);
+            let subnet = format!(
+                "10.{}.{}.0/24",
+                129 + (leases + r) / 256,
+                (leases + r) % 256
+            );
+            let started = Instant::now();
+            c.put(key.as_str(), value, None).await.expect("put lease");
+            routes_until(&hns, |p| p.contains(&subnet)).await;
+            syncs.push(started.elapsed());
+            let started = Instant::now();
+            c.delete(key.as_str(), None).await.expect("delete lease");
+            routes_until(&hns, |p| !p.contains(&subnet)).await;
+            syncs.push(started.elapsed());
+            let started = Instant::now();
+            c.put("/bench-lease-floor", r.to_string(), None)
+                .await
+                .expect("put");
+            while floor_watch
+                .message()
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.events().is_empty())
+            {}
+            floors.push(started.elapsed());
+        }
+        (syncs, floors)
+    });
+    let _ = stop_tx.send(true);
+    let _ = daemon.join();
+    drop(hnsd);
+    times
+}
+
+fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    (ms(v[v.len() / 2]), ms(v[v.len() * 99 / 100]))
 }

@@ -1,8 +1,8 @@
 //! The calls a NetworkPolicy agent makes: an endpoint's whole ACL list replaced in one
 //! `Update` (HNS's Update replaces the endpoint's policy list, so the other policies are sent
 //! again first, as Azure NPM does), network `SetPolicy` sets added plain before nested and
-//! removed nested before plain, and Calico felix's v1 call, the endpoint document with its whole
-//! policy list posted to `/endpoints/{id}` (hcsshim `HNSEndpoint.ApplyACLPolicy`).
+//! removed nested before plain, and Calico felix's v1 call, the endpoint document with its ACLs
+//! posted to `/endpoints/{id}` (hcsshim `HNSEndpoint.ApplyACLPolicy`).
 
 use hcn::policy::{AclPolicySetting, SetPolicySetting, SetPolicyType};
 use hcn::{Endpoint, EndpointPolicy, Guid, Network, NetworkPolicy, RequestType};
@@ -67,9 +67,10 @@ impl Client {
         self.network_policy(id, request, policies).await
     }
 
-    /// HNS v1 `POST /endpoints/{id}`: the endpoint document with its whole policy list (v1
-    /// policies, e.g. `{"Type":"ACL","Protocol":256,...}`), which replaces the list it had;
-    /// hcsshim's `ApplyACLPolicy` sends this, Calico's felix for every local endpoint.
+    /// HNS v1 `POST /endpoints/{id}`: the endpoint document with a policy list (v1 policies,
+    /// e.g. `{"Type":"ACL","Protocol":256,...}`); ACLs alone replace the endpoint's ACLs, a
+    /// list with other policies replaces the whole list. hcsshim's `ApplyACLPolicy` sends
+    /// this, Calico's felix for every local endpoint.
     pub async fn apply_v1_endpoint(
         &self,
         id: Guid,

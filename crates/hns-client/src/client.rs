@@ -375,6 +375,16 @@ impl Client {
         self.typed(Method::GET, crate::switch::PATH, None).await
     }
 
+    /// The objects written or deleted after revision `since` (`GET /linux/changes`); without
+    /// `since`, only where hnsd is now (its epoch and revision), to ask from later.
+    pub async fn changes_since(&self, since: Option<u64>) -> Result<crate::changes::Changes> {
+        let path = match since {
+            Some(n) => format!("{}?since={n}", crate::changes::PATH),
+            None => crate::changes::PATH.to_string(),
+        };
+        self.typed(Method::GET, &path, None).await
+    }
+
     /// Lists, removes or adds rules on one port of the live switch (`POST /linux/switch/rules`,
     /// `winnet vfpctrl`), without touching HNS objects.
     pub async fn edit_rules(

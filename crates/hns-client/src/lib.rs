@@ -8,6 +8,7 @@
 //! answer ([`TraceAnswer`]), and where clients look for hnsd ([`socket_path`]).
 
 pub mod acl;
+pub mod changes;
 pub mod client;
 pub mod request;
 pub mod resolve;

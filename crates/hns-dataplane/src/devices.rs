@@ -444,7 +444,7 @@ fn open(spec: &Spec) -> Result<Io, HostError> {
                 let written =
                     host::resolv::write(&name.to_string_lossy(), &f.servers, &f.search, &f.options);
                 if let Err(e) = written {
-                    made.abandon();
+                    made.abandon(s);
                     return Err(e);
                 }
             }
@@ -460,14 +460,29 @@ struct MadeTap {
 }
 
 impl MadeTap {
-    /// Gives up a TAP that could not be made whole: one made now goes (not persistent, its
-    /// queues closed), so no half-made vNIC is left; an adopted one stays as it was found.
-    fn abandon(self) {
-        if self.new
-            && let Some(first) = self.queues.first()
-        {
+    /// Gives up a TAP that could not be made whole: one made now is deleted, so no half-made
+    /// vNIC is left; an adopted one stays as it was found. Deleted by netlink, not only by
+    /// closing its queues: a process this one forks meanwhile on another thread (a `Command`)
+    /// holds copies of the queues' descriptors until it execs, and the TAP would outlive the
+    /// close by that long, long enough for a retry of the same endpoint to adopt it.
+    fn abandon(self, s: &TapSpec) {
+        if !self.new {
+            return;
+        }
+        if let Some(first) = self.queues.first() {
             let _ = first.set_persist(false);
         }
+        let delete = || {
+            let mut nl = Netlink::open()?;
+            match nl.link(&s.name)? {
+                Some(link) => nl.delete_link(link.index),
+                None => Ok(()),
+            }
+        };
+        let _ = match &s.netns {
+            Some(path) => Netns::from_path(path).run(delete),
+            None => delete(),
+        };
     }
 }
 
@@ -482,7 +497,7 @@ fn make_tap(s: &TapSpec) -> Result<MadeTap, HostError> {
     if let Some(first) = made.queues.first()
         && let Err(e) = first.set_persist(true)
     {
-        made.abandon();
+        made.abandon(s);
         return Err(e);
     }
     if !s.configure {
@@ -491,7 +506,7 @@ fn make_tap(s: &TapSpec) -> Result<MadeTap, HostError> {
     match configure_tap(&mut nl, s) {
         Ok(()) => Ok(made),
         Err(e) => {
-            made.abandon();
+            made.abandon(s);
             Err(e)
         }
     }

@@ -32,6 +32,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(hns_client::switch::PATH, get(switch))
         .route(hns_client::switch::RULES_PATH, post(rules))
         .route(crate::metrics::PATH, get(metrics))
+        .route(hns_client::changes::PATH, get(changes))
         .route("/{kind}", get(list).post(create))
         .route(
             "/{kind}/{id}",
@@ -171,9 +172,9 @@ async fn modify(
 }
 
 /// HNS v1 `POST /endpoints/{id}` (hcsshim `HNSEndpoint.Update`, which `ApplyACLPolicy` calls,
-/// Calico's felix for every local endpoint): the endpoint document, v1 or v2 shaped, whose
-/// `Policies` replace the endpoint's whole list ("will overwrite any existing policies",
-/// hcsshim#143). Only the policies are taken; the rest of an endpoint does not change.
+/// Calico's felix for every local endpoint): the endpoint document, v1 or v2 shaped; only its
+/// `Policies` are taken. ACLs alone replace the endpoint's ACLs; a list with other policies
+/// (an endpoint read, its ACLs appended) replaces the whole list.
 async fn v1_update(
     AxState(svc): Svc,
     Path((k, id)): Path<(String, String)>,
@@ -197,12 +198,12 @@ async fn v1_update(
         .as_object()
         .and_then(|m| m.iter().find(|(k, _)| k.eq_ignore_ascii_case("Policies")))
         .map_or(Value::Array(Vec::new()), |(_, v)| v.clone());
-    let req = hcn::ModifyRequest {
-        resource_type: hcn::ResourceType::Policy,
-        request_type: hcn::RequestType::Update,
-        settings: serde_json::json!({ "Policies": policies }),
-    };
-    let modified = svc.write(WriteOp::Modify(Kind::Endpoint, id, req)).await?;
+    let given: hcn::modify::PolicyRequest<hcn::EndpointPolicy> =
+        hcn::decode_value(serde_json::json!({ "Policies": policies }))
+            .map_err(|e| HnsError::new(e.code, format!("{}: {}", e.path, e.message)))?;
+    let modified = svc
+        .write(WriteOp::UpdateEndpointV1(id, given.policies))
+        .await?;
     Ok(axum::Json(modified.map(|o| o.to_json())).into_response())
 }
 
@@ -234,6 +235,20 @@ async fn switch(AxState(svc): Svc) -> ApiResult {
         .await
         .map_err(|e| HnsError::new(HResult::E_FAIL, format!("the switch dump failed: {e}")))??;
     Ok(axum::Json(dump).into_response())
+}
+
+/// `GET /linux/changes?since=N`: the objects committed after revision N.
+async fn changes(AxState(svc): Svc, Query(q): Query<HashMap<String, String>>) -> ApiResult {
+    let since = match q.iter().find(|(k, _)| k.eq_ignore_ascii_case("since")) {
+        None => None,
+        Some((_, n)) => Some(n.parse::<u64>().map_err(|_| {
+            HnsError::new(
+                HResult::E_INVALIDARG,
+                format!("since: \"{n}\" is not a revision; give the Revision of an earlier answer"),
+            )
+        })?),
+    };
+    Ok(axum::Json(svc.changes(since)).into_response())
 }
 
 /// `POST /linux/switch/rules`: an operator's hand edit of the live switch (`winnet vfpctrl`):

@@ -5,6 +5,7 @@
 //! ([`Service::observe`]) and answers traces ([`Service::set_tracer`]) is `hns-dataplane`.
 
 pub mod api;
+pub mod changes;
 pub mod in_process;
 pub mod metrics;
 pub mod profile;

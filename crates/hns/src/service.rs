@@ -9,6 +9,7 @@ use std::thread::{self, JoinHandle};
 use hcn::error::{HResult, HnsError};
 use tokio::sync::oneshot;
 
+use crate::changes::ChangeLog;
 use crate::profile::Profile;
 use crate::resolve::{PodResolver, ResolveRequest};
 use crate::state::{Change, Object, State, WriteOp};
@@ -39,6 +40,8 @@ pub struct Service {
     committer: Mutex<Option<JoinHandle<()>>>,
     profile: Profile,
     observers: Arc<Mutex<Vec<Observer>>>,
+    /// The recent committed changes (`GET /linux/changes`).
+    changes: Arc<Mutex<ChangeLog>>,
     /// Set by the data plane; `None` when hnsd serves the objects only.
     tracer: RwLock<Option<Tracer>>,
     /// Set by the data plane: its compiled switch as data.
@@ -57,9 +60,11 @@ impl Service {
         let shared = Arc::clone(&state);
         let observers: Arc<Mutex<Vec<Observer>>> = Arc::default();
         let watching = Arc::clone(&observers);
+        let changes: Arc<Mutex<ChangeLog>> = Arc::default();
+        let log = Arc::clone(&changes);
         let committer = thread::Builder::new()
             .name("hns-committer".into())
-            .spawn(move || commit_loop(&store, &shared, &rx, &watching))
+            .spawn(move || commit_loop(&store, &shared, &rx, &watching, &log))
             .map_err(|e| StoreError::Db(format!("cannot start the committer thread: {e}")))?;
         Ok(Service {
             state,
@@ -67,6 +72,7 @@ impl Service {
             committer: Mutex::new(Some(committer)),
             profile,
             observers,
+            changes,
             tracer: RwLock::new(None),
             inspector: RwLock::new(None),
             operator: RwLock::new(None),
@@ -202,6 +208,14 @@ impl Service {
         lock(&self.observers).push(f);
     }
 
+    /// The objects committed after revision `since` (see [`ChangeLog::since`]).
+    pub fn changes(&self, since: Option<u64>) -> hns_client::changes::Changes {
+        self.changes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .since(since)
+    }
+
     /// Finishes the writes already queued, closes the store and refuses further writes.
     pub fn shutdown(&self) {
         drop(self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take());
@@ -257,6 +271,7 @@ fn commit_loop(
     state: &RwLock<State>,
     rx: &mpsc::Receiver<Job>,
     observers: &Mutex<Vec<Observer>>,
+    log: &Mutex<ChangeLog>,
 ) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -272,6 +287,10 @@ fn commit_loop(
             for f in lock(observers).iter_mut() {
                 f(&guard, &committed);
             }
+            // Before anyone is answered: a writer that asks next finds its own change.
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record(&committed);
         }
         drop(guard);
         for (reply, result) in replies {

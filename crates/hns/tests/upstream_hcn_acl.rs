@@ -411,7 +411,7 @@ async fn set_policy_needs_hns_13() {
 
 /// hcsshim `internal/hns` `HNSEndpoint.ApplyACLPolicy` as Calico's felix calls it: v1 `ACL`
 /// policies (numeric `Protocol`, 256 any, `LocalPort` 0 for none, empty address strings) in
-/// the endpoint document posted to `/endpoints/{id}`, which replaces the endpoint's policies.
+/// the endpoint document posted to `/endpoints/{id}`, which replaces the endpoint's ACLs.
 #[tokio::test]
 async fn felix_applies_v1_acls_through_the_v1_endpoint_update() {
     let h = Hnsd::start(Profile::Ws2022).await;
@@ -486,4 +486,70 @@ async fn network_and_endpoint__hnsv1() {
         e["IpConfigurations"][0]["IpAddress"], "192.168.100.7",
         "{e}"
     );
+}
+
+async fn v1_update(h: &Hnsd, ep: &str, doc: &Value) -> Value {
+    h.client()
+        .apply_v1_endpoint(ep.parse().expect("an endpoint ID"), doc)
+        .await
+        .expect("v1 update")
+}
+
+/// felix posts a bare endpoint (`HNSEndpoint{Id}`) with its ACLs alone, and Calico's pods keep
+/// the OutBoundNAT their CNI gave them: a v1 update of ACLs only replaces the ACLs. An endpoint
+/// read whole, its ACLs appended (hcsshim `GetHNSEndpointByID` then `ApplyACLPolicy`), replaces
+/// the whole list, which is the list it read plus the ACLs.
+#[tokio::test]
+async fn a_v1_update_of_acls_alone_keeps_the_endpoints_other_policies() {
+    let h = Hnsd::start(Profile::Ws2022).await;
+    let net = l2bridge_network(&h).await;
+    let nat = json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": ["10.0.0.0/8"]}});
+    let ep = endpoint(&h, &net, json!([nat.clone()])).await;
+    let v1 = |id: &str, action: &str| {
+        json!({"Type": "ACL", "Id": id, "Protocol": 256, "Action": action, "Direction": "In",
+            "RuleType": "Switch", "Priority": 1000})
+    };
+    let types = |v: &Value| -> Vec<String> {
+        policies(v)
+            .iter()
+            .map(|p| p["Type"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let bare = json!({"Id": ep, "Policies": [v1("a", "Allow"), v1("b", "Block")]});
+    let back = v1_update(&h, &ep, &bare).await;
+    assert_eq!(types(&back), ["OutBoundNAT", "ACL", "ACL"], "{back}");
+    let again = json!({"Id": ep, "Policies": [v1("c", "Block")]});
+    let back = v1_update(&h, &ep, &again).await;
+    assert_eq!(types(&back), ["OutBoundNAT", "ACL"], "{back}");
+    assert_eq!(
+        policies(&back)[1]["Settings"]["Id"],
+        "c",
+        "the old ACLs went"
+    );
+    let none = json!({"Id": ep, "Policies": []});
+    let back = v1_update(&h, &ep, &none).await;
+    assert_eq!(
+        types(&back),
+        ["OutBoundNAT"],
+        "no rules: every ACL removed, the NAT kept"
+    );
+    let mut read = get(&h, Kind::Endpoint, &ep).await;
+    let mut list = policies(&read);
+    list.push(v1("d", "Allow"));
+    read["Policies"] = Value::Array(list);
+    let back = v1_update(&h, &ep, &read).await;
+    assert_eq!(types(&back), ["OutBoundNAT", "ACL"], "{back}");
+    let mut read = get(&h, Kind::Endpoint, &ep).await;
+    read["Policies"] = json!([v1("e", "Allow")]);
+    read["Policies"].as_array_mut().expect("a list").insert(
+        0,
+        json!({"Type": "OutBoundNAT", "Settings": {"Exceptions": ["10.1.0.0/16"]}}),
+    );
+    let back = v1_update(&h, &ep, &read).await;
+    assert_eq!(
+        policies(&back)[0]["Settings"]["Exceptions"],
+        json!(["10.1.0.0/16"]),
+        "a list with other policies replaces the whole list: {back}"
+    );
+    assert_eq!(types(&back), ["OutBoundNAT", "ACL"], "{back}");
 }

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use hcn::policy::{AclPolicySetting, SetPolicySetting};
-use hcn::{Endpoint, EndpointPolicy, NetworkPolicy, RequestType};
+use hcn::{Endpoint, NetworkPolicy, RequestType};
 use hns_client::Client;
 use hns_client::acl::endpoint_acls;
 use serde_json::json;
@@ -245,16 +245,11 @@ impl Reconciler {
     }
 }
 
-/// Felix's v1 update of `ep`: the endpoint's ID and its whole policy list. Felix sends only
-/// its ACLs; HNS's v1 update replaces the whole list, so the endpoint's other policies (the
-/// CNI's OutBoundNAT, routes) are sent first, as Azure NPM does, and the pod keeps them.
+/// Felix's v1 update of `ep`: the endpoint's ID and its ACLs, nothing else (felix builds a
+/// bare `HNSEndpoint{Id}` and calls `ApplyACLPolicy`); HNS replaces the endpoint's ACLs with
+/// them and keeps its other policies.
 fn v1_document(ep: &Endpoint, acls: &[Acl]) -> serde_json::Value {
-    let others = ep
-        .policies
-        .iter()
-        .filter(|p| !matches!(p, EndpointPolicy::Acl(_)))
-        .filter_map(|p| serde_json::to_value(p).ok());
-    let policies: Vec<serde_json::Value> = others.chain(acls.iter().map(Acl::v1_json)).collect();
+    let policies: Vec<serde_json::Value> = acls.iter().map(Acl::v1_json).collect();
     json!({ "Id": ep.id, "Policies": policies })
 }
 

@@ -86,6 +86,13 @@ async fn node_with_endpoints(profile: Profile, ips: &[&str]) -> Node {
                     }
                 })
                 .collect(),
+            // The CNI's policy, which the agent's ACL updates must leave alone.
+            policies: vec![hcn::EndpointPolicy::OutBoundNat(
+                hcn::policy::OutboundNatPolicySetting {
+                    exceptions: vec!["10.244.0.0/16".into()],
+                    ..Default::default()
+                },
+            )],
             ..Default::default()
         };
         client.create_endpoint(&ep).await.unwrap();
@@ -158,6 +165,18 @@ async fn acls_of(client: &Client, ip: &str) -> Vec<AclPolicySetting> {
         .collect()
 }
 
+/// How many endpoints hold their OutBoundNAT policy.
+async fn nat_policies(client: &Client) -> usize {
+    let eps = client.list_endpoints().await.unwrap();
+    eps.iter()
+        .filter(|e| {
+            e.policies
+                .iter()
+                .any(|p| matches!(p, hcn::EndpointPolicy::OutBoundNat(_)))
+        })
+        .count()
+}
+
 #[tokio::test]
 async fn one_call_per_endpoint_and_none_when_nothing_changed_even_after_a_restart() {
     let node = node_with_endpoints(Profile::Ws2022, &["10.244.1.2", "10.244.1.3"]).await;
@@ -177,6 +196,11 @@ async fn one_call_per_endpoint_and_none_when_nothing_changed_even_after_a_restar
         let planned = policy::acl::hcn_acls(&wanted.acls, Style::Calico).unwrap();
         assert_eq!(held, planned, "{ip}");
     }
+    assert_eq!(
+        nat_policies(&node.client).await,
+        2,
+        "felix's v1 update carries its ACLs alone, and each endpoint keeps its OutBoundNAT"
+    );
     let a = &plan.endpoints[&"10.244.1.2".parse::<IpAddr>().unwrap()].acls;
     let described: Vec<String> = a.iter().map(|x| x.describe()).collect();
     assert_eq!(
@@ -340,6 +364,7 @@ async fn npm_sets_come_before_the_acls_naming_them_and_go_after() {
         "{paths:?}"
     );
     assert!(acls_of(&node.client, "10.244.1.2").await.is_empty());
+    assert_eq!(nat_policies(&node.client).await, 2, "the OutBoundNAT stays");
     let net = node.network().await;
     assert!(
         !net.policies

@@ -4,7 +4,10 @@
 //! cluster, kube-proxy's `nftables` mode over the same objects ([`nftables`]).
 
 pub mod doctor;
+#[cfg(test)]
+mod fixtures;
 pub mod health;
+mod inputs;
 pub mod metrics;
 pub mod model;
 pub mod nftables;

@@ -1,7 +1,7 @@
 //! The proxier: startup checks as winkernel makes them, then one loop that turns snapshots into
 //! per-Service plans and hands the changed ones to the reconciler.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use hcn::{NetworkPolicy, NetworkType, SupportedFeatures};
 use hns_client::Client;
+use ipnet::IpNet;
 
 use crate::health::{self, Health, ServiceHealth};
-use crate::model::{Service, ServiceKey, Slice};
+use crate::inputs::Inputs;
+use crate::model::ServiceKey;
 use crate::planner::{NodeContext, ServicePlan, plan_service};
-use crate::reconciler::{Reconciler, SyncReport};
+use crate::reconciler::{NetworkNews, Reconciler, SyncReport};
 use crate::source::{self, Snapshot};
 
 /// `--feature-gates`.
@@ -64,7 +66,7 @@ pub struct Config {
     pub source_vip: Option<IpAddr>,
     pub enable_dsr: bool,
     pub feature_gates: FeatureGates,
-    pub cluster_cidr: Option<ipnet::IpNet>,
+    pub cluster_cidr: Option<IpNet>,
     /// The node's addresses; else taken from its Node object.
     pub node_ips: Vec<IpAddr>,
     pub healthz_bind: Option<SocketAddr>,
@@ -100,7 +102,7 @@ pub struct Proxy {
     modify: bool,
     /// What the doctor's gauges need besides HNS and the objects.
     node_name: String,
-    cluster_cidr: Option<ipnet::IpNet>,
+    cluster_cidr: Option<IpNet>,
 }
 
 impl Proxy {
@@ -219,13 +221,46 @@ impl Proxy {
     }
 
     /// Programs HNS for `snapshot`. The first sync is full: it adopts the load balancers that
-    /// already match and removes those nothing wants.
+    /// already match and removes those nothing wants. Later ones replan and write only the
+    /// Services whose objects changed, or whose local endpoints or routes in HNS did.
     pub async fn sync(&mut self, snapshot: &Snapshot) -> SyncReport {
+        let caught = match self.reconciler.catch_up().await {
+            Ok(c) => c,
+            Err(e) => {
+                return self
+                    .proxier
+                    .failed_sync(format!("asking hnsd what changed: {e}"));
+            }
+        };
+        match caught.network {
+            NetworkNews::Same => {}
+            NetworkNews::Gone => {
+                let problem = format!(
+                    "network {} is gone from HNS; waiting for it",
+                    self.network_name
+                );
+                return self.proxier.failed_sync(problem);
+            }
+            NetworkNews::Replaced => {
+                if let Err(e) = self.resync().await {
+                    return self.proxier.failed_sync(format!(
+                        "network {} was made again; reading HNS: {e}",
+                        self.network_name
+                    ));
+                }
+            }
+        }
         let full = !self.synced_once;
         self.synced_once = true;
-        self.proxier
-            .sync(&self.client, &mut self.reconciler, snapshot, full)
-            .await
+        let report = self
+            .proxier
+            .sync(&mut self.reconciler, snapshot, full, &caught.addresses)
+            .await;
+        if full && let Err(e) = self.reconciler.catch_up_ahead().await {
+            // The next sync reads the same changes then.
+            tracing::warn!("asking hnsd what changed after the full sync: {e}");
+        }
+        report
     }
 
     /// When the next retry of failed Services is due.
@@ -410,20 +445,14 @@ async fn ensure_source_vip_endpoint(
     Ok(())
 }
 
-/// The inputs a Service's plan depends on; a plan is recomputed only when they change.
-#[derive(Clone, PartialEq)]
-struct Inputs {
-    service: Service,
-    slices: Vec<Slice>,
-}
-
 struct Proxier {
     config: Config,
     features: SupportedFeatures,
     overlay: bool,
     health: Arc<Health>,
     service_health: ServiceHealth,
-    inputs: BTreeMap<ServiceKey, Inputs>,
+    /// The objects the last sync planned from.
+    inputs: Inputs,
     context: Option<NodeContext>,
     retry: BTreeSet<ServiceKey>,
     retry_delay: Duration,
@@ -445,7 +474,7 @@ impl Proxier {
             overlay,
             health,
             service_health: ServiceHealth::default(),
-            inputs: BTreeMap::new(),
+            inputs: Inputs::default(),
             context: None,
             retry: BTreeSet::new(),
             retry_delay,
@@ -505,78 +534,52 @@ impl Proxier {
         }
     }
 
-    /// One sync: replan what changed (or everything when the node context changed), apply it.
+    /// One sync: replan what changed, apply it. A Service is replanned when its objects
+    /// changed, when it is retried, or when one of its endpoints' addresses had its HNS
+    /// endpoint made, removed or made anew by others (`changed`, e.g. the CNI made a pod's) or
+    /// moved to another remote subnet; everything only on a full sync or when the node's
+    /// addresses changed.
     async fn sync(
         &mut self,
-        client: &Client,
         reconciler: &mut Reconciler,
         snapshot: &Snapshot,
         full: bool,
+        changed: &BTreeSet<IpAddr>,
     ) -> SyncReport {
         let started = Instant::now();
-        let network = match client.get_network_by_name(&self.config.network_name).await {
-            Ok(Some(n)) => n,
-            Ok(None) => {
-                let problem = format!(
-                    "network {} is gone from HNS; waiting for it",
-                    self.config.network_name
-                );
-                return self.failed_sync(problem);
-            }
-            Err(e) => {
-                let problem = format!("reading network {}: {e}", self.config.network_name);
-                return self.failed_sync(problem);
-            }
-        };
-        let retrying = std::mem::take(&mut self.retry);
-        let by_service = snapshot.slices_by_service();
-        let slices_of =
-            |key: &ServiceKey| -> Vec<&Slice> { by_service.get(key).cloned().unwrap_or_default() };
-        // Which backends are local is read from HNS (the CNI makes local endpoints), as
-        // winkernel does on every sync; here only when a Service changed or is retried.
-        let inputs_changed = snapshot
-            .services
-            .iter()
-            .any(|(key, svc)| !self.unchanged(key, svc, &slices_of(key)));
-        if (inputs_changed || !retrying.is_empty())
-            && !full
-            && let Err(e) = reconciler.refresh_local_endpoints().await
-        {
-            self.report_once(format!("listing local endpoints: {e}"));
+        let mut touched = std::mem::take(&mut self.retry);
+        let changes = self.inputs.take(snapshot);
+        touched.extend(changes.touched);
+        let context = self.context(reconciler.network(), snapshot, reconciler);
+        let moved = self.context.as_ref().map(|c| moved_subnets(c, &context));
+        let everything = full
+            || self
+                .context
+                .as_ref()
+                .is_none_or(|c| !same_node(c, &context))
+            || matches!(moved, Some(None));
+        if everything {
+            touched.extend(snapshot.services.keys().cloned());
+        } else {
+            touched.extend(moved_under(
+                snapshot,
+                changed,
+                &moved.flatten().unwrap_or_default(),
+            ));
         }
-        let context = self.context(&network, snapshot, reconciler);
-        let context_changed = self
-            .context
-            .as_ref()
-            .is_none_or(|c| !same_context(c, &context));
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
-        for (key, svc) in &snapshot.services {
-            let slices = slices_of(key);
-            let unchanged = self.unchanged(key, svc, &slices);
-            if full || context_changed || !unchanged || retrying.contains(key) {
-                updates.push((key.clone(), plan_service(svc, &slices, &context)));
-            }
-            if !unchanged {
-                let slices = slices.iter().map(|s| (*s).clone()).collect();
-                self.inputs.insert(
-                    key.clone(),
-                    Inputs {
-                        service: svc.clone(),
-                        slices,
-                    },
-                );
+        for key in touched {
+            if let Some(svc) = snapshot.services.get(&key) {
+                let slices = self.inputs.slices_of(&key, snapshot);
+                updates.push((key, plan_service(svc, &slices, &context)));
             }
         }
-        let gone: Vec<ServiceKey> = self
-            .inputs
-            .keys()
-            .filter(|k| !snapshot.services.contains_key(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            self.inputs.remove(&key);
-            updates.push((key, ServicePlan::default()));
-        }
+        updates.extend(
+            changes
+                .gone
+                .into_iter()
+                .map(|k| (k, ServicePlan::default())),
+        );
         self.context = Some(context);
         for p in &snapshot.problems {
             self.report_once(p.clone());
@@ -586,15 +589,8 @@ impl Proxier {
         report
     }
 
-    /// Whether a Service and its slices are what the last plan was made from.
-    fn unchanged(&self, key: &ServiceKey, svc: &Service, slices: &[&Slice]) -> bool {
-        self.inputs
-            .get(key)
-            .is_some_and(|i| i.service == *svc && i.slices.iter().eq(slices.iter().copied()))
-    }
-
     /// A sync that could not start: retried later, everything still wanted.
-    fn failed_sync(&mut self, problem: String) -> SyncReport {
+    pub(crate) fn failed_sync(&mut self, problem: String) -> SyncReport {
         self.report_once(problem.clone());
         self.retry.extend(self.inputs.keys().cloned());
         self.schedule_retry();
@@ -674,9 +670,94 @@ impl Proxier {
     }
 }
 
-fn same_context(a: &NodeContext, b: &NodeContext) -> bool {
-    a.node_ips == b.node_ips
-        && a.remote_subnets == b.remote_subnets
-        && a.hostname == b.hostname
-        && a.local_endpoint_ips == b.local_endpoint_ips
+/// The Services with an endpoint at one of the `changed` addresses (its HNS endpoint made,
+/// removed or made anew by others) or inside one of the `moved` remote subnets: their plans
+/// may differ though their objects did not. Walks the slices only when HNS changed.
+fn moved_under(
+    snapshot: &Snapshot,
+    changed: &BTreeSet<IpAddr>,
+    moved: &[IpNet],
+) -> Vec<ServiceKey> {
+    if changed.is_empty() && moved.is_empty() {
+        return Vec::new();
+    }
+    let hit = |ip: &IpAddr| changed.contains(ip) || moved.iter().any(|p| p.contains(ip));
+    snapshot
+        .slices
+        .values()
+        .filter(|s| s.endpoints.iter().any(|e| hit(&e.ip)))
+        .map(|s| s.service.clone())
+        .collect()
+}
+
+/// Whether what every plan depends on is the same: the node's name and addresses.
+fn same_node(a: &NodeContext, b: &NodeContext) -> bool {
+    a.node_ips == b.node_ips && a.hostname == b.hostname
+}
+
+/// The remote subnets (flanneld's RemoteSubnetRoutes) added, removed or given another provider
+/// address between `a` and `b`: the plans of endpoints inside them may change. `None` when
+/// the same routes were only reordered, which can change which of two overlapping prefixes a
+/// plan takes: then every plan may.
+fn moved_subnets(a: &NodeContext, b: &NodeContext) -> Option<Vec<IpNet>> {
+    if a.remote_subnets == b.remote_subnets {
+        return Some(Vec::new());
+    }
+    let (old, new): (BTreeSet<_>, BTreeSet<_>) = (
+        a.remote_subnets.iter().collect(),
+        b.remote_subnets.iter().collect(),
+    );
+    if old == new {
+        return None;
+    }
+    let moved: BTreeSet<IpNet> = old
+        .symmetric_difference(&new)
+        .map(|(prefix, _)| *prefix)
+        .collect();
+    Some(moved.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes(list: &[(&str, &str)]) -> NodeContext {
+        NodeContext {
+            remote_subnets: list
+                .iter()
+                .map(|(p, pa)| (p.parse().unwrap(), pa.parse().unwrap()))
+                .collect(),
+            ..NodeContext::default()
+        }
+    }
+
+    #[test]
+    fn only_the_subnets_that_moved_are_replanned() {
+        let two = routes(&[
+            ("10.244.2.0/24", "192.168.0.12"),
+            ("10.244.3.0/24", "192.168.0.13"),
+        ]);
+        assert_eq!(moved_subnets(&two, &two), Some(vec![]));
+        let added = routes(&[
+            ("10.244.2.0/24", "192.168.0.12"),
+            ("10.244.3.0/24", "192.168.0.13"),
+            ("10.244.4.0/24", "192.168.0.14"),
+        ]);
+        let four: IpNet = "10.244.4.0/24".parse().unwrap();
+        assert_eq!(moved_subnets(&two, &added), Some(vec![four]));
+        assert_eq!(moved_subnets(&added, &two), Some(vec![four]));
+        // Another provider address for the same prefix moves it.
+        let moved = routes(&[
+            ("10.244.2.0/24", "192.168.0.99"),
+            ("10.244.3.0/24", "192.168.0.13"),
+        ]);
+        let two_net: IpNet = "10.244.2.0/24".parse().unwrap();
+        assert_eq!(moved_subnets(&two, &moved), Some(vec![two_net]));
+        // Only reordered: which of two overlapping prefixes wins may change, so everything.
+        let reordered = routes(&[
+            ("10.244.3.0/24", "192.168.0.13"),
+            ("10.244.2.0/24", "192.168.0.12"),
+        ]);
+        assert_eq!(moved_subnets(&two, &reordered), None);
+    }
 }

@@ -1,5 +1,6 @@
 //! Makes HNS match the plans: the fewest HNS calls, many in flight, with the observed state read
-//! once at startup and kept up to date from the answers (never re-listed per sync).
+//! once at startup and kept up to date from the answers and from what hnsd reports others
+//! changed (`GET /linux/changes`): never re-listed per sync.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
@@ -10,8 +11,8 @@ use hcn::error::HResult;
 use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::policy::ProviderAddressPolicySetting;
 use hcn::{
-    Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, LoadBalancer, LoadBalancerPortMapping,
-    Network,
+    Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, Kind, LoadBalancer,
+    LoadBalancerPortMapping, Network,
 };
 use hns_client::{Client, ClientError};
 
@@ -36,14 +37,46 @@ pub struct SyncReport {
     pub problems: Vec<String>,
 }
 
+/// What changed in HNS since the last sync, by others (the CNI, flanneld, an operator).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaughtUp {
+    /// Addresses whose endpoint others made, removed or made anew (the CNI a pod's local
+    /// endpoint; an operator a remote one): the plans of Services with these endpoints.
+    pub addresses: BTreeSet<IpAddr>,
+    pub network: NetworkNews,
+}
+
+/// What became of the proxy's network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NetworkNews {
+    /// The same network (its policies, e.g. flanneld's RemoteSubnetRoutes, may have changed).
+    #[default]
+    Same,
+    /// Deleted, and none of its name yet.
+    Gone,
+    /// Deleted, and another of its name made: HNS must be observed again.
+    Replaced,
+}
+
 /// HNS as the proxy sees it, and the plans it has applied.
 pub struct Reconciler {
     client: Arc<Client>,
     network: Network,
+    /// The network was deleted; its name is looked up until one comes back.
+    network_gone: bool,
+    /// Where hnsd's change log stood when this view was last brought up to date.
+    epoch: Guid,
+    revision: u64,
     root_endpoint: Option<Guid>,
     lbs: HashMap<Frontend, LoadBalancer>,
     local_by_ip: HashMap<IpAddr, Guid>,
     remote_by_ip: HashMap<IpAddr, Guid>,
+    /// Every endpoint of the network this view holds: whether remote, and its addresses.
+    endpoints: HashMap<Guid, (bool, Vec<IpAddr>)>,
+    /// Remote endpoints this proxy deleted since the last catch-up (no news to it).
+    own_deletes: HashSet<Guid>,
+    /// Addresses a catch-up ahead of the next sync found touched, for that sync.
+    noticed: BTreeSet<IpAddr>,
     plans: HashMap<ServiceKey, ServicePlan>,
     owner: HashMap<Frontend, ServiceKey>,
     remote_refs: HashMap<IpAddr, (RemoteEndpoint, usize)>,
@@ -70,14 +103,23 @@ impl Reconciler {
         root_endpoint_name: &str,
         modify_supported: bool,
     ) -> Result<Reconciler, ClientError> {
+        // Where the change log stands before the reads: what changes during them is reported
+        // again at the first sync, and noting it twice changes nothing.
+        let start = client.changes_since(None).await?;
         let endpoints = client.list_endpoints_of_network(network.id).await?;
         let mut r = Reconciler {
             client: Arc::clone(&client),
             network,
+            network_gone: false,
+            epoch: start.epoch,
+            revision: start.revision,
             root_endpoint: None,
             lbs: HashMap::new(),
             local_by_ip: HashMap::new(),
             remote_by_ip: HashMap::new(),
+            endpoints: HashMap::new(),
+            own_deletes: HashSet::new(),
+            noticed: BTreeSet::new(),
             plans: HashMap::new(),
             owner: HashMap::new(),
             remote_refs: HashMap::new(),
@@ -87,14 +129,7 @@ impl Reconciler {
             if ep.name.eq_ignore_ascii_case(root_endpoint_name) {
                 r.root_endpoint = Some(ep.id);
             }
-            let map = if ep.is_remote() {
-                &mut r.remote_by_ip
-            } else {
-                &mut r.local_by_ip
-            };
-            for ip in ep.ips() {
-                map.insert(ip, ep.id);
-            }
+            r.note(&ep);
         }
         for lb in client.list_load_balancers().await? {
             if let Some(f) = frontend_of(&lb) {
@@ -129,18 +164,173 @@ impl Reconciler {
         self.plans.iter()
     }
 
-    /// Notes that a local endpoint appeared or went (the CNI made or removed it).
-    pub async fn refresh_local_endpoints(&mut self) -> Result<(), ClientError> {
-        let endpoints = self
-            .client
-            .list_endpoints_of_network(self.network.id)
-            .await?;
-        self.local_by_ip = endpoints
-            .iter()
-            .filter(|e| !e.is_remote())
-            .flat_map(|e| e.ips().map(move |ip| (ip, e.id)))
-            .collect();
+    /// The network as HNS last reported it.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// Brings the view up to date with what others changed in HNS since the last call: the
+    /// endpoints the CNI made or removed on the network (or an operator removed) and the
+    /// network itself (flanneld's routes), read one by one as hnsd's change log names them.
+    /// Only when the log cannot answer (hnsd restarted, or the proxy fell far behind) are they
+    /// listed again.
+    pub async fn catch_up(&mut self) -> Result<CaughtUp, ClientError> {
+        let mut caught = CaughtUp {
+            addresses: std::mem::take(&mut self.noticed),
+            ..CaughtUp::default()
+        };
+        if self.network_gone {
+            let name = self.network.name.clone();
+            caught.network = match self.client.get_network_by_name(&name).await? {
+                Some(_) => NetworkNews::Replaced,
+                None => NetworkNews::Gone,
+            };
+            return Ok(caught);
+        }
+        let news = self.client.changes_since(Some(self.revision)).await?;
+        let own_deletes = std::mem::take(&mut self.own_deletes);
+        let mut network_changed = false;
+        // Each endpoint's state now: `None` deleted, `Some(None)` to be read.
+        let mut now: HashMap<Guid, Option<Option<Endpoint>>> = HashMap::new();
+        if news.continues(self.epoch) {
+            for c in &news.changes {
+                if c.is(Kind::Network) && c.id == self.network.id {
+                    network_changed = true;
+                } else if c.is(Kind::Endpoint) && !own_deletes.contains(&c.id) {
+                    now.insert(c.id, (!c.deleted).then_some(None));
+                }
+            }
+        } else {
+            network_changed = true;
+            let listed = self
+                .client
+                .list_endpoints_of_network(self.network.id)
+                .await?;
+            now.extend(self.endpoints.keys().map(|id| (*id, None)));
+            now.extend(listed.into_iter().map(|e| (e.id, Some(Some(e)))));
+        }
+        if network_changed {
+            match self.client.get_network_by_id(self.network.id).await {
+                Ok(n) => self.network = n,
+                Err(e) if e.is_not_found() => {
+                    self.network_gone = true;
+                    caught.network = NetworkNews::Gone;
+                    return Ok(caught);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let now = self.read_endpoints(now).await?;
+        caught.addresses.extend(self.take_endpoints(now));
+        (self.epoch, self.revision) = (news.epoch, news.revision);
+        Ok(caught)
+    }
+
+    /// Catches up now and keeps the addresses found for the next [`Reconciler::catch_up`]:
+    /// after a sync that wrote thousands of objects (a full one), so that the next sync, which
+    /// a user waits on, does not read the proxy's own writes back from the change log.
+    pub async fn catch_up_ahead(&mut self) -> Result<(), ClientError> {
+        self.noticed = self.catch_up().await?.addresses;
         Ok(())
+    }
+
+    /// Reads (a few, concurrently) the endpoints whose state is still to be read. The proxy's
+    /// own remote endpoints are not read: only it writes them, and its view has its writes.
+    async fn read_endpoints(
+        &self,
+        now: HashMap<Guid, Option<Option<Endpoint>>>,
+    ) -> Result<Vec<(Guid, Option<Endpoint>)>, ClientError> {
+        let mut known = Vec::new();
+        let mut reads = Vec::new();
+        for (id, state) in now {
+            match state {
+                None => known.push((id, None)),
+                Some(Some(ep)) => known.push((id, Some(ep))),
+                Some(None) if self.endpoints.get(&id).is_some_and(|(remote, _)| *remote) => {}
+                Some(None) => {
+                    let client = Arc::clone(&self.client);
+                    reads.push(async move { (id, client.get_endpoint_by_id(id).await) });
+                }
+            }
+        }
+        let read: Vec<(Guid, Result<Endpoint, ClientError>)> = futures::stream::iter(reads)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for (id, result) in read {
+            known.push(match result {
+                Ok(ep) => (id, Some(ep)),
+                Err(e) if e.is_not_found() => (id, None),
+                Err(e) => return Err(e),
+            });
+        }
+        Ok(known)
+    }
+
+    /// Takes the endpoints' states into the view (one not on the network counts as gone);
+    /// the addresses whose endpoint came, went or was made anew (a load balancer names the
+    /// endpoint's ID), as local or remote.
+    fn take_endpoints(&mut self, now: Vec<(Guid, Option<Endpoint>)>) -> BTreeSet<IpAddr> {
+        let mut changed = BTreeSet::new();
+        for (id, ep) in now {
+            let ep = ep.filter(|e| e.host_compute_network == self.network.id);
+            let mut touched: Vec<IpAddr> = self
+                .endpoints
+                .get(&id)
+                .map(|(_, ips)| ips.clone())
+                .unwrap_or_default();
+            touched.extend(ep.iter().flat_map(|e| e.ips()));
+            let before: Vec<_> = touched.iter().map(|ip| self.holder(ip)).collect();
+            self.forget(id);
+            if let Some(ep) = &ep {
+                self.note(ep);
+            }
+            for (ip, before) in touched.iter().zip(before) {
+                if self.holder(ip) != before {
+                    changed.insert(*ip);
+                }
+            }
+        }
+        changed
+    }
+
+    /// Which endpoints hold `ip`: (local, remote).
+    fn holder(&self, ip: &IpAddr) -> (Option<Guid>, Option<Guid>) {
+        (
+            self.local_by_ip.get(ip).copied(),
+            self.remote_by_ip.get(ip).copied(),
+        )
+    }
+
+    /// Takes `ep` into the view; whether it is remote and its addresses.
+    fn note(&mut self, ep: &Endpoint) -> (bool, Vec<IpAddr>) {
+        let (remote, ips) = (ep.is_remote(), ep.ips().collect::<Vec<_>>());
+        let map = if remote {
+            &mut self.remote_by_ip
+        } else {
+            &mut self.local_by_ip
+        };
+        for ip in &ips {
+            map.insert(*ip, ep.id);
+        }
+        self.endpoints.insert(ep.id, (remote, ips.clone()));
+        (remote, ips)
+    }
+
+    /// Drops endpoint `id` from the view; what it was, if the view had it.
+    fn forget(&mut self, id: Guid) -> Option<(bool, Vec<IpAddr>)> {
+        let (remote, ips) = self.endpoints.remove(&id)?;
+        let map = if remote {
+            &mut self.remote_by_ip
+        } else {
+            &mut self.local_by_ip
+        };
+        for ip in &ips {
+            if map.get(ip) == Some(&id) {
+                map.remove(ip);
+            }
+        }
+        Some((remote, ips))
     }
 
     /// Applies new plans for some Services (an empty plan removes a Service). With `full`, the
@@ -383,14 +573,16 @@ impl Reconciler {
                 self.modify_supported = false;
             }
             match (call, result.outcome) {
-                (Call::CreateRemote { endpoint, .. }, Ok(Done::Endpoint(id))) => {
-                    for ip in endpoint.ips() {
-                        self.remote_by_ip.insert(ip, id);
-                    }
+                (Call::CreateRemote { mut endpoint, .. }, Ok(Done::Endpoint(id))) => {
+                    endpoint.id = id;
+                    self.note(&endpoint);
                     report.remote_created += 1;
                 }
-                (Call::DeleteRemote { ip, .. }, Ok(_)) => {
-                    self.remote_by_ip.remove(&ip);
+                (Call::DeleteRemote { ip, id }, Ok(_)) => {
+                    if self.forget(id).is_none() {
+                        self.remote_by_ip.remove(&ip);
+                    }
+                    self.own_deletes.insert(id);
                     report.remote_deleted += 1;
                 }
                 (Call::DeleteLb { frontend, .. }, Ok(_)) => {

@@ -12,6 +12,9 @@
 //! thread walking a 64 MiB buffer, standing in for a compiler on the other core), and prints
 //! each ratio to the floor (budget: loaded >= 0.8 x quiet).
 //!
+//! `FASTPATH_QUICK=1` leaves `under_load` out (`bench/check.sh`'s quick run: it has no row
+//! there).
+//!
 //! `FASTPATH_COUNT=N` runs only N batches of the fast path and of the floor, for callgrind's
 //! instruction counts (see `count_only`).
 
@@ -467,6 +470,9 @@ fn interleaved(
 
 /// The fast path's cost per packet against the floor's, quiet and under the background load.
 fn under_load(_: &mut Criterion) {
+    if std::env::var_os("FASTPATH_QUICK").is_some() {
+        return;
+    }
     let (mut sw, a) = node_with_live_connections();
     let table = Floor::new();
     let (originals, mut frames) = batch_of_live_connections();

@@ -138,6 +138,16 @@ fn stdout_of(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
+#[test]
+fn hnsd_repair_ends_quietly() {
+    // An empty store: the first run says what it dropped and makes a whole one, the next say
+    // the store is whole; each prints its report.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(hns::store::FILE_NAME), b"").expect("write the store");
+    let d = dir.path().to_str().expect("path");
+    ends_quietly(&["hnsd", "--repair", "--state-dir", d]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verbs_that_ask_hnsd_end_quietly() {
     let hnsd = testkit::hnsd::Hnsd::start(hns::Profile::Ws2022).await;

@@ -26,6 +26,17 @@ const ENDPOINT_POLICY_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
     replaced: |_, _| true,
 };
 
+/// A v1 update carrying only ACLs: it replaces the endpoint's ACLs, nothing else.
+const V1_ACL_EDIT: PolicyEdit<EndpointPolicy> = PolicyEdit {
+    type_name: EndpointPolicy::type_name,
+    same: |c, g| c == g,
+    replaced: |c, _| is_acl(c),
+};
+
+fn is_acl(p: &EndpointPolicy) -> bool {
+    matches!(p, EndpointPolicy::Acl(_))
+}
+
 impl State {
     pub(super) fn plan_create_endpoint(&self, mut ep: Endpoint) -> Result<Plan, HnsError> {
         ep.id = self.new_id(Kind::Endpoint, ep.id)?;
@@ -67,11 +78,6 @@ impl State {
         id: Guid,
         req: ModifyRequest,
     ) -> Result<Plan, HnsError> {
-        let mut ep = self
-            .endpoints
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
         if req.resource_type != ResourceType::Policy {
             return Err(HnsError::new(
                 HResult::HCN_E_REQUEST_UNSUPPORTED,
@@ -82,19 +88,40 @@ impl State {
             ));
         }
         let given: PolicyRequest<EndpointPolicy> = settings(&req)?;
-        let carries_acls = given
-            .policies
-            .iter()
-            .any(|p| matches!(p, EndpointPolicy::Acl(_)));
-        if carries_acls || req.request_type == hcn::RequestType::Update {
+        self.plan_endpoint_policies(id, req.request_type, given.policies, &ENDPOINT_POLICY_EDIT)
+    }
+
+    /// HNS v1's endpoint update: ACLs alone replace the endpoint's ACLs (felix sends only
+    /// its rules, and the CNI's policies stay); a list with other policies replaces all.
+    pub(super) fn plan_update_endpoint_v1(
+        &self,
+        id: Guid,
+        policies: Vec<EndpointPolicy>,
+    ) -> Result<Plan, HnsError> {
+        let edit = if policies.iter().all(is_acl) {
+            &V1_ACL_EDIT
+        } else {
+            &ENDPOINT_POLICY_EDIT
+        };
+        self.plan_endpoint_policies(id, hcn::RequestType::Update, policies, edit)
+    }
+
+    fn plan_endpoint_policies(
+        &self,
+        id: Guid,
+        request: hcn::RequestType,
+        given: Vec<EndpointPolicy>,
+        edit: &PolicyEdit<EndpointPolicy>,
+    ) -> Result<Plan, HnsError> {
+        let mut ep = self
+            .endpoints
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Kind::Endpoint.not_found(&id))?;
+        if given.iter().any(is_acl) || request == hcn::RequestType::Update {
             ep.linux_acl_generation += 1;
         }
-        edit_policies(
-            &mut ep.policies,
-            req.request_type,
-            given.policies,
-            &ENDPOINT_POLICY_EDIT,
-        )?;
+        edit_policies(&mut ep.policies, request, given, edit)?;
         check_endpoint(&ep)?;
         self.check_host_ports(&ep)?;
         if let Some(net) = self.networks.get(&ep.host_compute_network) {

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use hcn::error::{HResult, HnsError};
 use hcn::loadbalancer::LoadBalancerFlags;
 use hcn::modify::ModifyRequest;
-use hcn::{Endpoint, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
+use hcn::{Endpoint, EndpointPolicy, Guid, LoadBalancer, MacAddress, Namespace, Network, SdnRoute};
 use serde_json::Value;
 
 use crate::profile::Profile;
@@ -124,6 +124,11 @@ pub enum WriteOp {
     Modify(Kind, Guid, ModifyRequest),
     /// `HcnModifyLoadBalancer`: the whole object replaced.
     UpdateLoadBalancer(Guid, LoadBalancer),
+    /// HNS v1 `POST /endpoints/{id}` (`HNSEndpoint.Update`, `ApplyACLPolicy`): the document's
+    /// policies. A list of ACLs only replaces the endpoint's ACLs and keeps its other policies,
+    /// as felix relies on (it sends its ACLs alone, and its pods keep the CNI's OutBoundNAT);
+    /// a list with other policies too (an endpoint read, then ACLs appended) replaces all.
+    UpdateEndpointV1(Guid, Vec<EndpointPolicy>),
     Delete(Kind, Guid),
 }
 
@@ -304,6 +309,7 @@ impl State {
                 ),
             )),
             WriteOp::UpdateLoadBalancer(id, lb) => self.plan_update_load_balancer(id, lb),
+            WriteOp::UpdateEndpointV1(id, policies) => self.plan_update_endpoint_v1(id, policies),
             WriteOp::Delete(Kind::Network, id) => self.plan_delete_network(id),
             WriteOp::Delete(Kind::Endpoint, id) => self.plan_delete_endpoint(id),
             WriteOp::Delete(Kind::Namespace, id) => self.plan_delete_namespace(id),

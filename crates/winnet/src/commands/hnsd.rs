@@ -6,6 +6,8 @@ use anyhow::Context;
 use hns::Profile;
 use hns_dataplane::HnsdConfig;
 
+use crate::output::outln;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Where the durable store lives.
@@ -53,8 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repair {
         let store = args.state_dir.join(hns::store::FILE_NAME);
         let report = hns::store::repair(&store)?;
-        println!("{report}");
-        return Ok(());
+        return outln!("{report}");
     }
     if let Some(name) = &args.node_netns {
         // Before any other thread exists, so that every thread hnsd starts is in the node.
