@@ -3,7 +3,12 @@
 //! of the pods on this node (ACN#1875: 3 h -> 8 min). Each: the agent's first sync (plan and
 //! every HNS call), its second (nothing changed: no call), and the baseline in the same run:
 //! the same ACL lists and sets sent straight through `hns_client::Client`, one call per
-//! endpoint (the floor any agent pays hnsd). Run: `cargo bench -p policy --bench program`.
+//! endpoint (the floor any agent pays hnsd). Then the incremental path a user waits on: one
+//! pod's label changing back and forth in the 1,500-pod cluster, from the objects as the source
+//! hands them over to every HNS call made (`Cluster::from_objects`, plan, reconcile), p50/p99,
+//! beside the floor: the same changed lists and sets sent straight to hnsd.
+//! Run: `cargo bench -p policy --bench program` (`POLICY_BENCH_ROUNDS`, default 40;
+//! `POLICY_BENCH_ONLY=label` for the label change alone).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -12,7 +17,7 @@ use std::time::{Duration, Instant};
 use hcn::{Endpoint, IpConfig, RequestType};
 use hns::Profile;
 use policy::agent::{Agent, Config};
-use policy::{Cluster, Style};
+use policy::{Cluster, Plan, Style};
 use serde_json::{Value, json};
 use testkit::hnsd::{Hnsd, create_network, l2bridge};
 
@@ -55,13 +60,17 @@ fn policies(n: usize, one_pod: bool) -> Vec<Value> {
         .collect()
 }
 
-fn cluster(pods: usize, policies: Vec<Value>) -> Cluster {
-    let mut docs: Vec<Value> = (0..pods).map(pod).collect();
-    docs.extend(policies);
+fn objects(docs: &[Value]) -> kubesrc::Objects {
     let text: String = docs.iter().map(|d| format!("---\n{d}\n")).collect();
     let mut o = kubesrc::Objects::default();
     kubesrc::manifests::load_text(&text, "bench", &mut o);
-    Cluster::from_objects(&o)
+    o
+}
+
+fn cluster(pods: usize, policies: Vec<Value>) -> Cluster {
+    let mut docs: Vec<Value> = (0..pods).map(pod).collect();
+    docs.extend(policies);
+    Cluster::from_objects(&objects(&docs))
 }
 
 async fn node() -> (Hnsd, Arc<hns_client::Client>, hcn::Network) {
@@ -137,12 +146,92 @@ async fn measure(c: &Cluster, style: Style) -> (Duration, Duration, Duration, us
     (first, second, floor, plan.rule_count(), plan.sets.len())
 }
 
+/// The changed endpoints' lists and the changed sets of `new` against `old`, sent straight.
+async fn floor_calls(client: &hns_client::Client, net: hcn::Guid, old: &Plan, new: &Plan) {
+    let changed: Vec<_> = new
+        .sets
+        .iter()
+        .filter(|s| !old.sets.contains(s))
+        .map(|s| s.setting().expect("set"))
+        .collect();
+    if !changed.is_empty() {
+        client
+            .set_policies(net, RequestType::Update, changed)
+            .await
+            .expect("sets");
+    }
+    for ep in client.list_endpoints().await.expect("endpoints") {
+        let ip = ep.ips().next().expect("address");
+        if old.endpoints.get(&ip) != new.endpoints.get(&ip) {
+            let acls = policy::acl::hcn_acls(&new.endpoints[&ip].acls, Style::Npm).expect("acls");
+            client.set_endpoint_acls(ep.id, acls).await.expect("acls");
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// One remote pod of the policies' namespace moving between two apps that the policies allow
+/// from, `rounds` times: the agent's path from the objects, and the floor.
+async fn label_change(style: Style, rounds: usize) -> (Vec<Duration>, Vec<Duration>, usize) {
+    let mut docs: Vec<Value> = (0..1500).map(pod).collect();
+    docs.extend(policies(10, false));
+    // p100 is in ns0, app a0; its other self is app a5.
+    let moved = 100;
+    let before = objects(&docs);
+    docs[moved]["metadata"]["labels"]["app"] = json!("a5");
+    let after = objects(&docs);
+    let (_hnsd, client, net) = node().await;
+    let mut agent = Agent::new(Arc::clone(&client), &config(style));
+    let (mut last, _) = agent.sync(&Cluster::from_objects(&before)).await;
+    let (mut took, mut floor, mut updated) = (Vec::new(), Vec::new(), 0);
+    for round in 0..rounds {
+        let objects = if round % 2 == 0 { &after } else { &before };
+        let t = Instant::now();
+        let (plan, report) = agent.sync(&Cluster::from_objects(objects)).await;
+        took.push(t.elapsed());
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        updated = report.endpoints_updated + report.sets_updated;
+        // The floor: the same lists and sets again, straight (hnsd holds them already, so
+        // it does the same work: HNS replaces a list it is sent).
+        let t = Instant::now();
+        floor_calls(&client, net.id, &last, &plan).await;
+        floor.push(t.elapsed());
+        last = plan;
+    }
+    took.sort();
+    floor.sort();
+    (took, floor, updated)
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
+    let rounds: usize = std::env::var("POLICY_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let only_label = std::env::var("POLICY_BENCH_ONLY").is_ok_and(|v| v == "label");
     rt.block_on(async {
+        for style in [Style::Calico, Style::Npm] {
+            let (took, floor, updated) = label_change(style, rounds).await;
+            println!(
+                "one label change, 1,500 pods x 10 policies, {}: p50 {:.2} ms, p99 {:.2} ms ({updated} endpoint lists and sets changed, {rounds} rounds); floor (the same HNS calls alone): p50 {:.2} ms, p99 {:.2} ms",
+                style.name(),
+                percentile(&took, 0.5),
+                percentile(&took, 0.99),
+                percentile(&floor, 0.5),
+                percentile(&floor, 0.99),
+            );
+        }
+        if only_label {
+            return;
+        }
         for (what, c) in [
             ("500 policies on one pod", cluster(LOCAL, policies(500, true))),
             ("1,500 pods x 10 policies", cluster(1500, policies(10, false))),
