@@ -73,11 +73,12 @@ pub fn run(f: &Flow) -> Outcome {
     if f.in_memory_only {
         return Outcome::skipped(f, IN_MEMORY_ONLY);
     }
-    let (passed, detail) = match (f.proto, f.connections) {
-        (Proto::Tcp, Some(n)) => sticky(f, n),
-        (Proto::Tcp, None) => tcp(f),
-        (Proto::Udp, _) => udp(f),
-        (Proto::Icmp, _) => icmp(f),
+    let (passed, detail) = match (&f.step, f.proto, f.connections) {
+        (Some(step), _, _) => super::acl_steps::run(f, step, tcp),
+        (None, Proto::Tcp, Some(n)) => sticky(f, n),
+        (None, Proto::Tcp, None) => tcp(f),
+        (None, Proto::Udp, _) => udp(f),
+        (None, Proto::Icmp, _) => icmp(f),
     };
     judge(f, passed, detail)
 }

@@ -1,0 +1,627 @@
+//! The NetworkPolicy rows of the flow matrix: flows between the pods of the topology's policy
+//! lab (namespaces `x` and `y`, examples/cluster.yaml), each from a real client, each expected
+//! as the cluster's nodes enforce the topology's NetworkPolicies. A Linux node enforces
+//! Kubernetes' semantics (`policy::Cluster::allows`); a Windows node what its agent could
+//! program: the policies less what the style skipped (the planner's own report of it), nothing
+//! where the style cannot run on the build (npm without SetPolicy), and with the build's ACL
+//! semantics (ws2025's default-deny turns an npm endpoint isolated one way into one isolated
+//! both ways). Nothing here is a per-row answer: change a policy or the profile and the
+//! expectations follow.
+
+use std::net::IpAddr;
+
+use hns::{Limitation, Profile};
+use policy::model::{Direction, Protocol};
+use policy::{Connection, Construct, Effect, NodeContext, Problem, Style};
+use serde::Serialize;
+
+use super::flows::{Flow, Proto, flow};
+use super::topology::{HTTP_PORT, OUTSIDE_IP, Os};
+use super::{PodState, State};
+
+/// Where a row goes.
+#[derive(Clone, Copy)]
+enum Target {
+    /// A pod, by `namespace/name`, on `port`.
+    Pod(&'static str, u16),
+    /// The external host, on its HTTP port.
+    External,
+}
+
+/// One row: what it shows, from which pod (`namespace/name`), to where.
+struct Case {
+    name: &'static str,
+    from: &'static str,
+    to: Target,
+}
+
+/// The rows, over the policy lab's pods: `x/a` (win-2) and `x/n` (the Linux node) serve TCP 80
+/// and 81 behind `x/deny-ingress` (role: server); `x/allow-from-y` and `x/allow-from-b` let
+/// namespace `y` and pod `b` reach `x/a` on 80; `x/allow-named-port` lets pod `b` reach the
+/// servers on `serve-81-tcp`; `x/egress-to-external` lets `x/e` (win-1) send only to the
+/// external host's block. A row whose pods the topology lacks is left out.
+const CASES: [Case; 8] = [
+    Case {
+        name: "NetworkPolicy: default-deny ingress",
+        from: "default/client-1",
+        to: Target::Pod("x/a", 80),
+    },
+    Case {
+        name: "NetworkPolicy: from a namespace selector",
+        from: "y/b",
+        to: Target::Pod("x/a", 80),
+    },
+    Case {
+        name: "NetworkPolicy: from a pod selector",
+        from: "x/b",
+        to: Target::Pod("x/a", 80),
+    },
+    Case {
+        name: "NetworkPolicy: TCP 80 only, to 81",
+        from: "y/b",
+        to: Target::Pod("x/a", 81),
+    },
+    Case {
+        name: "NetworkPolicy: egress to an ipBlock only",
+        from: "x/e",
+        to: Target::External,
+    },
+    Case {
+        name: "NetworkPolicy: egress to an ipBlock only, to a pod",
+        from: "x/e",
+        to: Target::Pod("default/web-2", HTTP_PORT),
+    },
+    Case {
+        name: "NetworkPolicy: named port, Windows pod",
+        from: "x/b",
+        to: Target::Pod("x/a", 81),
+    },
+    Case {
+        name: "NetworkPolicy: named port, Linux pod",
+        from: "x/b",
+        to: Target::Pod("x/n", 81),
+    },
+];
+
+/// The Kubernetes objects the cluster's agents read (the Pods and Namespaces with their labels,
+/// and the topology's NetworkPolicies), made as the real cluster writes its manifests.
+pub fn objects(state: &State) -> anyhow::Result<kubesrc::Objects> {
+    let Some(t) = state.topology.as_ref() else {
+        return Ok(kubesrc::Objects::default());
+    };
+    let mut objects = kubesrc::Objects::default();
+    let workloads = super::build::policy::workload_objects(t, &state.nodes)?;
+    kubesrc::manifests::load_text(&workloads.to_string(), "the workloads", &mut objects);
+    for (i, v) in t.network_policies.iter().enumerate() {
+        let p = lab::workloads::network_policy(v)?;
+        let origin = format!("networkPolicies[{i}]");
+        kubesrc::manifests::load_text(&serde_json::to_string(&p)?, &origin, &mut objects);
+    }
+    if let Some(p) = objects.problems.first() {
+        anyhow::bail!("the policy lab's objects: {p}");
+    }
+    Ok(objects)
+}
+
+/// What is done around a policy row's flow, by the matrix's runner (real or in memory).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// For the flow, the destination endpoint's ACLs on `node` are replaced with one Block ACL
+    /// of another port ([`lone_block`], through HNS as a hand-written policy is: no agent
+    /// programs a lone Block), then restored.
+    LoneBlock { node: String },
+    /// The flow is a TCP connection opened first; then [`update_policy`] is added through the
+    /// agents (the destination's ACLs change, this connection's verdict does not); then data
+    /// goes on the connection. The policy is removed afterwards.
+    AclUpdate,
+}
+
+/// The port the lone Block names (no pod serves it).
+pub const BLOCKED_PORT: u16 = 82;
+
+/// The lone Block ACL of [`Step::LoneBlock`]: TCP [`BLOCKED_PORT`] in, nothing else, as a
+/// v2 `ACL` policy's settings.
+pub fn lone_block() -> anyhow::Result<hcn::policy::AclPolicySetting> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "Id": "lone-block",
+        "Protocols": "6",
+        "Action": "Block",
+        "Direction": "In",
+        "LocalPorts": BLOCKED_PORT.to_string(),
+        "RuleType": "Switch",
+        "Priority": 100,
+    }))?)
+}
+
+/// The NetworkPolicy of [`Step::AclUpdate`] for destination `to`: it selects `to` by its
+/// labels and allows TCP [`BLOCKED_PORT`] from anywhere, which changes the ACLs of a pod
+/// already isolated and not the verdict of a connection to another port.
+pub fn update_policy(to: &PodState) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "acl-update", "namespace": to.namespace},
+        "spec": {
+            "podSelector": {"matchLabels": to.labels},
+            "ingress": [{"ports": [{"protocol": "TCP", "port": BLOCKED_PORT}]}],
+        },
+    })
+}
+
+/// The policy rows of `state` under `profile`.
+pub fn rows(state: &State, profile: Profile) -> Vec<Flow> {
+    let Some(t) = state.topology.as_ref() else {
+        return Vec::new();
+    };
+    if t.network_policies.is_empty() {
+        return Vec::new();
+    }
+    let Ok(objects) = objects(state) else {
+        return Vec::new();
+    };
+    let how = Enforcement::new(
+        policy::Cluster::from_objects(&objects),
+        t.network_policy_style,
+        profile,
+    );
+    let mut out = static_rows(state, &how);
+    out.extend(acl_rows(state, profile, &how));
+    out
+}
+
+/// The rows of the ACL semantics of the build: a lone Block ACL on a pod no policy selects
+/// (ws2025 makes the endpoint default-deny: its other ports fail too), and a live connection
+/// across an ACL update (reset on the Windows builds, kept under `unrestricted`).
+fn acl_rows(state: &State, profile: Profile, how: &Enforcement) -> Vec<Flow> {
+    let mut out = Vec::new();
+    if let (Some((_, from)), Some(node)) = (
+        pod(state, "default/client-1"),
+        node_of(state, "default/web-2"),
+    ) && let Some((_, to)) = pod(state, "default/web-2")
+    {
+        let f = flow(
+            &format!("ACL: a lone Block (TCP {BLOCKED_PORT} in), to another port"),
+            &shown(from),
+            &from.netns,
+            IpAddr::V4(to.ip),
+            HTTP_PORT,
+            Proto::Tcp,
+        );
+        let mut f = f.unless(profile, Limitation::AclDefaultDeny);
+        f.step = Some(Step::LoneBlock { node });
+        out.push(f);
+    }
+    if let (Some((from_os, from)), Some((to_os, to))) = (pod(state, "x/b"), pod(state, "x/a")) {
+        let conn = Connection {
+            src: IpAddr::V4(from.ip),
+            dst: IpAddr::V4(to.ip),
+            protocol: Protocol::Tcp,
+            port: 80,
+        };
+        let (pass, why) = how.verdict(&conn, from_os == Os::Windows, to_os == Os::Windows);
+        let mut f = flow(
+            "ACL update during a live TCP connection",
+            &shown(from),
+            &from.netns,
+            conn.dst,
+            80,
+            Proto::Tcp,
+        );
+        f.expect_pass = pass;
+        f.limitation = why;
+        if pass && to_os == Os::Windows && !how.no_agent {
+            f = f.unless(profile, Limitation::AclUpdateResetsConnections);
+        }
+        f.step = Some(Step::AclUpdate);
+        out.push(f);
+    }
+    out
+}
+
+/// The node of a pod by `namespace/name`.
+fn node_of(state: &State, key: &str) -> Option<String> {
+    let (ns, name) = key.split_once('/')?;
+    state
+        .nodes
+        .iter()
+        .find(|n| n.pods.iter().any(|p| p.namespace == ns && p.name == name))
+        .map(|n| n.name.clone())
+}
+
+/// The rows of the topology's NetworkPolicies, each expected as [`Enforcement`] says.
+fn static_rows(state: &State, how: &Enforcement) -> Vec<Flow> {
+    CASES
+        .iter()
+        .filter_map(|c| {
+            let (from_os, from) = pod(state, c.from)?;
+            let (to, port, to_os) = match c.to {
+                Target::Pod(key, port) => {
+                    let (os, p) = pod(state, key)?;
+                    (IpAddr::V4(p.ip), port, Some(os))
+                }
+                Target::External => (IpAddr::V4(OUTSIDE_IP), HTTP_PORT, None),
+            };
+            let conn = Connection {
+                src: IpAddr::V4(from.ip),
+                dst: to,
+                protocol: Protocol::Tcp,
+                port,
+            };
+            let (pass, why) =
+                how.verdict(&conn, from_os == Os::Windows, to_os == Some(Os::Windows));
+            let mut f = flow(c.name, &shown(from), &from.netns, to, port, Proto::Tcp);
+            f.expect_pass = pass;
+            f.limitation = why;
+            Some(f)
+        })
+        .collect()
+}
+
+/// A pod by `namespace/name`, with its node's OS.
+fn pod<'a>(state: &'a State, key: &str) -> Option<(Os, &'a PodState)> {
+    let (ns, name) = key.split_once('/')?;
+    state.nodes.iter().find_map(|n| {
+        n.pods
+            .iter()
+            .find(|p| p.namespace == ns && p.name == name)
+            .map(|p| (n.os, p))
+    })
+}
+
+/// How the matrix names a pod: its name in `default`, else `namespace/name`.
+pub fn shown(p: &PodState) -> String {
+    if p.namespace == super::topology::NAMESPACE {
+        p.name.clone()
+    } else {
+        format!("{}/{}", p.namespace, p.name)
+    }
+}
+
+/// How the nodes of a cluster enforce its NetworkPolicies under a profile.
+pub struct Enforcement {
+    /// Kubernetes' semantics: what a Linux node enforces.
+    linux: policy::Cluster,
+    /// What a Windows node's agent programs.
+    windows: policy::Cluster,
+    /// What the style could not express, as its planner reports it.
+    problems: Vec<Problem>,
+    /// The style cannot run on the build (npm needs SetPolicy): Windows nodes enforce nothing.
+    no_agent: bool,
+    /// npm on a build where any ACL makes the endpoint default-deny: a pod isolated one way
+    /// is isolated both ways.
+    one_way_is_both: bool,
+}
+
+impl Enforcement {
+    pub fn new(linux: policy::Cluster, style: Style, profile: Profile) -> Enforcement {
+        let no_agent = style == Style::Npm && !profile.features().set_policy;
+        let ctx = NodeContext {
+            node: String::new(),
+            host_addresses: Vec::new(),
+        };
+        let problems = policy::plan(&linux, &ctx, style).problems;
+        let mut windows = linux.clone();
+        if no_agent {
+            windows.policies.clear();
+        } else {
+            without_skipped(&mut windows, &problems);
+        }
+        Enforcement {
+            linux,
+            windows,
+            problems,
+            no_agent,
+            one_way_is_both: style == Style::Npm && profile.imposes(Limitation::AclDefaultDeny),
+        }
+    }
+
+    /// Whether `c` is carried, the source on a Windows node or not (`src_windows`), the
+    /// destination too; and the reason when it is not, or when Windows carries what
+    /// Kubernetes would not.
+    pub fn verdict(
+        &self,
+        c: &Connection,
+        src_windows: bool,
+        dst_windows: bool,
+    ) -> (bool, Option<String>) {
+        let k8s = self.linux.allows(c);
+        let node = |windows: bool| if windows { &self.windows } else { &self.linux };
+        let both_ways =
+            self.one_way_is_both && self.isolated_the_other_way(c, src_windows, dst_windows);
+        let carried = one_direction(node(src_windows), Direction::Egress).allows(c)
+            && one_direction(node(dst_windows), Direction::Ingress).allows(c)
+            && !both_ways;
+        let why = match (carried, k8s) {
+            (true, true) => None,
+            (false, false) => Some("NetworkPolicy".to_string()),
+            (false, true) if both_ways => Some(Limitation::AclDefaultDeny.as_str().to_string()),
+            (_, _) if self.no_agent => Some("NoSetPolicy".to_string()),
+            (_, _) => Some(
+                self.problem_for(c, src_windows, dst_windows)
+                    .map_or("NetworkPolicy".to_string(), |p| construct(&p.construct)),
+            ),
+        };
+        (carried, why)
+    }
+
+    /// True when a Windows end of `c` has ACLs for the other direction only (an npm endpoint
+    /// on ws2025 then blocks this direction too).
+    fn isolated_the_other_way(&self, c: &Connection, src_windows: bool, dst_windows: bool) -> bool {
+        let ends = [
+            (src_windows, c.src, Direction::Egress, Direction::Ingress),
+            (dst_windows, c.dst, Direction::Ingress, Direction::Egress),
+        ];
+        ends.into_iter().any(|(windows, ip, this, other)| {
+            let Some(pod) = self.windows.pod_by_ip(ip).filter(|_| windows) else {
+                return false;
+            };
+            let selecting = |d| {
+                self.windows
+                    .policies
+                    .iter()
+                    .any(|p| p.selects(pod) && p.rules(d).is_some())
+            };
+            selecting(other) && !selecting(this)
+        })
+    }
+
+    /// The construct the style skipped in a policy that selects a Windows end of `c`.
+    fn problem_for(
+        &self,
+        c: &Connection,
+        src_windows: bool,
+        dst_windows: bool,
+    ) -> Option<&Problem> {
+        let ends = [(src_windows, c.src), (dst_windows, c.dst)];
+        let pods: Vec<&policy::model::Pod> = ends
+            .iter()
+            .filter(|(w, _)| *w)
+            .filter_map(|(_, ip)| self.linux.pod_by_ip(*ip))
+            .collect();
+        self.problems.iter().find(|p| {
+            self.linux
+                .policies
+                .iter()
+                .any(|pol| pol.key() == p.policy && pods.iter().any(|pod| pol.selects(pod)))
+        })
+    }
+}
+
+/// A construct's name in the matrix.
+fn construct(c: &Construct) -> String {
+    match c {
+        Construct::NamedPort(_) => "NamedPort",
+        Construct::NegativeSelector => "NegativeSelector",
+        Construct::Except => "IpBlockExcept",
+        Construct::Sctp => "Sctp",
+        Construct::Ipv6 => "Ipv6Peer",
+    }
+    .to_string()
+}
+
+/// `c` with what the style skipped taken out: a policy npm refused, a peer felix skipped (a
+/// rule left without peers is gone: it allowed only what was skipped).
+fn without_skipped(c: &mut policy::Cluster, problems: &[Problem]) {
+    let refused: Vec<&str> = problems
+        .iter()
+        .filter(|p| p.effect == Effect::PolicySkipped)
+        .map(|p| p.policy.as_str())
+        .collect();
+    c.policies.retain(|p| !refused.contains(&p.key().as_str()));
+    let mut skipped: Vec<&Problem> = problems
+        .iter()
+        .filter(|p| p.effect == Effect::RuleSkipped)
+        .collect();
+    // Last places first, so that earlier indices stay right.
+    skipped.sort_by_key(|p| std::cmp::Reverse((p.rule, p.peer)));
+    for p in skipped {
+        let (Some(dir), Some(r)) = (p.direction, p.rule) else {
+            continue;
+        };
+        let Some(policy) = c.policies.iter_mut().find(|x| x.key() == p.policy) else {
+            continue;
+        };
+        let rules = match dir {
+            Direction::Ingress => policy.ingress.as_mut(),
+            Direction::Egress => policy.egress.as_mut(),
+        };
+        let Some(rules) = rules.filter(|rules| r < rules.len()) else {
+            continue;
+        };
+        match p.peer {
+            Some(k) if k < rules[r].peers.len() && rules[r].peers.len() > 1 => {
+                rules[r].peers.remove(k);
+            }
+            _ => {
+                rules.remove(r);
+            }
+        }
+    }
+}
+
+/// `c` judged in `dir` only (the other direction's rules left out: not isolated).
+fn one_direction(c: &policy::Cluster, dir: Direction) -> policy::Cluster {
+    let mut c = c.clone();
+    for p in &mut c.policies {
+        match dir {
+            Direction::Ingress => p.egress = None,
+            Direction::Egress => p.ingress = None,
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeState;
+    use crate::cluster::topology::Topology;
+
+    /// examples/cluster.yaml as built, with addresses of its own (10.244.<node>.<10 + k>).
+    fn state(profile: Profile, style: &str) -> State {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.yaml");
+        let text = std::fs::read_to_string(path).expect("examples/cluster.yaml");
+        let text = text.replace(
+            "networkPolicyStyle: calico",
+            &format!("networkPolicyStyle: {style}"),
+        );
+        let mut t = Topology::parse(&text, "examples/cluster.yaml").expect("topology");
+        t.profile = profile;
+        let nodes = t
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeState {
+                name: n.name.clone(),
+                os: n.os,
+                netns: format!("wn-{}", n.name),
+                ip: std::net::Ipv4Addr::new(192, 168, 77, 11 + i as u8),
+                mac: String::new(),
+                subnet: None,
+                source_vip: None,
+                pods: n
+                    .pods
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| {
+                        let ip = std::net::Ipv4Addr::new(10, 244, 1 + i as u8, 10 + k as u8);
+                        PodState::new(p, format!("wn-{}-{}", n.name, p.stem()), ip, None)
+                    })
+                    .collect(),
+            })
+            .collect();
+        State {
+            topology: Some(t),
+            nodes,
+            ..State::default()
+        }
+    }
+
+    fn expected(profile: Profile, style: &str) -> Vec<(String, String)> {
+        rows(&state(profile, style), profile)
+            .iter()
+            .map(|f| {
+                let e = match (f.expect_pass, &f.limitation) {
+                    (true, None) => "works".to_string(),
+                    (true, Some(l)) => format!("works ({l})"),
+                    (false, Some(l)) => format!("fails ({l})"),
+                    (false, None) => "fails".to_string(),
+                };
+                (f.name.clone(), e)
+            })
+            .collect()
+    }
+
+    fn of<'a>(rows: &'a [(String, String)], name: &str) -> &'a str {
+        rows.iter()
+            .find(|r| r.0.starts_with(name))
+            .map(|r| r.1.as_str())
+            .unwrap_or_else(|| panic!("no row {name}: {rows:?}"))
+    }
+
+    /// Kubernetes' semantics where the agent expresses the policy; the named port blocked on
+    /// the Windows pod (felix skips the rule, NPM refuses the policy) and allowed on the Linux
+    /// pod; the lone Block fails the endpoint's other ports only under ws2025; the live
+    /// connection is reset by the ACL update on every Windows build, not under unrestricted.
+    #[test]
+    fn the_policy_rows_expect_what_the_style_and_the_build_enforce() {
+        for style in ["calico", "npm"] {
+            for profile in [Profile::Ws2025, Profile::Unrestricted] {
+                let r = expected(profile, style);
+                assert_eq!(r.len(), 10, "{r:?}");
+                let at = |n| of(&r, n);
+                assert_eq!(
+                    at("NetworkPolicy: default-deny ingress"),
+                    "fails (NetworkPolicy)"
+                );
+                assert_eq!(at("NetworkPolicy: from a namespace selector"), "works");
+                assert_eq!(at("NetworkPolicy: from a pod selector"), "works");
+                assert_eq!(at("NetworkPolicy: TCP 80 only"), "fails (NetworkPolicy)");
+                assert_eq!(at("NetworkPolicy: egress to an ipBlock only"), "works");
+                assert_eq!(
+                    at("NetworkPolicy: egress to an ipBlock only, to a pod"),
+                    "fails (NetworkPolicy)"
+                );
+                assert_eq!(
+                    at("NetworkPolicy: named port, Windows pod"),
+                    "fails (NamedPort)",
+                    "{style}"
+                );
+                assert_eq!(at("NetworkPolicy: named port, Linux pod"), "works");
+                let lifted = profile == Profile::Unrestricted;
+                assert_eq!(
+                    at("ACL: a lone Block"),
+                    if lifted {
+                        "works"
+                    } else {
+                        "fails (AclDefaultDeny)"
+                    }
+                );
+                assert_eq!(
+                    at("ACL update during"),
+                    if lifted {
+                        "works"
+                    } else {
+                        "fails (AclUpdateResetsConnections)"
+                    }
+                );
+            }
+        }
+        let r = expected(Profile::Ws2022, "calico");
+        assert_eq!(
+            of(&r, "ACL: a lone Block"),
+            "works",
+            "ws2022 blocks only what the ACL names"
+        );
+        assert_eq!(
+            of(&r, "ACL update during"),
+            "fails (AclUpdateResetsConnections)"
+        );
+    }
+
+    /// Azure NPM cannot run without SetPolicy (ws2019, ws2022): the Windows nodes enforce
+    /// nothing, which the rows say, while the Linux node still enforces.
+    #[test]
+    fn without_set_policy_npm_enforces_nothing_on_windows_and_the_rows_say_so() {
+        for profile in [Profile::Ws2019, Profile::Ws2022] {
+            let r = expected(profile, "npm");
+            let at = |n| of(&r, n);
+            assert_eq!(
+                at("NetworkPolicy: default-deny ingress"),
+                "works (NoSetPolicy)"
+            );
+            assert_eq!(at("NetworkPolicy: TCP 80 only"), "works (NoSetPolicy)");
+            assert_eq!(
+                at("NetworkPolicy: egress to an ipBlock only, to a pod"),
+                "works (NoSetPolicy)"
+            );
+            assert_eq!(at("NetworkPolicy: from a pod selector"), "works");
+            assert_eq!(at("NetworkPolicy: named port, Linux pod"), "works");
+            assert_eq!(at("ACL update during"), "works (NoSetPolicy)");
+        }
+    }
+
+    /// The expectations follow the objects: a policy taken away or added changes them.
+    #[test]
+    fn the_expectations_follow_the_policies() {
+        let mut st = state(Profile::Ws2025, "calico");
+        let t = st.topology.as_mut().expect("topology");
+        t.network_policies
+            .retain(|p| p["metadata"]["name"] != "deny-ingress");
+        let r: Vec<(String, String)> = rows(&st, Profile::Ws2025)
+            .iter()
+            .map(|f| (f.name.clone(), f.expect_pass.to_string()))
+            .collect();
+        // x/a is still isolated by the allow policies: only y and b get in, on 80.
+        assert_eq!(of(&r, "NetworkPolicy: default-deny ingress"), "false");
+        assert_eq!(of(&r, "NetworkPolicy: named port, Linux pod"), "true");
+        let t = st.topology.as_mut().expect("topology");
+        t.network_policies.clear();
+        assert!(
+            rows(&st, Profile::Ws2025).is_empty(),
+            "no policy lab, no rows"
+        );
+    }
+}
