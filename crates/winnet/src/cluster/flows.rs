@@ -66,6 +66,10 @@ pub struct Flow {
     /// What is done around the flow (an ACL row: a lone Block, an ACL update).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<super::policy_rows::Step>,
+    /// It may run at the same time as the other such flows (it changes nothing and nothing
+    /// it depends on changes meanwhile).
+    #[serde(skip)]
+    pub concurrent: bool,
 }
 
 pub(super) fn flow(
@@ -93,6 +97,7 @@ pub(super) fn flow(
         expect_status: None,
         in_memory_only: false,
         step: None,
+        concurrent: false,
     }
 }
 

@@ -210,7 +210,10 @@ fn acl_rows(state: &State, profile: Profile, how: &Enforcement) -> Vec<Flow> {
         );
         f.expect_pass = pass;
         f.limitation = why;
-        if pass && to_os == Os::Windows && !how.no_agent {
+        if how.no_agent {
+            // No agent on the Windows nodes: nothing updates the ACLs.
+            f.limitation = Some("NoSetPolicy".into());
+        } else if pass && to_os == Os::Windows {
             f = f.unless(profile, Limitation::AclUpdateResetsConnections);
         }
         f.step = Some(Step::AclUpdate);
@@ -253,6 +256,7 @@ fn static_rows(state: &State, how: &Enforcement) -> Vec<Flow> {
             let mut f = flow(c.name, &shown(from), &from.netns, to, port, Proto::Tcp);
             f.expect_pass = pass;
             f.limitation = why;
+            f.concurrent = true;
             Some(f)
         })
         .collect()

@@ -78,15 +78,40 @@ pub fn header(t: &Topology, simulated: bool) -> Vec<String> {
             limitations.join(", ")
         )
     };
-    [
+    let mut lines = vec![
         format!("profile {p} ({}), {mode}, {run}", describe(p, &hns)),
         format!("kube-proxy winkernel --enable-dsr {dsr}"),
         format!("{family}; {backends}; {affinity}; {snat}"),
         limitations,
-    ]
-    .iter()
-    .flat_map(|l| indented(l, WIDTH, "", "  "))
-    .collect()
+    ];
+    lines.extend(policy_agents(t, &hns));
+    lines
+        .iter()
+        .flat_map(|l| indented(l, WIDTH, "", "  "))
+        .collect()
+}
+
+/// Who enforces the topology's NetworkPolicies, when it has any: the style's agent on the
+/// Windows nodes (or why it cannot run there), nftables on the Linux nodes.
+fn policy_agents(t: &Topology, hns: &str) -> Option<String> {
+    if t.network_policies.is_empty() {
+        return None;
+    }
+    let style = t.network_policy_style;
+    let windows = if style == policy::Style::Npm && !t.profile.features().set_policy {
+        format!(
+            "not enforced on the Windows nodes (--style npm needs SetPolicy, which {hns} lacks: NoSetPolicy)"
+        )
+    } else {
+        format!(
+            "winnet policy --style {} on the Windows nodes",
+            style.name()
+        )
+    };
+    Some(format!(
+        "{} NetworkPolicies: {windows}, nftables on the Linux node",
+        t.network_policies.len()
+    ))
 }
 
 /// What `p` reproduces: the build and its HNS.

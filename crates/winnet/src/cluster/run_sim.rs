@@ -625,6 +625,47 @@ mod tests {
         }
     }
 
+    /// The policy rows of examples/cluster.yaml in memory, as for real: every profile, both
+    /// modes, both styles, each Windows row run (not skipped) and as expected; the rows are
+    /// the agents' doing: with the agents handed no NetworkPolicy, the default-deny row is
+    /// carried and mismatches.
+    #[test]
+    fn the_policy_rows_match_in_memory_under_every_profile_mode_and_style() {
+        let policy_row =
+            |o: &&Outcome| o.flow.step.is_some() || o.flow.name.starts_with("NetworkPolicy");
+        for style in [policy::Style::Calico, policy::Style::Npm] {
+            for mode in ["l2bridge", "overlay"] {
+                for profile in hns::Profile::ALL {
+                    let t = Topology {
+                        profile,
+                        network_policy_style: style,
+                        ..topology(mode)
+                    };
+                    let what = format!("{} {mode} {profile}", style.name());
+                    let all = outcomes(&t).expect("the simulated matrix");
+                    let rows: Vec<&Outcome> = all.iter().filter(policy_row).collect();
+                    assert_eq!(rows.len(), 10, "{what}");
+                    for o in rows {
+                        let linux = o.flow.name.ends_with("Linux pod");
+                        assert_eq!(o.skipped.is_some(), linux, "{what}: {}", o.flow.name);
+                        assert!(o.matches, "{what}: {}: {}", o.flow.name, o.detail);
+                    }
+                }
+            }
+        }
+        let t = topology("l2bridge");
+        let mut sim = build(&t).expect("cluster");
+        let mut none = sim.policy_objects.clone();
+        none.network_policies.clear();
+        sim.sync_agents(&none).expect("the agents sync");
+        let deny = flows::matrix(&sim.state, t.profile)
+            .into_iter()
+            .find(|f| f.name == "NetworkPolicy: default-deny ingress")
+            .expect("the row");
+        let o = sim.run(&deny).expect("runs");
+        assert!(o.passed && !o.matches, "{}", o.detail);
+    }
+
     /// The dual-stack rows in memory, as for real: on Overlay under `unrestricted` the
     /// operator's dual-stack network, sdnoverlay's IPv6 pods and kube-proxy's IPv6 ClusterIP
     /// carry all three (the pods hold an IPv6 address); under ws2025 the pods stay
