@@ -103,6 +103,76 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 assert!(t.contains(&format!("| {row} |")), "{t}");
                 assert!(t.contains(&format!("| Linux {row} |")), "{t}");
             }
+            // The NetworkPolicy rows, each from a real client: Kubernetes' verdict where calico
+            // expresses the policy (the Linux node's agent resolves the named port; calico
+            // skips that rule on Windows), and the build's ACL semantics: a lone Block makes
+            // the endpoint default-deny on ws2025 only, an ACL update resets a live connection
+            // on every Windows build.
+            for (name, cells) in [
+                (
+                    "NetworkPolicy: default-deny ingress",
+                    "client-1 | 10.244.2.11:80 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: from a namespace selector",
+                    "y/b | 10.244.2.11:80 tcp | works | works: HTTP from 10.244.2.13 to 10.244.2.11 | ok",
+                ),
+                (
+                    "NetworkPolicy: from a pod selector",
+                    "x/b | 10.244.2.11:80 tcp | works | works: HTTP from 10.244.2.12 to 10.244.2.11 | ok",
+                ),
+                (
+                    "NetworkPolicy: TCP 80 only, to 81",
+                    "y/b | 10.244.2.11:81 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: egress to an ipBlock only",
+                    "x/e | 10.200.0.1:8080 tcp | works | works: HTTP from ",
+                ),
+                (
+                    "NetworkPolicy: egress to an ipBlock only, to a pod",
+                    "x/e | 10.244.2.10:8080 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: named port, Windows pod",
+                    "x/b | 10.244.2.11:81 tcp | fails (NamedPort) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: named port, Linux pod",
+                    "x/b | 10.244.3.11:81 tcp | works | works: HTTP from 10.244.2.12 to 10.244.3.11 | ok",
+                ),
+            ] {
+                let r = row(&t, name);
+                assert!(
+                    r.starts_with(cells) && r.ends_with("| ok"),
+                    "{mode} {profile}: {name}: {r}"
+                );
+            }
+            let lone = row(&t, "ACL: a lone Block (TCP 82 in), to another port");
+            let update = row(&t, "ACL update during a live TCP connection");
+            if profile == "ws2025" {
+                assert!(
+                    lone.contains("| fails (AclDefaultDeny) | fails: "),
+                    "{lone}"
+                );
+            } else {
+                assert!(
+                    lone.contains("| works | works: HTTP from "),
+                    "{profile}: {lone}"
+                );
+            }
+            if profile == "unrestricted" {
+                assert!(
+                    update.contains("| works | works: HTTP from 10.244.2.12 "),
+                    "{update}"
+                );
+            } else {
+                assert!(
+                    update
+                        .contains("| fails (AclUpdateResetsConnections) | fails: connection reset"),
+                    "{profile}: {update}"
+                );
+            }
             if profile != "unrestricted" {
                 assert!(
                     t.contains("fails (IcmpThroughOutboundNat)"),
@@ -120,9 +190,16 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 );
             } else {
                 // Only refusals that are not HNS's stay: Kubernetes' and winkernel's (no local
-                // backend for a Local traffic policy, no ready or serving endpoint).
-                let own = ["NoLocalEndpoint", "NoReadyEndpoint", "NoServingEndpoint"]
-                    .map(|r| t.matches(&format!("fails ({r})")).count());
+                // backend for a Local traffic policy, no ready or serving endpoint), the
+                // NetworkPolicies' own and what the agent (calico) cannot express.
+                let own = [
+                    "NoLocalEndpoint",
+                    "NoReadyEndpoint",
+                    "NoServingEndpoint",
+                    "NetworkPolicy",
+                    "NamedPort",
+                ]
+                .map(|r| t.matches(&format!("fails ({r})")).count());
                 assert_eq!(
                     t.matches("fails (").count(),
                     own.iter().sum::<usize>(),
