@@ -220,6 +220,65 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
     }
 }
 
+/// The default topology with the Windows nodes' agent as Azure NPM (`networkPolicyStyle:
+/// npm`), for real: under ws2025 NPM programs the policies (SetPolicy sets and v2 ACLs) and the
+/// rows hold as under calico; under ws2022, whose HNS has no SetPolicy, the agent refuses to
+/// start, the header says so, and the Windows pods are not isolated (`NoSetPolicy`) while the
+/// Linux node still enforces.
+#[test]
+fn the_policy_rows_hold_for_real_with_npm_and_say_so_where_it_cannot_run() {
+    require_root();
+    let _one = one_at_a_time();
+    let _down = Down;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("npm.yaml");
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cluster.yaml"
+    ))
+    .expect("examples/cluster.yaml");
+    let npm = example.replace("networkPolicyStyle: calico", "networkPolicyStyle: npm");
+    assert_ne!(npm, example, "the example names its style");
+    std::fs::write(&file, npm).expect("topology");
+    let topology = file.to_string_lossy().into_owned();
+    for profile in ["ws2025", "ws2022"] {
+        let out = winnet(&[
+            "demo",
+            "--topology",
+            &topology,
+            "--profile",
+            profile,
+            "--markdown",
+        ]);
+        let t = text(&out);
+        assert!(out.status.success(), "npm {profile}:\n{t}");
+        assert!(!t.contains("MISMATCH"), "{t}");
+        let deny = row(&t, "NetworkPolicy: default-deny ingress");
+        let named = row(&t, "NetworkPolicy: named port, Windows pod");
+        let linux = row(&t, "NetworkPolicy: named port, Linux pod");
+        assert!(linux.contains("| works | works: HTTP from "), "{linux}");
+        if profile == "ws2025" {
+            assert!(deny.contains("| fails (NetworkPolicy) | fails: "), "{deny}");
+            assert!(named.contains("| fails (NamedPort) | fails: "), "{named}");
+        } else {
+            assert!(
+                t.contains("not enforced on the Windows nodes (--style npm needs SetPolicy"),
+                "{t}"
+            );
+            assert!(
+                deny.contains("| works (NoSetPolicy) | works: HTTP from "),
+                "{deny}"
+            );
+            assert!(named.contains("| works | works: HTTP from "), "{named}");
+        }
+        assert_eq!(
+            leftovers(),
+            Vec::<String>::new(),
+            "npm {profile} left something behind"
+        );
+    }
+}
+
 /// The demo's default output fits a terminal of 120 columns: a header naming what every
 /// row's expectation depends on (the profile, the mode, kube-proxy's DSR, dual-stack, the
 /// backend limit), then the rows, long cells wrapped; `--markdown` keeps each row whole. The
