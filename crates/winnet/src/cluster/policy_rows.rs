@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::flows::{Flow, Proto, flow};
 use super::topology::{HTTP_PORT, OUTSIDE_IP, Os};
-use super::{PodState, State};
+use super::{NodeState, PodState, State};
 
 /// Where a row goes.
 #[derive(Clone, Copy)]
@@ -170,50 +170,47 @@ pub fn rows(state: &State, profile: Profile) -> Vec<Flow> {
     out
 }
 
-/// The rows of the ACL semantics of the build: a lone Block ACL on a pod no policy selects
-/// (ws2025 makes the endpoint default-deny: its other ports fail too), and a live connection
-/// across an ACL update (reset on the Windows builds, kept under `unrestricted`).
+/// The rows of the ACL semantics of the build: a lone Block ACL on `web-2`'s endpoint (ws2025
+/// makes the endpoint default-deny: its other ports fail too), and a live connection from `x/b`
+/// to `x/a` across an ACL update (reset on the Windows builds, kept under `unrestricted`).
 fn acl_rows(state: &State, profile: Profile, how: &Enforcement) -> Vec<Flow> {
     let mut out = Vec::new();
-    if let (Some((_, from)), Some(node)) = (
-        pod(state, "default/client-1"),
-        node_of(state, "default/web-2"),
-    ) && let Some((_, to)) = pod(state, "default/web-2")
-    {
-        let f = flow(
-            &format!("ACL: a lone Block (TCP {BLOCKED_PORT} in), to another port"),
-            &shown(from),
-            &from.netns,
-            IpAddr::V4(to.ip),
-            HTTP_PORT,
-            Proto::Tcp,
-        );
-        let mut f = f.unless(profile, Limitation::AclDefaultDeny);
-        f.step = Some(Step::LoneBlock { node });
-        out.push(f);
-    }
-    if let (Some((from_os, from)), Some((to_os, to))) = (pod(state, "x/b"), pod(state, "x/a")) {
+    let expected = |from: &PodState, from_os: Os, to: &PodState, to_os: Os, port: u16| {
         let conn = Connection {
             src: IpAddr::V4(from.ip),
             dst: IpAddr::V4(to.ip),
             protocol: Protocol::Tcp,
-            port: 80,
+            port,
         };
         let (pass, why) = how.verdict(&conn, from_os == Os::Windows, to_os == Os::Windows);
-        let mut f = flow(
-            "ACL update during a live TCP connection",
-            &shown(from),
-            &from.netns,
-            conn.dst,
-            80,
-            Proto::Tcp,
-        );
+        let mut f = flow("", &shown(from), &from.netns, conn.dst, port, Proto::Tcp);
         f.expect_pass = pass;
         f.limitation = why;
+        f
+    };
+    if let (Some((from_node, from)), Some((to_node, to))) =
+        (pod(state, "default/client-1"), pod(state, "default/web-2"))
+        && to_node.os == Os::Windows
+    {
+        let mut f = expected(from, from_node.os, to, to_node.os, HTTP_PORT);
+        f.name = format!("ACL: a lone Block (TCP {BLOCKED_PORT} in), to another port");
+        if f.expect_pass {
+            f = f.unless(profile, Limitation::AclDefaultDeny);
+        }
+        f.step = Some(Step::LoneBlock {
+            node: to_node.name.clone(),
+        });
+        out.push(f);
+    }
+    if let (Some((from_node, from)), Some((to_node, to))) = (pod(state, "x/b"), pod(state, "x/a"))
+        && to_node.os == Os::Windows
+    {
+        let mut f = expected(from, from_node.os, to, to_node.os, 80);
+        f.name = "ACL update during a live TCP connection".into();
         if how.no_agent {
             // No agent on the Windows nodes: nothing updates the ACLs.
             f.limitation = Some("NoSetPolicy".into());
-        } else if pass && to_os == Os::Windows {
+        } else if f.expect_pass {
             f = f.unless(profile, Limitation::AclUpdateResetsConnections);
         }
         f.step = Some(Step::AclUpdate);
@@ -222,26 +219,17 @@ fn acl_rows(state: &State, profile: Profile, how: &Enforcement) -> Vec<Flow> {
     out
 }
 
-/// The node of a pod by `namespace/name`.
-fn node_of(state: &State, key: &str) -> Option<String> {
-    let (ns, name) = key.split_once('/')?;
-    state
-        .nodes
-        .iter()
-        .find(|n| n.pods.iter().any(|p| p.namespace == ns && p.name == name))
-        .map(|n| n.name.clone())
-}
-
 /// The rows of the topology's NetworkPolicies, each expected as [`Enforcement`] says.
 fn static_rows(state: &State, how: &Enforcement) -> Vec<Flow> {
     CASES
         .iter()
         .filter_map(|c| {
-            let (from_os, from) = pod(state, c.from)?;
+            let (from_node, from) = pod(state, c.from)?;
+            let from_os = from_node.os;
             let (to, port, to_os) = match c.to {
                 Target::Pod(key, port) => {
-                    let (os, p) = pod(state, key)?;
-                    (IpAddr::V4(p.ip), port, Some(os))
+                    let (node, p) = pod(state, key)?;
+                    (IpAddr::V4(p.ip), port, Some(node.os))
                 }
                 Target::External => (IpAddr::V4(OUTSIDE_IP), HTTP_PORT, None),
             };
@@ -262,14 +250,14 @@ fn static_rows(state: &State, how: &Enforcement) -> Vec<Flow> {
         .collect()
 }
 
-/// A pod by `namespace/name`, with its node's OS.
-fn pod<'a>(state: &'a State, key: &str) -> Option<(Os, &'a PodState)> {
+/// A pod by `namespace/name`, with its node.
+fn pod<'a>(state: &'a State, key: &str) -> Option<(&'a NodeState, &'a PodState)> {
     let (ns, name) = key.split_once('/')?;
     state.nodes.iter().find_map(|n| {
         n.pods
             .iter()
             .find(|p| p.namespace == ns && p.name == name)
-            .map(|p| (n.os, p))
+            .map(|p| (n, p))
     })
 }
 
