@@ -7,6 +7,7 @@
 pub mod acl_steps;
 pub mod build;
 pub mod check;
+pub mod enforcement;
 pub mod flows;
 pub mod leases;
 pub mod netpol;
