@@ -103,6 +103,76 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 assert!(t.contains(&format!("| {row} |")), "{t}");
                 assert!(t.contains(&format!("| Linux {row} |")), "{t}");
             }
+            // The NetworkPolicy rows, each from a real client: Kubernetes' verdict where calico
+            // expresses the policy (the Linux node's agent resolves the named port; calico
+            // skips that rule on Windows), and the build's ACL semantics: a lone Block makes
+            // the endpoint default-deny on ws2025 only, an ACL update resets a live connection
+            // on every Windows build.
+            for (name, cells) in [
+                (
+                    "NetworkPolicy: default-deny ingress",
+                    "client-1 | 10.244.2.11:80 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: from a namespace selector",
+                    "y/b | 10.244.2.11:80 tcp | works | works: HTTP from 10.244.2.13 to 10.244.2.11 | ok",
+                ),
+                (
+                    "NetworkPolicy: from a pod selector",
+                    "x/b | 10.244.2.11:80 tcp | works | works: HTTP from 10.244.2.12 to 10.244.2.11 | ok",
+                ),
+                (
+                    "NetworkPolicy: TCP 80 only, to 81",
+                    "y/b | 10.244.2.11:81 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: egress to an ipBlock only",
+                    "x/e | 10.200.0.1:8080 tcp | works | works: HTTP from ",
+                ),
+                (
+                    "NetworkPolicy: egress to an ipBlock only, to a pod",
+                    "x/e | 10.244.2.10:8080 tcp | fails (NetworkPolicy) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: named port, Windows pod",
+                    "x/b | 10.244.2.11:81 tcp | fails (NamedPort) | fails: ",
+                ),
+                (
+                    "NetworkPolicy: named port, Linux pod",
+                    "x/b | 10.244.3.11:81 tcp | works | works: HTTP from 10.244.2.12 to 10.244.3.11 | ok",
+                ),
+            ] {
+                let r = row(&t, name);
+                assert!(
+                    r.trim_start().starts_with(cells) && r.ends_with("| ok"),
+                    "{mode} {profile}: {name}: {r}"
+                );
+            }
+            let lone = row(&t, "ACL: a lone Block (TCP 82 in), to another port");
+            let update = row(&t, "ACL update during a live TCP connection");
+            if profile == "ws2025" {
+                assert!(
+                    lone.contains("| fails (AclDefaultDeny) | fails: "),
+                    "{lone}"
+                );
+            } else {
+                assert!(
+                    lone.contains("| works | works: HTTP from "),
+                    "{profile}: {lone}"
+                );
+            }
+            if profile == "unrestricted" {
+                assert!(
+                    update.contains("| works | works: HTTP from 10.244.2.12 "),
+                    "{update}"
+                );
+            } else {
+                assert!(
+                    update
+                        .contains("| fails (AclUpdateResetsConnections) | fails: connection reset"),
+                    "{profile}: {update}"
+                );
+            }
             if profile != "unrestricted" {
                 assert!(
                     t.contains("fails (IcmpThroughOutboundNat)"),
@@ -120,9 +190,16 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 );
             } else {
                 // Only refusals that are not HNS's stay: Kubernetes' and winkernel's (no local
-                // backend for a Local traffic policy, no ready or serving endpoint).
-                let own = ["NoLocalEndpoint", "NoReadyEndpoint", "NoServingEndpoint"]
-                    .map(|r| t.matches(&format!("fails ({r})")).count());
+                // backend for a Local traffic policy, no ready or serving endpoint), the
+                // NetworkPolicies' own and what the agent (calico) cannot express.
+                let own = [
+                    "NoLocalEndpoint",
+                    "NoReadyEndpoint",
+                    "NoServingEndpoint",
+                    "NetworkPolicy",
+                    "NamedPort",
+                ]
+                .map(|r| t.matches(&format!("fails ({r})")).count());
                 assert_eq!(
                     t.matches("fails (").count(),
                     own.iter().sum::<usize>(),
@@ -140,6 +217,65 @@ fn the_demo_matches_every_cell_in_both_modes_and_leaves_nothing_behind() {
                 "demo {mode} {profile} left something behind"
             );
         }
+    }
+}
+
+/// The default topology with the Windows nodes' agent as Azure NPM (`networkPolicyStyle:
+/// npm`), for real: under ws2025 NPM programs the policies (SetPolicy sets and v2 ACLs) and the
+/// rows hold as under calico; under ws2022, whose HNS has no SetPolicy, the agent refuses to
+/// start, the header says so, and the Windows pods are not isolated (`NoSetPolicy`) while the
+/// Linux node still enforces.
+#[test]
+fn the_policy_rows_hold_for_real_with_npm_and_say_so_where_it_cannot_run() {
+    require_root();
+    let _one = one_at_a_time();
+    let _down = Down;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("npm.yaml");
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cluster.yaml"
+    ))
+    .expect("examples/cluster.yaml");
+    let npm = example.replace("networkPolicyStyle: calico", "networkPolicyStyle: npm");
+    assert_ne!(npm, example, "the example names its style");
+    std::fs::write(&file, npm).expect("topology");
+    let topology = file.to_string_lossy().into_owned();
+    for profile in ["ws2025", "ws2022"] {
+        let out = winnet(&[
+            "demo",
+            "--topology",
+            &topology,
+            "--profile",
+            profile,
+            "--markdown",
+        ]);
+        let t = text(&out);
+        assert!(out.status.success(), "npm {profile}:\n{t}");
+        assert!(!t.contains("MISMATCH"), "{t}");
+        let deny = row(&t, "NetworkPolicy: default-deny ingress");
+        let named = row(&t, "NetworkPolicy: named port, Windows pod");
+        let linux = row(&t, "NetworkPolicy: named port, Linux pod");
+        assert!(linux.contains("| works | works: HTTP from "), "{linux}");
+        if profile == "ws2025" {
+            assert!(deny.contains("| fails (NetworkPolicy) | fails: "), "{deny}");
+            assert!(named.contains("| fails (NamedPort) | fails: "), "{named}");
+        } else {
+            assert!(
+                t.contains("not enforced on the Windows nodes (--style npm needs SetPolicy"),
+                "{t}"
+            );
+            assert!(
+                deny.contains("| works (NoSetPolicy) | works: HTTP from "),
+                "{deny}"
+            );
+            assert!(named.contains("| works | works: HTTP from "), "{named}");
+        }
+        assert_eq!(
+            leftovers(),
+            Vec::<String>::new(),
+            "npm {profile} left something behind"
+        );
     }
 }
 

@@ -106,6 +106,8 @@ pub struct Cluster {
     v6: bool,
     /// Each node's kube-proxy and the objects it syncs.
     pub(crate) proxies: super::agents::proxy::Proxies,
+    /// Each node's NetworkPolicy agent.
+    pub(crate) policies: super::agents::policy::Policies,
     /// Where the nodes' CNI state and IPAM leases live; removed with the cluster.
     work: tempfile::TempDir,
 }
@@ -164,6 +166,7 @@ impl Cluster {
             drops: Vec::new(),
             v6,
             proxies: Default::default(),
+            policies: Default::default(),
             work: tempfile::tempdir()
                 .map_err(|e| HnsError::new(hcn::HResult::E_FAIL, format!("a work dir: {e}")))?,
         };

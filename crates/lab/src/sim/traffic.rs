@@ -314,15 +314,22 @@ fn answers(p: &Packet, kind: Kind, token: u32, dst: IpAddr, port: u16, sport: u1
             },
             Kind::Syn,
         ) => *ack == token.wrapping_add(1) && *src_port == port && *dst_port == sport,
+        // The ACK of the data, or a RST of the connection (a reset flow's answer, whose
+        // sequence number is the segment's acknowledgment: the client takes it).
         (
             L4::Tcp {
                 ack,
                 src_port,
                 dst_port,
+                flags,
                 ..
             },
             Kind::Data,
-        ) => *ack == token.wrapping_add(4) && *src_port == port && *dst_port == sport,
+        ) => {
+            (*ack == token.wrapping_add(4) || flags & TcpFlags::RST != 0)
+                && *src_port == port
+                && *dst_port == sport
+        }
         (
             L4::Udp {
                 payload,

@@ -68,16 +68,43 @@ fn status_in(detail: &str) -> Option<u16> {
 /// Why the real cluster skips a flow of the in-memory cluster only.
 pub const IN_MEMORY_ONLY: &str = "in memory only (winnet demo --simulate)";
 
+/// Runs `flows`: first those that may run together ([`Flow::concurrent`]: independent
+/// connections from their own pods, most of them waiting out a policy's drop), all at once;
+/// then the others one by one. The outcomes are in the flows' order.
+pub fn run_all(flows: &[Flow]) -> Vec<Outcome> {
+    let mut out: Vec<Option<Outcome>> = vec![None; flows.len()];
+    std::thread::scope(|s| {
+        let running: Vec<_> = flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.concurrent)
+            .map(|(i, f)| (i, s.spawn(move || run(f))))
+            .collect();
+        for (i, h) in running {
+            out[i] =
+                Some(h.join().unwrap_or_else(|_| {
+                    judge(&flows[i], false, "the flow's thread panicked".into())
+                }));
+        }
+    });
+    flows
+        .iter()
+        .zip(out)
+        .map(|(f, o)| o.unwrap_or_else(|| run(f)))
+        .collect()
+}
+
 /// Runs one flow.
 pub fn run(f: &Flow) -> Outcome {
     if f.in_memory_only {
         return Outcome::skipped(f, IN_MEMORY_ONLY);
     }
-    let (passed, detail) = match (f.proto, f.connections) {
-        (Proto::Tcp, Some(n)) => sticky(f, n),
-        (Proto::Tcp, None) => tcp(f),
-        (Proto::Udp, _) => udp(f),
-        (Proto::Icmp, _) => icmp(f),
+    let (passed, detail) = match (&f.step, f.proto, f.connections) {
+        (Some(step), _, _) => super::acl_steps::run(f, step, tcp),
+        (None, Proto::Tcp, Some(n)) => sticky(f, n),
+        (None, Proto::Tcp, None) => tcp(f),
+        (None, Proto::Udp, _) => udp(f),
+        (None, Proto::Icmp, _) => icmp(f),
     };
     judge(f, passed, detail)
 }

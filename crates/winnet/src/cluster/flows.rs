@@ -63,9 +63,23 @@ pub struct Flow {
     /// makes); the real cluster marks it skipped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub in_memory_only: bool,
+    /// What is done around the flow (an ACL row: a lone Block, an ACL update).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<super::policy_rows::Step>,
+    /// It may run at the same time as the other such flows (it changes nothing and nothing
+    /// it depends on changes meanwhile).
+    #[serde(skip)]
+    pub concurrent: bool,
 }
 
-fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto) -> Flow {
+pub(super) fn flow(
+    name: &str,
+    from: &str,
+    netns: &str,
+    to: IpAddr,
+    port: u16,
+    proto: Proto,
+) -> Flow {
     Flow {
         name: name.into(),
         from: from.into(),
@@ -82,11 +96,13 @@ fn flow(name: &str, from: &str, netns: &str, to: IpAddr, port: u16, proto: Proto
         expect_destination: None,
         expect_status: None,
         in_memory_only: false,
+        step: None,
+        concurrent: false,
     }
 }
 
 impl Flow {
-    fn unless(mut self, profile: Profile, l: Limitation) -> Flow {
+    pub(super) fn unless(mut self, profile: Profile, l: Limitation) -> Flow {
         if profile.imposes(l) {
             self.expect_pass = false;
             self.limitation = Some(l.as_str().to_string());
@@ -453,6 +469,7 @@ pub fn matrix(state: &State, profile: Profile) -> Vec<Flow> {
         out.extend(by_name(state, profile, pl, false));
     }
     out.extend(dual_stack(state, profile));
+    out.extend(super::policy_rows::rows(state, profile));
     out.push(backend_limit(client, profile));
     out
 }

@@ -4,11 +4,14 @@
 //! TCP, UDP and ICMP ([`check`]); and its removal ([`teardown`]). What was made is recorded in
 //! the cluster directory as it is made, so `down` removes everything, also after a failed `up`.
 
+pub mod acl_steps;
 pub mod build;
 pub mod check;
+pub mod enforcement;
 pub mod flows;
 pub mod leases;
 pub mod netpol;
+pub mod policy_rows;
 pub mod probe;
 pub mod procs;
 pub mod render;

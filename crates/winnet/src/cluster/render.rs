@@ -78,15 +78,40 @@ pub fn header(t: &Topology, simulated: bool) -> Vec<String> {
             limitations.join(", ")
         )
     };
-    [
+    let mut lines = vec![
         format!("profile {p} ({}), {mode}, {run}", describe(p, &hns)),
         format!("kube-proxy winkernel --enable-dsr {dsr}"),
         format!("{family}; {backends}; {affinity}; {snat}"),
         limitations,
-    ]
-    .iter()
-    .flat_map(|l| indented(l, WIDTH, "", "  "))
-    .collect()
+    ];
+    lines.extend(policy_agents(t, &hns));
+    lines
+        .iter()
+        .flat_map(|l| indented(l, WIDTH, "", "  "))
+        .collect()
+}
+
+/// Who enforces the topology's NetworkPolicies, when it has any: the style's agent on the
+/// Windows nodes (or why it cannot run there), nftables on the Linux nodes.
+fn policy_agents(t: &Topology, hns: &str) -> Option<String> {
+    if t.network_policies.is_empty() {
+        return None;
+    }
+    let style = t.network_policy_style;
+    let windows = if style == policy::Style::Npm && !t.profile.features().set_policy {
+        format!(
+            "not enforced on the Windows nodes (--style npm needs SetPolicy, which {hns} lacks: NoSetPolicy)"
+        )
+    } else {
+        format!(
+            "winnet policy --style {} on the Windows nodes",
+            style.name()
+        )
+    };
+    Some(format!(
+        "{} NetworkPolicies: {windows}, nftables on the Linux node",
+        t.network_policies.len()
+    ))
 }
 
 /// What `p` reproduces: the build and its HNS.
@@ -265,7 +290,9 @@ fn row(o: &Outcome) -> Row {
     };
     let expected = match (f.expect_pass, &f.limitation, f.expect_status) {
         (true, _, Some(status)) => format!("HTTP {status}"),
-        (true, _, None) => "works".to_string(),
+        // Carried where Kubernetes would not (a construct the Windows agent did not apply).
+        (true, Some(l), None) => format!("works ({l})"),
+        (true, None, None) => "works".to_string(),
         (false, Some(l), _) => format!("fails ({l})"),
         (false, None, _) => "fails".to_string(),
     };

@@ -20,8 +20,14 @@ use lab::sim::agents::flannel::{leases, nth};
 use lab::workloads::PodSpec;
 use lab::{Cluster, Exchange, PodOptions, Who};
 
+use hcn::policy::AclPolicySetting;
+use hns_client::acl::endpoint_acls;
+use lab::Packet;
+use lab::sim::node::block_on;
+
 use super::check::{self, Outcome};
 use super::flows::{self, Flow, Proto};
+use super::policy_rows::{self, Step};
 use super::sim_dns;
 use super::topology::{
     DNS_POD_PREFIX, DNS_PODS, HTTP_PORT, Mode, NAMESPACE, Os, Topology, node_ip,
@@ -42,6 +48,10 @@ pub struct SimCluster {
     rules: BTreeMap<String, dnsclient::Rules>,
     /// What HNS answered kube-proxy for a Service it refused, by the Service's ClusterIP.
     refusals: BTreeMap<IpAddr, String>,
+    /// Why a node's NetworkPolicy agent does not run, by node.
+    agents: BTreeMap<String, String>,
+    /// The Pods, Namespaces and NetworkPolicies the agents read.
+    policy_objects: kubesrc::Objects,
 }
 
 /// Builds `t` in memory.
@@ -141,6 +151,17 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
                     .add_pod(sim_node, &pod, opts.clone())
                     .map_err(hns(format!("pod {pod}")))?;
                 who.insert(pod.clone(), w);
+                // A pod of another namespace is shown as `namespace/name`; it answers on the
+                // ports it serves, as the real pod's server does.
+                who.insert(spec.key(), w);
+                if let Some(stack) = c.stack_mut(w) {
+                    for p in spec.ports() {
+                        match p.protocol {
+                            lab::workloads::Protocol::Tcp => stack.tcp_listen.insert(p.port),
+                            lab::workloads::Protocol::Udp => stack.udp_listen.insert(p.port),
+                        };
+                    }
+                }
                 ip6 = c.stack(w).and_then(|s| {
                     s.addresses().find_map(|a| match a {
                         IpAddr::V6(v6) => Some(v6),
@@ -177,9 +198,9 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         .partition(|(_, p)| !p.name.starts_with(DNS_POD_PREFIX));
     let objects = sim_dns::objects(t, &pods, &dns_pods)?;
     let handler = Arc::new(sim_dns::handler(&objects)?);
+    let sim = |p: &PodState| who.get(&format!("{}/{}", p.namespace, p.name)).copied();
     for (_, p) in &dns_pods {
-        let w = who[&p.name];
-        if let Some(s) = c.stack_mut(w) {
+        if let Some(s) = sim(p).and_then(|w| c.stack_mut(w)) {
             s.udp_responders
                 .insert(53, sim_dns::responder(Arc::clone(&handler)));
         }
@@ -191,13 +212,15 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
             continue;
         };
         for (_, p) in pods.iter().filter(|(_, p)| p.name.starts_with(&s.selector)) {
-            if let Some(stack) = c.stack_mut(who[&p.name]) {
+            if let Some(stack) = sim(p).and_then(|w| c.stack_mut(w)) {
                 stack.extra_addresses.push(IpAddr::V4(lb));
             }
         }
     }
     c.set_proxy_dsr(t.dsr);
     c.set_objects(objects).map_err(hns("kube-proxy".into()))?;
+    let policy_objects = super::policy_rows::objects(&state)?;
+    let agents = sync_policies(&mut c, t, &policy_objects)?;
     // The Service past the backend limit: kube-proxy asks for its load balancer and hnsd
     // refuses it where the build has a limit (kube-proxy reports the refusal; the matrix's
     // row shows what the pod then gets); the external host answers on every backend address.
@@ -251,14 +274,15 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
     // The resolver hnsd gives each pod, from the DNS the plugin put on its endpoint.
     let mut rules = BTreeMap::new();
     for (_, p) in &pods {
-        let Who::Pod(n, ep) = who[&p.name] else {
-            bail!("{}: not a simulated pod", p.name);
+        let key = format!("{}/{}", p.namespace, p.name);
+        let Some(Who::Pod(n, ep)) = who.get(&key).copied() else {
+            bail!("{key}: not a simulated pod");
         };
         let dns = c.nodes[n]
             .read(|s| s.endpoint(ep).map(|e| e.dns.clone()))
             .with_context(|| format!("{}: no HNS endpoint", p.name))?;
         rules.insert(
-            p.name.clone(),
+            super::policy_rows::shown(p),
             sim_dns::pod_rules(t.profile, &p.name, &dns)?,
         );
     }
@@ -268,7 +292,37 @@ fn build_with(t: &Topology, opts: PodOptions) -> anyhow::Result<SimCluster> {
         who,
         rules,
         refusals,
+        agents,
+        policy_objects,
     })
+}
+
+/// Every Windows node's NetworkPolicy agent of the topology's style over the objects the real
+/// cluster writes; what each says of itself when it does not run (npm without SetPolicy), by
+/// node. An agent that runs and fails to program is an error: the real one would retry.
+fn sync_policies(
+    c: &mut Cluster,
+    t: &Topology,
+    objects: &kubesrc::Objects,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let reports = c
+        .sync_policies(t.network_policy_style, objects)
+        .map_err(|e| anyhow!("NetworkPolicy agents: {}", e.detail))?;
+    let mut refused = BTreeMap::new();
+    for (node, r) in c.nodes.iter().zip(reports) {
+        match r {
+            Ok(errors) if errors.is_empty() => {}
+            Ok(errors) => bail!(
+                "{}: the NetworkPolicy agent: {}",
+                node.name,
+                errors.join("; ")
+            ),
+            Err(why) => {
+                refused.insert(node.name.clone(), why);
+            }
+        }
+    }
+    Ok(refused)
 }
 
 impl SimCluster {
@@ -301,6 +355,10 @@ impl SimCluster {
                 (IpAddr::V4(ip), Some(format!("({name} -> {ip})")))
             }
         };
+        if let Some(step) = &f.step {
+            let (passed, detail) = self.run_step(f, from, step)?;
+            return Ok(check::judge(f, passed, self.with_agents(f, detail)));
+        }
         let c = &mut self.cluster;
         if let Some(n) = f.connections {
             let mut reached = Vec::new();
@@ -332,7 +390,110 @@ impl SimCluster {
         if passed && f.expect_status.is_some() {
             detail = format!("{detail}; {}", self.health_answer(to, f.port));
         }
-        Ok(check::judge(f, passed, detail))
+        Ok(check::judge(f, passed, self.with_agents(f, detail)))
+    }
+
+    /// Runs `f` with its step ([`Step`]), as the real run does: the lone Block through the
+    /// destination node's hnsd, the ACL update through the nodes' agents.
+    fn run_step(&mut self, f: &Flow, from: Who, step: &Step) -> anyhow::Result<(bool, String)> {
+        let Some(Who::Pod(n, ep)) = self.pod_at(f.to) else {
+            bail!("{}: not a simulated pod", f.to);
+        };
+        let hns = |e: hcn::HnsError| anyhow!("{}", e.detail);
+        let said = |e: hns_client::ClientError| anyhow!("HNS: {e}");
+        let client = self.cluster.nodes[n].hns.clone();
+        match step {
+            Step::LoneBlock { .. } => {
+                let held: Vec<AclPolicySetting> = block_on(client.get_endpoint_by_id(ep))
+                    .map_err(hns)?
+                    .map(|e| endpoint_acls(&e).into_iter().cloned().collect())
+                    .map_err(said)?;
+                let block = policy_rows::lone_block()?;
+                block_on(client.set_endpoint_acls(ep, vec![block]))
+                    .map_err(hns)?
+                    .map_err(said)?;
+                let e = self.cluster.tcp_syn(from, f.to, f.port);
+                block_on(client.set_endpoint_acls(ep, held))
+                    .map_err(hns)?
+                    .map_err(said)?;
+                Ok(describe(&e, f.proto))
+            }
+            Step::AclUpdate => {
+                let syn = self.cluster.tcp_syn(from, f.to, f.port);
+                if !syn.ok() || syn.refused() {
+                    let (_, d) = describe(&syn, f.proto);
+                    return Ok((false, format!("the connection did not open: {d}")));
+                }
+                let sport = syn.reply.as_ref().map(Packet::dst_port).unwrap_or_default();
+                let to = self.pod_state(f.to).context("the destination pod")?;
+                let mut changed = self.policy_objects.clone();
+                let update = serde_json::to_string(&policy_rows::update_policy(&to))?;
+                kubesrc::manifests::load_text(&update, "the ACL update", &mut changed);
+                self.sync_agents(&changed)?;
+                let data = self.cluster.tcp_data(from, sport, f.to, f.port);
+                let objects = self.policy_objects.clone();
+                self.sync_agents(&objects)?;
+                Ok(match &data.reply {
+                    Some(r) if data.refused() => (
+                        false,
+                        format!("connection reset (RST from {}) after the ACL update", r.src),
+                    ),
+                    Some(_) => (
+                        true,
+                        "data acknowledged on the connection opened before (after the ACL update)"
+                            .into(),
+                    ),
+                    None => describe(&data, f.proto),
+                })
+            }
+        }
+    }
+
+    /// `detail` of a NetworkPolicy row, with why the agents do not run where they do not.
+    fn with_agents(&self, f: &Flow, detail: String) -> String {
+        let policy_row = f.step.is_some() || f.name.starts_with("NetworkPolicy");
+        match self.agents.iter().next() {
+            Some((node, why)) if policy_row => format!("{detail}; {node}'s agent: {why}"),
+            _ => detail,
+        }
+    }
+
+    /// Every node's agent over `objects`; an agent that runs and fails is an error.
+    fn sync_agents(&mut self, objects: &kubesrc::Objects) -> anyhow::Result<()> {
+        let style = self
+            .state
+            .topology
+            .as_ref()
+            .map(|t| t.network_policy_style)
+            .unwrap_or(policy::Style::Calico);
+        let reports = self
+            .cluster
+            .sync_policies(style, objects)
+            .map_err(|e| anyhow!("NetworkPolicy agents: {}", e.detail))?;
+        for errors in reports.into_iter().flatten() {
+            if !errors.is_empty() {
+                bail!("a NetworkPolicy agent: {}", errors.join("; "));
+            }
+        }
+        Ok(())
+    }
+
+    /// The pod at `ip`, as recorded.
+    fn pod_state(&self, ip: IpAddr) -> Option<PodState> {
+        self.state
+            .nodes
+            .iter()
+            .flat_map(|n| &n.pods)
+            .find(|p| IpAddr::V4(p.ip) == ip)
+            .cloned()
+    }
+
+    /// The simulated pod at `ip`.
+    fn pod_at(&self, ip: IpAddr) -> Option<Who> {
+        let p = self.pod_state(ip)?;
+        self.who
+            .get(&format!("{}/{}", p.namespace, p.name))
+            .copied()
     }
 
     /// What the kube-proxy of the node at `ip` answers on health check node port `port`, in the
@@ -462,6 +623,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The policy rows of examples/cluster.yaml in memory, as for real: every profile, both
+    /// modes, both styles, each Windows row run (not skipped) and as expected; the rows are
+    /// the agents' doing: with the agents handed no NetworkPolicy, the default-deny row is
+    /// carried and mismatches.
+    #[test]
+    fn the_policy_rows_match_in_memory_under_every_profile_mode_and_style() {
+        let policy_row =
+            |o: &&Outcome| o.flow.step.is_some() || o.flow.name.starts_with("NetworkPolicy");
+        for style in [policy::Style::Calico, policy::Style::Npm] {
+            for mode in ["l2bridge", "overlay"] {
+                for profile in hns::Profile::ALL {
+                    let t = Topology {
+                        profile,
+                        network_policy_style: style,
+                        ..topology(mode)
+                    };
+                    let what = format!("{} {mode} {profile}", style.name());
+                    let all = outcomes(&t).expect("the simulated matrix");
+                    let rows: Vec<&Outcome> = all.iter().filter(policy_row).collect();
+                    assert_eq!(rows.len(), 10, "{what}");
+                    for o in rows {
+                        let linux = o.flow.name.ends_with("Linux pod");
+                        assert_eq!(o.skipped.is_some(), linux, "{what}: {}", o.flow.name);
+                        assert!(o.matches, "{what}: {}: {}", o.flow.name, o.detail);
+                    }
+                }
+            }
+        }
+        let t = topology("l2bridge");
+        let mut sim = build(&t).expect("cluster");
+        let mut none = sim.policy_objects.clone();
+        none.network_policies.clear();
+        sim.sync_agents(&none).expect("the agents sync");
+        let deny = flows::matrix(&sim.state, t.profile)
+            .into_iter()
+            .find(|f| f.name == "NetworkPolicy: default-deny ingress")
+            .expect("the row");
+        let o = sim.run(&deny).expect("runs");
+        assert!(o.passed && !o.matches, "{}", o.detail);
     }
 
     /// The dual-stack rows in memory, as for real: on Overlay under `unrestricted` the

@@ -290,10 +290,7 @@ pub fn check_and_print(state: &State, a: &CheckArgs) -> anyhow::Result<bool> {
         .as_ref()
         .map(|t| t.profile)
         .unwrap_or_default();
-    let outcomes: Vec<check::Outcome> = flows::matrix(state, profile)
-        .iter()
-        .map(check::run)
-        .collect();
+    let outcomes = check::run_all(&flows::matrix(state, profile));
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
     } else {
