@@ -247,6 +247,20 @@ pub fn style_of_id(id: &str) -> Style {
     }
 }
 
+/// The node's addresses as felix's node -> pod Allow among `held` names them (the agent's
+/// `--host-address`, read back); empty when no endpoint holds that rule.
+pub fn host_addresses_of<'a>(
+    held: impl IntoIterator<Item = &'a AclPolicySetting>,
+) -> Vec<ipnet::IpNet> {
+    held.into_iter()
+        .find(|a| a.id == felix::HOST_TO_ENDPOINT_ID)
+        .map(|a| {
+            let text = a.remote_addresses.as_str();
+            text.split(',').filter_map(|s| s.parse().ok()).collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What a Linux node decides for `c` over the same objects, and the constructs `style`'s
 /// agent skipped in the policies that judge it (those selecting the source for egress, the
 /// destination for ingress).

@@ -1,0 +1,316 @@
+//! `winnet trace`'s NetworkPolicy lines: beside each ACL layer the packet crosses, the
+//! NetworkPolicy and rule that made the deciding ACL, the constructs the node's agent skipped in
+//! the policies that judge the packet, and what a Linux node decides for it. The deciding ACL is
+//! read from the endpoint (the rule's owner is `<endpoint ID>/<n>`, its n-th ACL); its source
+//! comes from the agent's own plan over the same NetworkPolicies, Pods and Namespaces
+//! (`--manifests`, the local cluster's by default), or, with no objects, from its `Id` alone.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use hcn::Endpoint;
+use hcn::policy::{AclAction, AclPolicySetting};
+use hns_client::TraceAnswer;
+use hns_client::acl::endpoint_acls;
+use hns_client::trace::answer::{LayerStep, StepDirection};
+use policy::explain::{self, Source};
+use policy::model::Protocol;
+use policy::{Cluster, Connection, NodeContext, Style};
+use serde::Serialize;
+
+/// The NetworkPolicies, Pods and Namespaces the node's agent reads, and where they are.
+pub struct PolicySource {
+    pub cluster: Cluster,
+    pub origin: String,
+}
+
+impl PolicySource {
+    /// The objects of a manifests folder (as `winnet policy --manifests` reads it).
+    pub fn from_dir(dir: &Path) -> PolicySource {
+        let objects = kubesrc::manifests::load(dir);
+        PolicySource {
+            cluster: Cluster::from_objects(&objects),
+            origin: dir.display().to_string(),
+        }
+    }
+
+    /// The objects of a bundle's manifest files; `None` when it has none.
+    pub fn from_files(files: &std::collections::BTreeMap<String, String>) -> Option<PolicySource> {
+        if files.is_empty() {
+            return None;
+        }
+        let mut objects = kubesrc::Objects::default();
+        for (name, text) in files {
+            kubesrc::manifests::load_text(text, name, &mut objects);
+        }
+        Some(PolicySource {
+            cluster: Cluster::from_objects(&objects),
+            origin: "the bundle's manifests".into(),
+        })
+    }
+}
+
+/// What the trace says of one ACL layer step.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AclExplanation {
+    /// The trace's step it explains (1 is the first, as the trace numbers them).
+    pub step: usize,
+    /// The port (endpoint) whose ACL layer it is.
+    pub port_name: String,
+    /// The deciding ACL's `Id`, when an ACL decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acl_id: Option<String>,
+    /// What made it, in words ("NetworkPolicy x/web rule spec.ingress[0]", ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<String>,
+    /// The NetworkPolicy (`namespace/name`), the direction and the rule index, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<usize>,
+    /// How the source was found, and what cannot be known.
+    pub how: String,
+    /// What the agent skipped in the policies judging this packet, in its own words.
+    pub skipped: Vec<String>,
+    /// Kubernetes' verdict over the same objects (a Linux node's); `None` when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linux_allows: Option<bool>,
+    /// Whether this node's ACL layer let the packet through.
+    pub windows_allows: bool,
+}
+
+impl AclExplanation {
+    /// The lines under the step in the detailed trace.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match &self.made_by {
+            Some(m) => out.push(format!("{m} ({})", self.how)),
+            None => out.push(self.how.clone()),
+        }
+        for s in &self.skipped {
+            out.push(format!("skipped by the agent: {s}"));
+        }
+        if let Some(linux) = self.linux_allows {
+            let word = |allows: bool| if allows { "allows" } else { "blocks" };
+            let same = if linux == self.windows_allows {
+                "as this node does"
+            } else {
+                "this node differs"
+            };
+            out.push(format!(
+                "a Linux node {} this packet ({same}: {} here)",
+                word(linux),
+                word(self.windows_allows)
+            ));
+        }
+        out
+    }
+}
+
+/// The explanation of every ACL layer step of `answer`; `endpoints` are the node's HNS
+/// endpoints, `source` the objects when known.
+pub fn explain(
+    answer: &TraceAnswer,
+    endpoints: &[Endpoint],
+    source: Option<&PolicySource>,
+) -> Vec<AclExplanation> {
+    answer
+        .trace
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.layer == "acl")
+        .map(|(i, step)| AclExplanation {
+            step: i + 1,
+            ..explain_step(&answer.trace.node, step, endpoints, source)
+        })
+        .collect()
+}
+
+fn explain_step(
+    node: &str,
+    step: &LayerStep,
+    endpoints: &[Endpoint],
+    source: Option<&PolicySource>,
+) -> AclExplanation {
+    let ep = endpoints.iter().find(|e| e.name == step.port_name);
+    let held = ep.and_then(|ep| deciding_acl(step, ep));
+    let mut out = AclExplanation {
+        port_name: step.port_name.clone(),
+        acl_id: held.map(|a| a.id.clone()).filter(|id| !id.is_empty()),
+        windows_allows: windows_allows(step, held),
+        ..AclExplanation::default()
+    };
+    let style = ep.map_or(Style::Calico, agent_style);
+    let planned = match (source, ep, held) {
+        (Some(src), Some(ep), Some(held)) => planned_source(node, src, ep, held, style),
+        _ => None,
+    };
+    let found = match (planned, held) {
+        (Some(s), _) => {
+            out.how = format!(
+                "the {} agent's plan from {}",
+                style.name(),
+                source.map_or("", |s| s.origin.as_str())
+            );
+            Some(s)
+        }
+        (None, Some(held)) => {
+            out.how = match source {
+                Some(src) => format!(
+                    "read from its Id: it is not among what the {} agent plans from {} (changed by hand, or the agent has not synced; `winnet doctor` compares them)",
+                    style.name(),
+                    src.origin
+                ),
+                None => "read from its Id; no NetworkPolicy objects (--manifests DIR): the rule's objects, what the agent skipped and what a Linux node decides are not known".into(),
+            };
+            explain::source_of_id(&held.id, held.direction)
+        }
+        (None, None) => {
+            out.how = match source {
+                Some(_) => "no ACL decided".into(),
+                None => "no ACL decided; no NetworkPolicy objects (--manifests DIR): what the agent skipped and what a Linux node decides are not known".into(),
+            };
+            None
+        }
+    };
+    if let Some(s) = &found {
+        set_source(&mut out, s);
+    }
+    if let Some(src) = source {
+        linux_side(&mut out, node, src, ep, step, style);
+    }
+    out
+}
+
+/// The ACL whose rule decided: the owner `<endpoint ID>/<n>` names the endpoint's n-th ACL.
+fn deciding_acl<'a>(step: &LayerStep, ep: &'a Endpoint) -> Option<&'a AclPolicySetting> {
+    let origin = step.origin.as_ref()?;
+    if origin.kind != hns_compiler::acl::KIND {
+        return None;
+    }
+    let (id, n) = origin.id.split_once('/')?;
+    if !id.eq_ignore_ascii_case(&ep.id.to_string()) {
+        return None;
+    }
+    endpoint_acls(ep).get(n.parse::<usize>().ok()?).copied()
+}
+
+/// Whether the ACL layer let the packet pass: the deciding ACL's action, else the default
+/// the step names.
+fn windows_allows(step: &LayerStep, held: Option<&AclPolicySetting>) -> bool {
+    match held {
+        Some(a) => a.action != AclAction::Block,
+        None => !step.action.contains("default-deny"),
+    }
+}
+
+/// The style of the endpoint's agent, told by its ACLs' Ids (NPM's all start `azure-acl-`).
+fn agent_style(ep: &Endpoint) -> Style {
+    endpoint_acls(ep)
+        .iter()
+        .map(|a| explain::style_of_id(&a.id))
+        .find(|s| *s == Style::Npm)
+        .unwrap_or(Style::Calico)
+}
+
+/// The source the agent's plan gives the held ACL, when the plan holds it.
+fn planned_source(
+    node: &str,
+    src: &PolicySource,
+    ep: &Endpoint,
+    held: &AclPolicySetting,
+    style: Style,
+) -> Option<Source> {
+    let ctx = context(node, ep);
+    let plan = policy::plan(&src.cluster, &ctx, style);
+    let explained = explain::explain_plan(&src.cluster, &plan, style).ok()?;
+    let planned = ep.ips().find_map(|ip| explained.get(&ip))?;
+    planned
+        .acls
+        .iter()
+        .find(|a| a.setting == *held)
+        .map(|a| a.source.clone())
+}
+
+/// The agent's node context: felix's node -> pod Allow names the node's addresses, read back
+/// from the endpoint (its remote addresses).
+fn context(node: &str, ep: &Endpoint) -> NodeContext {
+    NodeContext {
+        node: node.to_string(),
+        host_addresses: explain::host_addresses_of(endpoint_acls(ep)),
+    }
+}
+
+fn set_source(out: &mut AclExplanation, s: &Source) {
+    out.made_by = Some(s.to_string());
+    out.policy = s.policy().map(str::to_string);
+    match s {
+        Source::Rule {
+            direction, rule, ..
+        } => {
+            out.direction = Some(direction.name().into());
+            out.rule = Some(*rule);
+        }
+        Source::Closing { direction, .. } | Source::Profile { direction, .. } => {
+            out.direction = Some(direction.name().into());
+        }
+        Source::HostToEndpoint | Source::NpmPolicy { .. } => {}
+    }
+}
+
+/// Kubernetes' verdict for the packet as the ACL layer saw it (after any load balancing),
+/// and the skipped constructs that judge it.
+fn linux_side(
+    out: &mut AclExplanation,
+    node: &str,
+    src: &PolicySource,
+    ep: Option<&Endpoint>,
+    step: &LayerStep,
+    style: Style,
+) {
+    let h = &step.before;
+    let protocol = match h.protocol.as_str() {
+        "tcp" => Protocol::Tcp,
+        "udp" => Protocol::Udp,
+        other => {
+            out.how.push_str(&format!(
+                "; a NetworkPolicy port names TCP, UDP or SCTP, so for {other} only the peers decide on Linux, which winnet does not judge"
+            ));
+            return;
+        }
+    };
+    let c = Connection {
+        src: h.src,
+        dst: h.dst,
+        protocol,
+        port: h.dst_port,
+    };
+    let ctx = match ep {
+        Some(ep) => context(node, ep),
+        None => NodeContext {
+            node: node.to_string(),
+            host_addresses: Vec::new(),
+        },
+    };
+    let plan = policy::plan(&src.cluster, &ctx, style);
+    let (allows, skipped) = explain::linux_verdict(&src.cluster, &plan.problems, &c);
+    out.linux_allows = Some(allows);
+    out.skipped = skipped.iter().map(ToString::to_string).collect();
+    if src.cluster.pod_by_ip(local_side(step, h)).is_none() {
+        out.how
+            .push_str("; the endpoint's pod is not among the objects");
+    }
+}
+
+/// The endpoint's own address in the packet: the destination of what its device receives,
+/// the source of what it sends.
+fn local_side(step: &LayerStep, h: &hns_client::trace::answer::TracedHeaders) -> IpAddr {
+    match step.direction {
+        StepDirection::Out => h.src,
+        StepDirection::In => h.dst,
+    }
+}
