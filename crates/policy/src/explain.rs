@@ -13,7 +13,7 @@ use hcn::policy::{AclDirection, AclPolicySetting};
 
 use crate::acl::{Acl, hcn_acls};
 use crate::cluster::{Cluster, Connection};
-use crate::model::{Direction, Policy};
+use crate::model::Direction;
 use crate::planner::{Plan, felix, npm};
 use crate::problem::{Problem, Style};
 
@@ -261,27 +261,26 @@ pub fn host_addresses_of<'a>(
         .unwrap_or_default()
 }
 
-/// What a Linux node decides for `c` over the same objects, and the constructs `style`'s
-/// agent skipped in the policies that judge it (those selecting the source for egress, the
-/// destination for ingress).
+/// What a Linux node decides for `c` on one side (`Egress`: the source pod's policies,
+/// `Ingress`: the destination's), and the constructs `style`'s agent skipped in the policies
+/// that judge that side.
 pub fn linux_verdict<'a>(
     cluster: &Cluster,
     problems: &'a [Problem],
     c: &Connection,
+    side: Direction,
 ) -> (bool, Vec<&'a Problem>) {
-    let selects = |p: &Policy, ip: IpAddr| cluster.pod_by_ip(ip).is_some_and(|pod| p.selects(pod));
+    let pod = match side {
+        Direction::Egress => cluster.pod_by_ip(c.src),
+        Direction::Ingress => cluster.pod_by_ip(c.dst),
+    };
     let judging = |problem: &Problem| {
-        let Some(policy) = cluster.policies.iter().find(|p| p.key() == problem.policy) else {
-            return false;
-        };
-        match problem.direction {
-            Some(Direction::Ingress) => selects(policy, c.dst),
-            Some(Direction::Egress) => selects(policy, c.src),
-            None => selects(policy, c.dst) || selects(policy, c.src),
-        }
+        let policy = cluster.policies.iter().find(|p| p.key() == problem.policy);
+        let selects = policy.is_some_and(|p| pod.is_some_and(|pod| p.selects(pod)));
+        selects && problem.direction.is_none_or(|d| d == side)
     };
     let skipped = problems.iter().filter(|p| judging(p)).collect();
-    (cluster.allows(c), skipped)
+    (cluster.side_verdict(side, c), skipped)
 }
 
 #[cfg(test)]

@@ -163,7 +163,7 @@ fn a_skipped_named_port_is_shown_beside_kubernetes_verdict() {
     };
     for style in [Style::Calico, Style::Npm] {
         let p = plan(&c, &ctx(), style);
-        let (allowed, skipped) = linux_verdict(&c, &p.problems, &http);
+        let (allowed, skipped) = linux_verdict(&c, &p.problems, &http, Direction::Ingress);
         assert!(allowed, "x/named allows TCP 80 (port http) into a");
         assert_eq!(skipped.len(), 1, "{style:?}: {skipped:?}");
         assert_eq!(skipped[0].policy, "x/named");
@@ -176,10 +176,15 @@ fn a_skipped_named_port_is_shown_beside_kubernetes_verdict() {
         port: 80,
     };
     let p = plan(&c, &ctx(), Style::Calico);
-    let (allowed, skipped) = linux_verdict(&c, &p.problems, &out);
-    assert!(allowed);
-    assert!(skipped.is_empty(), "{skipped:?}");
+    for side in [Direction::Egress, Direction::Ingress] {
+        let (allowed, skipped) = linux_verdict(&c, &p.problems, &out, side);
+        assert!(allowed, "{side:?}");
+        assert!(skipped.is_empty(), "{side:?}: {skipped:?}");
+    }
+    // b's egress side of b -> a: no policy selects b, nothing skipped judges it.
+    let (allowed, skipped) = linux_verdict(&c, &p.problems, &http, Direction::Egress);
+    assert!(allowed && skipped.is_empty(), "{skipped:?}");
     // Port 82 from b: neither policy allows it on Linux either.
     let other = Connection { port: 82, ..http };
-    assert!(!linux_verdict(&c, &p.problems, &other).0);
+    assert!(!linux_verdict(&c, &p.problems, &other, Direction::Ingress).0);
 }

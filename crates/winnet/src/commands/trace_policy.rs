@@ -14,7 +14,7 @@ use hns_client::TraceAnswer;
 use hns_client::acl::endpoint_acls;
 use hns_client::trace::answer::{LayerStep, StepDirection};
 use policy::explain::{self, Source};
-use policy::model::Protocol;
+use policy::model::{Direction, Protocol};
 use policy::{Cluster, Connection, NodeContext, Style};
 use serde::Serialize;
 
@@ -75,7 +75,9 @@ pub struct AclExplanation {
     pub how: String,
     /// What the agent skipped in the policies judging this packet, in its own words.
     pub skipped: Vec<String>,
-    /// Kubernetes' verdict over the same objects (a Linux node's); `None` when unknown.
+    /// Kubernetes' verdict of this side (the source's egress at an `out` step, the
+    /// destination's ingress at an `in` step) over the same objects: a Linux node's. `None`
+    /// when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub linux_allows: Option<bool>,
     /// Whether this node's ACL layer let the packet through.
@@ -95,16 +97,16 @@ impl AclExplanation {
         }
         if let Some(linux) = self.linux_allows {
             let word = |allows: bool| if allows { "allows" } else { "blocks" };
-            let same = if linux == self.windows_allows {
-                "as this node does"
+            let side = self.direction.as_deref().unwrap_or_default();
+            if linux == self.windows_allows {
+                out.push(format!("a Linux node {} it too ({side})", word(linux)));
             } else {
-                "this node differs"
-            };
-            out.push(format!(
-                "a Linux node {} this packet ({same}: {} here)",
-                word(linux),
-                word(self.windows_allows)
-            ));
+                out.push(format!(
+                    "a Linux node {} it ({side}); this node {} it",
+                    word(linux),
+                    word(self.windows_allows)
+                ));
+            }
         }
         out
     }
@@ -136,7 +138,7 @@ fn explain_step(
     endpoints: &[Endpoint],
     source: Option<&PolicySource>,
 ) -> AclExplanation {
-    let ep = endpoints.iter().find(|e| e.name == step.port_name);
+    let ep = owner(step, endpoints).or_else(|| endpoints.iter().find(|e| e.name == step.port_name));
     let held = ep.and_then(|ep| deciding_acl(step, ep));
     let mut out = AclExplanation {
         port_name: step.port_name.clone(),
@@ -184,6 +186,15 @@ fn explain_step(
         linux_side(&mut out, node, src, ep, step, style);
     }
     out
+}
+
+/// The endpoint whose ACL made the deciding rule (its owner is `<endpoint ID>/<n>`).
+fn owner<'a>(step: &LayerStep, endpoints: &'a [Endpoint]) -> Option<&'a Endpoint> {
+    let origin = step.origin.as_ref()?;
+    let (id, _) = origin.id.split_once('/')?;
+    endpoints
+        .iter()
+        .find(|e| id.eq_ignore_ascii_case(&e.id.to_string()))
 }
 
 /// The ACL whose rule decided: the owner `<endpoint ID>/<n>` names the endpoint's n-th ACL.
@@ -296,8 +307,13 @@ fn linux_side(
             host_addresses: Vec::new(),
         },
     };
+    let side = match step.direction {
+        StepDirection::Out => Direction::Egress,
+        StepDirection::In => Direction::Ingress,
+    };
+    out.direction = Some(side.name().into());
     let plan = policy::plan(&src.cluster, &ctx, style);
-    let (allows, skipped) = explain::linux_verdict(&src.cluster, &plan.problems, &c);
+    let (allows, skipped) = explain::linux_verdict(&src.cluster, &plan.problems, &c, side);
     out.linux_allows = Some(allows);
     out.skipped = skipped.iter().map(ToString::to_string).collect();
     if src.cluster.pod_by_ip(local_side(step, h)).is_none() {

@@ -1,0 +1,241 @@
+//! A NetworkPolicy explained on the local cluster with real packets: applied with `winnet
+//! cluster apply` (the calico-style agent programs the ACLs), probed, traced — the trace names
+//! the NetworkPolicy and rule behind the deciding ACL and a Linux node's verdict — then one of
+//! its ACLs removed by hand through `winnet hns` (the HCN API): `winnet doctor` names the
+//! endpoint, the policy and the fix, and the trace of the packet it now drops says a Linux
+//! node would allow it. Root only; the cluster goes down even when the test fails.
+
+mod local_cluster;
+
+use local_cluster::{one_at_a_time, pod_ip, require_root, text, winnet};
+use serde_json::{Value, json};
+
+/// Takes the cluster down when dropped (a failing test leaves nothing).
+struct Down;
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = winnet(&["cluster", "down"]);
+    }
+}
+
+const TOPOLOGY: &str = "mode: l2bridge\nprofile: ws2022\nnetworkPolicyStyle: calico\n\
+namespaces:\n  - {name: x, labels: {ns: x}}\n\
+nodes:\n  - name: win-1\n    os: windows\n    pods:\n\
+\x20     - {name: a, namespace: x, labels: {pod: a}, serve: [tcp/80]}\n\
+\x20     - {name: b, namespace: x, labels: {pod: b}, serve: [tcp/80]}\n\
+\x20     - {name: c, namespace: x, labels: {pod: c}, serve: [tcp/80]}\n";
+
+const POLICY: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+metadata: {name: allow-b, namespace: x}\n\
+spec:\n  podSelector: {matchLabels: {pod: a}}\n  ingress:\n\
+\x20 - from: [{podSelector: {matchLabels: {pod: b}}}]\n    ports: [{protocol: TCP, port: 80}]\n";
+
+const SOCKET: &str = "/run/winnet/cluster/win-1/hns.sock";
+
+/// Runs winnet, which must succeed; what it printed is shown unless it is JSON.
+fn ok(args: &[&str]) -> String {
+    let out = winnet(args);
+    assert!(out.status.success(), "winnet {args:?}: {}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !args.contains(&"--json") && !args.contains(&"json") {
+        eprintln!("$ winnet {}\n{s}", args.join(" "));
+    }
+    s
+}
+
+/// Whether `from` reaches `to` on TCP 80, from `winnet cluster probe`.
+fn connected(from: &str, to: &str) -> bool {
+    let cells: Vec<Value> =
+        serde_json::from_str(&ok(&["cluster", "probe", "--json"])).expect("probe json");
+    cells
+        .iter()
+        .find(|c| c["from"] == from && c["to"] == to)
+        .and_then(|c| c["connected"].as_bool())
+        .unwrap_or_else(|| panic!("no {from} -> {to} in {cells:#?}"))
+}
+
+/// The trace's explanation of the ACL layer of pod `to`'s port, for TCP from `from` to `to`:80.
+fn traced(from: &str, to: &str) -> Value {
+    let dest = format!("{}:80", pod_ip(to));
+    let args = [
+        "trace",
+        "--node",
+        "win-1",
+        "--from",
+        &pod_ip(from),
+        "--to",
+        &dest,
+    ];
+    ok(&args);
+    let answer: Value =
+        serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).expect("trace --json");
+    // The ACL layer of `to`'s port: the step where the packet goes into its device.
+    answer["NetworkPolicy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| {
+            let step = e["Step"].as_u64().unwrap_or(0) as usize;
+            answer["Trace"]["Steps"][step.saturating_sub(1)]["Direction"] == "in"
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no NetworkPolicy explanation into {to}: {answer:#}"))
+}
+
+/// The doctor's findings on win-1 (JSON) and whether it exited 0.
+fn doctor() -> (Vec<Value>, bool) {
+    let out = winnet(&["doctor", "--node", "win-1", "-o", "json"]);
+    let table = winnet(&["doctor", "--node", "win-1"]);
+    eprintln!("$ winnet doctor --node win-1\n{}", text(&table));
+    let nodes: Vec<Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor json ({e}): {}", text(&out)));
+    let findings = nodes[0]["findings"].as_array().cloned().unwrap_or_default();
+    (findings, out.status.success())
+}
+
+fn kind_of(f: &Value) -> &str {
+    f["kind"].as_str().unwrap_or_default()
+}
+
+/// Removes from pod `pod`'s endpoint the ACL whose Id starts with `prefix`, by hand: the
+/// endpoint read with `winnet hns get`, its policy list sent back without it (an Update).
+fn remove_acl_by_hand(pod: &str, prefix: &str) {
+    let ip = pod_ip(pod);
+    let eps: Value = serde_json::from_str(&ok(&[
+        "hns",
+        "--hns-socket",
+        SOCKET,
+        "-o",
+        "json",
+        "list",
+        "endpoints",
+    ]))
+    .expect("endpoints");
+    let ep = eps
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| {
+            e["IpConfigurations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["IpAddress"] == ip.as_str())
+        })
+        .unwrap_or_else(|| panic!("no endpoint of {ip}: {eps:#}"));
+    let id = ep["ID"].as_str().expect("endpoint ID");
+    let policies: Vec<Value> = ep["Policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            let acl_id = p["Settings"]["Id"].as_str().unwrap_or_default();
+            !(p["Type"] == "ACL" && acl_id.starts_with(prefix))
+        })
+        .cloned()
+        .collect();
+    let before = ep["Policies"].as_array().map_or(0, Vec::len);
+    assert_eq!(policies.len() + 1, before, "one ACL named {prefix}: {ep:#}");
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("update.json");
+    let req = json!({"ResourceType": "Policy", "RequestType": "Update",
+        "Settings": {"Policies": policies}});
+    std::fs::write(&file, req.to_string()).expect("request");
+    ok(&[
+        "hns",
+        "--hns-socket",
+        SOCKET,
+        "modify",
+        "endpoint",
+        id,
+        "-f",
+        &file.to_string_lossy(),
+    ]);
+}
+
+#[test]
+fn trace_names_the_network_policy_and_doctor_finds_its_acl_removed_by_hand() {
+    require_root();
+    let _lock = one_at_a_time();
+    let dir = tempfile::tempdir().expect("dir");
+    let topo = dir.path().join("topology.yaml");
+    std::fs::write(&topo, TOPOLOGY).expect("topology");
+    let policy = dir.path().join("allow-b.yaml");
+    std::fs::write(&policy, POLICY).expect("policy");
+    let _down = Down;
+    ok(&["cluster", "up", &topo.to_string_lossy()]);
+    ok(&["cluster", "apply", "-f", &policy.to_string_lossy()]);
+    ok(&["cluster", "probe"]);
+    assert!(connected("x/b", "x/a"), "x/allow-b lets b reach a");
+    assert!(!connected("x/c", "x/a"), "x/allow-b isolates a from c");
+
+    // b -> a: the Allow of rule 0 of x/allow-b decided; a Linux node agrees.
+    let e = traced("b", "a");
+    assert_eq!(e["Policy"], "x/allow-b", "{e:#}");
+    assert_eq!(
+        (&e["Direction"], &e["Rule"]),
+        (&json!("ingress"), &json!(0))
+    );
+    assert_eq!(
+        (&e["WindowsAllows"], &e["LinuxAllows"]),
+        (&json!(true), &json!(true))
+    );
+    assert!(
+        e["How"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("calico agent's plan")
+    );
+    // c -> a: the Block closing a's ingress decided; a Linux node blocks it too.
+    let e = traced("c", "a");
+    let made_by = e["MadeBy"].as_str().unwrap_or_default();
+    assert!(
+        made_by.contains("Block closing the endpoint's ingress"),
+        "{e:#}"
+    );
+    assert_eq!(
+        (&e["WindowsAllows"], &e["LinuxAllows"]),
+        (&json!(false), &json!(false))
+    );
+
+    let (findings, _) = doctor();
+    let policy_kinds =
+        |f: &&Value| kind_of(f).starts_with("policy-") || kind_of(f).starts_with("acl-");
+    let before: Vec<&Value> = findings.iter().filter(policy_kinds).collect();
+    assert!(
+        before.is_empty(),
+        "the agent's ACLs are all there: {before:#?}"
+    );
+
+    // The Allow of x/allow-b's rule 0 removed from a's endpoint by hand.
+    remove_acl_by_hand("a", "policy-x/knp.default.allow-b-in0");
+    assert!(
+        !connected("x/b", "x/a"),
+        "without the Allow, a's closing Block drops b"
+    );
+    let (findings, clean) = doctor();
+    assert!(!clean, "the doctor exits 1 when it finds something");
+    let missing: Vec<&Value> = findings
+        .iter()
+        .filter(|f| kind_of(f) == "policy-acl-missing")
+        .collect();
+    assert_eq!(missing.len(), 1, "{findings:#?}");
+    let objects = missing[0]["objects"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let named = |kind: &str, id: &str| objects.iter().any(|o| o["kind"] == kind && o["id"] == id);
+    assert!(named("NetworkPolicy", "x/allow-b"), "{objects:#?}");
+    assert!(named("Pod", "x/a"), "{objects:#?}");
+    assert!(
+        objects.iter().any(|o| o["kind"] == "Endpoint"),
+        "{objects:#?}"
+    );
+    // The trace of the packet now dropped: the closing Block, where a Linux node allows it.
+    let e = traced("b", "a");
+    assert_eq!(
+        (&e["WindowsAllows"], &e["LinuxAllows"]),
+        (&json!(false), &json!(true))
+    );
+}
