@@ -31,6 +31,12 @@ metadata: {name: allow-b, namespace: x}\n\
 spec:\n  podSelector: {matchLabels: {pod: a}}\n  ingress:\n\
 \x20 - from: [{podSelector: {matchLabels: {pod: b}}}]\n    ports: [{protocol: TCP, port: 80}]\n";
 
+/// c -> a by the port's name, which felix cannot express on Windows: it skips the rule.
+const NAMED_PORT: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+metadata: {name: allow-c-named, namespace: x}\n\
+spec:\n  podSelector: {matchLabels: {pod: a}}\n  ingress:\n\
+\x20 - from: [{podSelector: {matchLabels: {pod: c}}}]\n    ports: [{protocol: TCP, port: serve-80-tcp}]\n";
+
 const SOCKET: &str = "/run/winnet/cluster/win-1/hns.sock";
 
 /// Runs winnet, which must succeed; what it printed is shown unless it is JSON.
@@ -198,6 +204,28 @@ fn trace_names_the_network_policy_and_doctor_finds_its_acl_removed_by_hand() {
         (&e["WindowsAllows"], &e["LinuxAllows"]),
         (&json!(false), &json!(false))
     );
+
+    // c -> a by the port's name: a Linux node allows it, felix skipped the rule.
+    let named = dir.path().join("allow-c-named.yaml");
+    std::fs::write(&named, NAMED_PORT).expect("policy");
+    ok(&["cluster", "apply", "-f", &named.to_string_lossy()]);
+    assert!(
+        !connected("x/c", "x/a"),
+        "the Windows node blocks what the skipped rule allows"
+    );
+    let e = traced("c", "a");
+    assert_eq!(
+        (&e["WindowsAllows"], &e["LinuxAllows"]),
+        (&json!(false), &json!(true))
+    );
+    let skipped: Vec<&str> = e["Skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let want = "x/allow-c-named spec.ingress[0].from[0]: named port \"serve-80-tcp\" (rule skipped";
+    assert!(skipped.iter().any(|s| s.starts_with(want)), "{e:#}");
 
     let (findings, _) = doctor();
     let policy_kinds =
