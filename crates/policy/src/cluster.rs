@@ -133,6 +133,19 @@ impl Cluster {
         pod.is_none_or(|pod| self.side_allows(dir, pod, remote, dst_pod, c))
     }
 
+    /// Whether rule `rule` of `policy`'s `dir` rules names `c` (its peer and port), as
+    /// Kubernetes reads it.
+    pub fn rule_names(&self, policy: &Policy, dir: Direction, rule: usize, c: &Connection) -> bool {
+        let Some(r) = policy.rules(dir).and_then(|rules| rules.get(rule)) else {
+            return false;
+        };
+        let remote = match dir {
+            Direction::Egress => c.dst,
+            Direction::Ingress => c.src,
+        };
+        self.rule_allows(policy, r, remote, self.pod_by_ip(c.dst), c.protocol, c.port)
+    }
+
     /// Whether `pod`'s policies of `dir` allow `c` with `remote` at the other end.
     fn side_allows(
         &self,

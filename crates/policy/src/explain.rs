@@ -15,7 +15,7 @@ use crate::acl::{Acl, hcn_acls};
 use crate::cluster::{Cluster, Connection};
 use crate::model::Direction;
 use crate::planner::{Plan, felix, npm};
-use crate::problem::{Problem, Style};
+use crate::problem::{Effect, Problem, Style};
 
 /// What made one ACL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,8 +262,8 @@ pub fn host_addresses_of<'a>(
 }
 
 /// What a Linux node decides for `c` on one side (`Egress`: the source pod's policies,
-/// `Ingress`: the destination's), and the constructs `style`'s agent skipped in the policies
-/// that judge that side.
+/// `Ingress`: the destination's), and what `style`'s agent skipped that bears on it: rules it
+/// skipped that name `c`, policies it did not apply that would isolate that side.
 pub fn linux_verdict<'a>(
     cluster: &Cluster,
     problems: &'a [Problem],
@@ -274,10 +274,19 @@ pub fn linux_verdict<'a>(
         Direction::Egress => cluster.pod_by_ip(c.src),
         Direction::Ingress => cluster.pod_by_ip(c.dst),
     };
+    // A skipped rule judges the packet when it names it; a policy not applied, when it
+    // selects the pod (it would isolate it).
     let judging = |problem: &Problem| {
-        let policy = cluster.policies.iter().find(|p| p.key() == problem.policy);
-        let selects = policy.is_some_and(|p| pod.is_some_and(|pod| p.selects(pod)));
-        selects && problem.direction.is_none_or(|d| d == side)
+        let Some(policy) = cluster.policies.iter().find(|p| p.key() == problem.policy) else {
+            return false;
+        };
+        let selects = pod.is_some_and(|pod| policy.selects(pod));
+        let names = match (problem.effect, problem.rule) {
+            (Effect::PolicySkipped, _) => policy.rules(side).is_some(),
+            (Effect::RuleSkipped, Some(r)) => cluster.rule_names(policy, side, r, c),
+            (Effect::RuleSkipped, None) => false,
+        };
+        selects && problem.direction.is_none_or(|d| d == side) && names
     };
     let skipped = problems.iter().filter(|p| judging(p)).collect();
     (cluster.side_verdict(side, c), skipped)

@@ -188,3 +188,24 @@ fn a_skipped_named_port_is_shown_beside_kubernetes_verdict() {
     let other = Connection { port: 82, ..http };
     assert!(!linux_verdict(&c, &p.problems, &other, Direction::Ingress).0);
 }
+
+#[test]
+fn a_skipped_rule_is_shown_only_for_the_packets_it_names() {
+    let c = cluster();
+    // b -> a on TCP 81: allowed by x/allow-y's rule 1 on Linux too (b is in y); x/named's
+    // skipped rule names port 80 only, so it does not bear on this packet.
+    let p = plan(&c, &ctx(), Style::Calico);
+    let tcp81 = Connection {
+        src: ip(B),
+        dst: ip(A),
+        protocol: Protocol::Tcp,
+        port: 81,
+    };
+    let (allowed, skipped) = linux_verdict(&c, &p.problems, &tcp81, Direction::Ingress);
+    assert!(allowed);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    // NPM did not apply x/named at all: it bears on every packet into a it would isolate.
+    let p = plan(&c, &ctx(), Style::Npm);
+    let (_, skipped) = linux_verdict(&c, &p.problems, &tcp81, Direction::Ingress);
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+}

@@ -266,4 +266,6 @@ fn trace_names_the_network_policy_and_doctor_finds_its_acl_removed_by_hand() {
         (&e["WindowsAllows"], &e["LinuxAllows"]),
         (&json!(false), &json!(true))
     );
+    // The skipped named-port rule names c, not b: it is not listed here.
+    assert_eq!(e["Skipped"], json!([]), "{e:#}");
 }
