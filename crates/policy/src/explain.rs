@@ -131,9 +131,9 @@ pub fn source_of_id(id: &str, direction: AclDirection) -> Option<Source> {
     // policy-<ns>/knp.default.<name>-<in|eg><rule>.<peer>.<group>-0
     let (namespace, rest) = id.strip_prefix("policy-")?.split_once("/knp.default.")?;
     let (name, rule_id) = rest.strip_suffix("-0")?.rsplit_once('-')?;
-    let dir = match &rule_id.get(..2)? {
-        &"in" => Direction::Ingress,
-        &"eg" => Direction::Egress,
+    let dir = match rule_id.get(..2)? {
+        "in" => Direction::Ingress,
+        "eg" => Direction::Egress,
         _ => return None,
     };
     let rule = rule_id.get(2..)?.split('.').next()?.parse().ok()?;
@@ -167,7 +167,7 @@ pub fn explain_plan(
     plan: &Plan,
     style: Style,
 ) -> Result<BTreeMap<IpAddr, ExplainedEndpoint>, String> {
-    let mut npm_rules: BTreeMap<String, Vec<(Direction, Option<usize>, Acl)>> = BTreeMap::new();
+    let mut npm_rules: BTreeMap<String, Vec<RuleAcl>> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for (ip, ep) in &plan.endpoints {
         let mut acls = Vec::with_capacity(ep.acls.len());
@@ -196,6 +196,9 @@ pub fn explain_plan(
     Ok(out)
 }
 
+/// An NPM ACL with the direction and rule index that made it (`None`: the closing Block).
+type RuleAcl = (Direction, Option<usize>, Acl);
+
 /// Felix's ACLs name their rule; the one without an Id is the closing Block.
 fn calico_source(acl: &Acl) -> Source {
     source_of_id(&acl.id, acl.direction).unwrap_or(Source::Closing {
@@ -205,11 +208,7 @@ fn calico_source(acl: &Acl) -> Source {
 }
 
 /// The policy whose Id the ACL carries, and the rule among that policy's ACLs that is it.
-fn npm_source(
-    cluster: &Cluster,
-    acl: &Acl,
-    cache: &mut BTreeMap<String, Vec<(Direction, Option<usize>, Acl)>>,
-) -> Source {
+fn npm_source(cluster: &Cluster, acl: &Acl, cache: &mut BTreeMap<String, Vec<RuleAcl>>) -> Source {
     let by_id = || source_of_id(&acl.id, acl.direction);
     let Some(policy) = cluster.policies.iter().find(|p| npm::acl_id(p) == acl.id) else {
         return by_id().unwrap_or(Source::Closing {

@@ -205,6 +205,44 @@ fn trace_names_the_network_policy_and_doctor_finds_its_acl_removed_by_hand() {
         (&json!(false), &json!(false))
     );
 
+    // With objects that do not hold the policy, the Id alone still names it, and says so.
+    let empty = tempfile::tempdir().expect("dir");
+    let dest = format!("{}:80", pod_ip("a"));
+    let b = pod_ip("b");
+    let objects = empty.path().to_string_lossy().into_owned();
+    let args = [
+        "trace",
+        "--node",
+        "win-1",
+        "--from",
+        &b,
+        "--to",
+        &dest,
+        "--json",
+        "--manifests",
+        &objects,
+    ];
+    let answer: Value = serde_json::from_str(&ok(&args)).expect("trace --json");
+    let into_a = &answer["NetworkPolicy"][1];
+    assert_eq!(
+        into_a["MadeBy"], "NetworkPolicy x/allow-b rule spec.ingress[0]",
+        "{answer:#}"
+    );
+    let how = into_a["How"].as_str().unwrap_or_default();
+    assert!(
+        how.starts_with("read from its Id: it is not among what the calico agent plans"),
+        "{how}"
+    );
+
+    // A folder that is not there is refused, named by its flag.
+    let missing = winnet(&[&args[..8], &["--manifests", "/nonexistent/manifests"]].concat());
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing).contains("--manifests /nonexistent/manifests: not a folder"),
+        "{}",
+        text(&missing)
+    );
+
     // c -> a by the port's name: a Linux node allows it, felix skipped the rule.
     let named = dir.path().join("allow-c-named.yaml");
     std::fs::write(&named, NAMED_PORT).expect("policy");

@@ -25,13 +25,19 @@ pub fn check(n: &Node, out: &mut Vec<Finding>) {
     }
 }
 
-/// The local endpoint of a planned pod (a pod without one is `pod-without-endpoint`).
+/// The local endpoint of a planned pod (a pod without one is `pod-without-endpoint`): of two
+/// with its address (`duplicate-endpoint-ip`), the one in a pod's namespace, then one with ACLs.
 fn local_endpoint<'a>(n: &Node<'a>, planned: &PlannedEndpoint) -> Option<&'a Endpoint> {
-    n.by_ip
+    let local: Vec<&'a Endpoint> = n
+        .by_ip
         .get(&planned.ip)?
         .iter()
-        .find(|e| !e.is_remote())
+        .filter(|e| !e.is_remote())
         .copied()
+        .collect();
+    let in_pod = |e: &&Endpoint| n.pod_endpoints.iter().any(|(p, _)| p.id == e.id);
+    let rank = |e: &&Endpoint| (!in_pod(e), acls(e).is_empty());
+    local.into_iter().min_by_key(rank)
 }
 
 /// The node's own endpoints (remote ones carry no ACLs an agent programs).

@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ))
         })?;
         let source = match &args.manifests {
-            Some(dir) => Some(PolicySource::from_dir(dir)),
+            Some(dir) => Some(PolicySource::from_dir(dir)?),
             None => PolicySource::from_files(&bundle.manifests),
         };
         let policy = trace_policy::explain(&answer, &node.hns.endpoints, source.as_ref());
@@ -72,7 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let answer = rt.block_on(client.trace(&req)).with_context(on_node)?;
     let policy = if answer.trace.steps.iter().any(|s| s.layer == "acl") {
         let endpoints = rt.block_on(client.list_endpoints()).with_context(on_node)?;
-        let source = policy_dir(args.manifests.as_deref()).map(|d| PolicySource::from_dir(&d));
+        let source = policy_dir(args.manifests.as_deref())
+            .map(|d| PolicySource::from_dir(&d))
+            .transpose()?;
         trace_policy::explain(&answer, &endpoints, source.as_ref())
     } else {
         Vec::new()

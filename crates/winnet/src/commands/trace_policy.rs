@@ -25,13 +25,23 @@ pub struct PolicySource {
 }
 
 impl PolicySource {
-    /// The objects of a manifests folder (as `winnet policy --manifests` reads it).
-    pub fn from_dir(dir: &Path) -> PolicySource {
+    /// The objects of a manifests folder (as `winnet policy --manifests` reads it); an error
+    /// naming the flag when the folder cannot be read.
+    pub fn from_dir(dir: &Path) -> anyhow::Result<PolicySource> {
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "--manifests {}: not a folder; give the folder of NetworkPolicies, Pods and Namespaces the node's policy agent reads",
+                dir.display()
+            );
+        }
         let objects = kubesrc::manifests::load(dir);
-        PolicySource {
+        if let Some(e) = objects.errors.first() {
+            anyhow::bail!("--manifests {}: {e}", dir.display());
+        }
+        Ok(PolicySource {
             cluster: Cluster::from_objects(&objects),
             origin: dir.display().to_string(),
-        }
+        })
     }
 
     /// The objects of a bundle's manifest files; `None` when it has none.
