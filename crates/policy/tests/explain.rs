@@ -209,3 +209,58 @@ fn a_skipped_rule_is_shown_only_for_the_packets_it_names() {
     let (_, skipped) = linux_verdict(&c, &p.problems, &tcp81, Direction::Ingress);
     assert_eq!(skipped.len(), 1, "{skipped:?}");
 }
+
+mod props {
+    use super::*;
+    use hcn::policy::AclDirection;
+    use policy::explain::source_of_id;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any Id read from HNS is parsed without a panic, and what it names is what it says.
+        #[test]
+        fn any_id_reads_without_a_panic(id in ".{0,80}") {
+            if let Some(Source::Rule { policy, .. }) = source_of_id(&id, AclDirection::In) {
+                prop_assert!(id.starts_with("policy-") && policy.contains('/'));
+            }
+        }
+
+        /// Whatever a policy and namespace are called (names hold `-` and `.`), felix's Ids of
+        /// its rules read back as that policy and the rule's index.
+        #[test]
+        fn felix_ids_read_back_as_their_policy_and_rule(
+            ns in "[a-z0-9]([a-z0-9-]{0,12}[a-z0-9])?",
+            name in "[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?",
+            rules in 1usize..4,
+        ) {
+            let ingress: Vec<String> = (0..rules)
+                .map(|r| format!("  - ports: [{{protocol: TCP, port: {}}}]", 80 + r))
+                .collect();
+            let text = format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{namespace: \"{ns}\", name: p, labels: {{app: w}}}}\n\
+                 spec: {{nodeName: n1, containers: [{{name: c}}]}}\nstatus: {{podIP: 10.244.1.9}}\n---\n\
+                 apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+                 metadata: {{namespace: \"{ns}\", name: \"{name}\"}}\n\
+                 spec:\n  podSelector: {{}}\n  ingress:\n{}\n",
+                ingress.join("\n")
+            );
+            let mut objects = kubesrc::Objects::default();
+            kubesrc::manifests::load_text(&text, "t", &mut objects);
+            let c = Cluster::from_objects(&objects);
+            prop_assert!(c.problems.is_empty(), "{:?}", c.problems);
+            let p = plan(&c, &ctx(), Style::Calico);
+            let ep = &explain_plan(&c, &p, Style::Calico).unwrap()[&ip("10.244.1.9")];
+            let mut seen = Vec::new();
+            for a in &ep.acls {
+                if let Some(by_id) = source_of_id(&a.acl.id, a.acl.direction) {
+                    prop_assert_eq!(&by_id, &a.source);
+                }
+                if let Source::Rule { policy, rule, .. } = &a.source {
+                    prop_assert_eq!(policy, &format!("{ns}/{name}"));
+                    seen.push(*rule);
+                }
+            }
+            prop_assert_eq!(seen, (0..rules).collect::<Vec<_>>());
+        }
+    }
+}
