@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let answer = rt.block_on(client.trace(&req)).with_context(on_node)?;
     let policy = if answer.trace.steps.iter().any(|s| s.layer == "acl") {
         let endpoints = rt.block_on(client.list_endpoints()).with_context(on_node)?;
-        let source = policy_dir(args.manifests.as_deref())
+        let source = policy_dir(args.manifests.as_deref(), &socket)
             .map(|d| PolicySource::from_dir(&d))
             .transpose()?;
         trace_policy::explain(&answer, &endpoints, source.as_ref())
@@ -82,13 +82,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print(&args, &answer, &policy)
 }
 
-/// The objects' folder: `--manifests`, else the local cluster's when it runs here.
-fn policy_dir(flag: Option<&Path>) -> Option<PathBuf> {
+/// The objects' folder: `--manifests`, else the local cluster's when the node is one of its
+/// own (its hnsd is the cluster's).
+fn policy_dir(flag: Option<&Path>, socket: &Path) -> Option<PathBuf> {
     if let Some(dir) = flag {
         return Some(dir.to_path_buf());
     }
-    let in_cluster = Path::new(crate::cluster::DIR).join("manifests");
-    in_cluster.is_dir().then_some(in_cluster)
+    let cluster = Path::new(crate::cluster::DIR);
+    let in_cluster = cluster.join("manifests");
+    (socket.starts_with(cluster) && in_cluster.is_dir()).then_some(in_cluster)
 }
 
 fn print(args: &Args, answer: &TraceAnswer, policy: &[AclExplanation]) -> anyhow::Result<()> {

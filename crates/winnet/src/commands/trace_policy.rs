@@ -340,3 +340,196 @@ fn local_side(step: &LayerStep, h: &hns_client::trace::answer::TracedHeaders) ->
         StepDirection::In => h.dst,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! One ACL layer step explained against an endpoint holding what the calico agent plans:
+    //! with the objects (the rule from the plan, a Linux verdict), without them (the Id
+    //! alone, and what is not known), with an ACL the plan does not hold, and for ICMP.
+
+    use super::*;
+    use hcn::EndpointPolicy;
+    use hns_client::trace::answer::{RuleOrigin, RuleRef, TracedHeaders};
+
+    const OBJECTS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {namespace: x, name: a, labels: {pod: a}}
+spec: {nodeName: n1, containers: [{name: c}]}
+status: {podIP: 10.244.1.2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {namespace: x, name: b, labels: {pod: b}}
+spec: {nodeName: n1, containers: [{name: c}]}
+status: {podIP: 10.244.1.3}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {namespace: x, name: allow-b}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {pod: b}}}]
+    ports: [{protocol: TCP, port: 80}]
+"#;
+
+    fn source() -> PolicySource {
+        let mut objects = kubesrc::Objects::default();
+        kubesrc::manifests::load_text(OBJECTS, "t.yaml", &mut objects);
+        PolicySource {
+            cluster: Cluster::from_objects(&objects),
+            origin: "t.yaml".into(),
+        }
+    }
+
+    /// Pod a's endpoint holding the calico agent's plan for it.
+    fn endpoint_a() -> Endpoint {
+        let src = source();
+        let ctx = NodeContext {
+            node: "n1".into(),
+            host_addresses: vec!["192.168.0.11/32".parse().unwrap()],
+        };
+        let plan = policy::plan(&src.cluster, &ctx, Style::Calico);
+        let a: IpAddr = "10.244.1.2".parse().unwrap();
+        let acls = policy::acl::hcn_acls(&plan.endpoints[&a].acls, Style::Calico).unwrap();
+        Endpoint {
+            id: hcn::Guid::new_v4(),
+            name: "a_cbr0".into(),
+            ip_configurations: vec![hcn::IpConfig {
+                ip_address: Some(a),
+                prefix_length: 24,
+            }],
+            policies: acls.into_iter().map(EndpointPolicy::Acl).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn headers(protocol: &str) -> TracedHeaders {
+        TracedHeaders {
+            src_mac: String::new(),
+            dst_mac: String::new(),
+            src: "10.244.1.3".parse().unwrap(),
+            dst: "10.244.1.2".parse().unwrap(),
+            protocol: protocol.into(),
+            src_port: 40000,
+            dst_port: 80,
+            encap: None,
+            text: String::new(),
+        }
+    }
+
+    /// The step into a's device where its ACL number `n` decided.
+    fn step(ep: &Endpoint, n: usize, protocol: &str) -> LayerStep {
+        let acl = endpoint_acls(ep)[n];
+        LayerStep {
+            port: 3,
+            port_name: ep.name.clone(),
+            direction: StepDirection::In,
+            layer: "acl".into(),
+            before: headers(protocol),
+            after: headers(protocol),
+            rewrite: Vec::new(),
+            rule: Some(RuleRef {
+                index: 0,
+                group: "ACL_ENDPOINT_GROUP_IPV4_IN".into(),
+                priority: acl.priority,
+            }),
+            action: "allow".into(),
+            origin: Some(RuleOrigin {
+                kind: hns_compiler::acl::KIND.into(),
+                id: format!("{}/{n}", ep.id),
+                source: None,
+                object: None,
+                kubernetes: None,
+                limitation: None,
+                name: Some(acl.id.clone()),
+            }),
+            backend: None,
+        }
+    }
+
+    fn allow_b(ep: &Endpoint) -> usize {
+        endpoint_acls(ep)
+            .iter()
+            .position(|a| a.id.contains("allow-b-in0"))
+            .unwrap()
+    }
+
+    #[test]
+    fn with_the_objects_the_plan_names_the_rule_and_a_linux_node_agrees() {
+        let ep = endpoint_a();
+        let src = source();
+        let e = explain_step(
+            "n1",
+            &step(&ep, allow_b(&ep), "tcp"),
+            &[ep.clone()],
+            Some(&src),
+        );
+        assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
+        assert_eq!((e.direction.as_deref(), e.rule), (Some("ingress"), Some(0)));
+        assert_eq!(e.how, "the calico agent's plan from t.yaml");
+        assert_eq!((e.windows_allows, e.linux_allows), (true, Some(true)));
+        assert_eq!(
+            e.lines(),
+            [
+                "NetworkPolicy x/allow-b rule spec.ingress[0] (the calico agent's plan from t.yaml)",
+                "a Linux node allows it too (ingress)"
+            ]
+        );
+    }
+
+    #[test]
+    fn without_objects_the_id_names_the_rule_and_the_trace_says_what_it_cannot_know() {
+        let ep = endpoint_a();
+        let e = explain_step("n1", &step(&ep, allow_b(&ep), "tcp"), &[ep.clone()], None);
+        assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
+        assert_eq!(e.rule, Some(0));
+        assert!(
+            e.how.contains("no NetworkPolicy objects (--manifests DIR)"),
+            "{}",
+            e.how
+        );
+        assert_eq!(e.linux_allows, None);
+    }
+
+    #[test]
+    fn an_acl_the_plan_does_not_hold_is_said_to_be_one() {
+        let mut ep = endpoint_a();
+        let n = allow_b(&ep);
+        if let Some(EndpointPolicy::Acl(a)) = ep
+            .policies
+            .iter_mut()
+            .filter(|p| matches!(p, EndpointPolicy::Acl(_)))
+            .nth(n)
+        {
+            a.priority = 500;
+        }
+        let src = source();
+        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], Some(&src));
+        assert!(
+            e.how.starts_with("read from its Id: it is not among"),
+            "{}",
+            e.how
+        );
+        assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
+    }
+
+    #[test]
+    fn icmp_gets_no_linux_verdict_and_says_why() {
+        let ep = endpoint_a();
+        let src = source();
+        let e = explain_step(
+            "n1",
+            &step(&ep, allow_b(&ep), "icmp"),
+            &[ep.clone()],
+            Some(&src),
+        );
+        assert_eq!(e.linux_allows, None);
+        assert!(
+            e.how.contains("for icmp only the peers decide"),
+            "{}",
+            e.how
+        );
+    }
+}
