@@ -18,10 +18,10 @@ use policy::model::{Direction, Protocol};
 use policy::{Cluster, Connection, NodeContext, Style};
 use serde::Serialize;
 
-/// The NetworkPolicies, Pods and Namespaces the node's agent reads, and where they are.
+/// The NetworkPolicies, Pods and Namespaces the node's agent reads. (Where they came from is
+/// not shown: a trace replayed from a bundle reads the same as the live one.)
 pub struct PolicySource {
     pub cluster: Cluster,
-    pub origin: String,
 }
 
 impl PolicySource {
@@ -40,7 +40,6 @@ impl PolicySource {
         }
         Ok(PolicySource {
             cluster: Cluster::from_objects(&objects),
-            origin: dir.display().to_string(),
         })
     }
 
@@ -55,7 +54,6 @@ impl PolicySource {
         }
         Some(PolicySource {
             cluster: Cluster::from_objects(&objects),
-            origin: "the bundle's manifests".into(),
         })
     }
 }
@@ -163,19 +161,14 @@ fn explain_step(
     };
     let found = match (planned, held) {
         (Some(s), _) => {
-            out.how = format!(
-                "the {} agent's plan from {}",
-                style.name(),
-                source.map_or("", |s| s.origin.as_str())
-            );
+            out.how = format!("the {} agent's plan from the same objects", style.name());
             Some(s)
         }
         (None, Some(held)) => {
             out.how = match source {
-                Some(src) => format!(
-                    "read from its Id: it is not among what the {} agent plans from {} (changed by hand, or the agent has not synced; `winnet doctor` compares them)",
-                    style.name(),
-                    src.origin
+                Some(_) => format!(
+                    "read from its Id: it is not among what the {} agent plans from the objects (changed by hand, or the agent has not synced; `winnet doctor` compares them)",
+                    style.name()
                 ),
                 None => "read from its Id; no NetworkPolicy objects (--manifests DIR): the rule's objects, what the agent skipped and what a Linux node decides are not known".into(),
             };
@@ -379,7 +372,6 @@ spec:
         kubesrc::manifests::load_text(OBJECTS, "t.yaml", &mut objects);
         PolicySource {
             cluster: Cluster::from_objects(&objects),
-            origin: "t.yaml".into(),
         }
     }
 
@@ -468,12 +460,12 @@ spec:
         );
         assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
         assert_eq!((e.direction.as_deref(), e.rule), (Some("ingress"), Some(0)));
-        assert_eq!(e.how, "the calico agent's plan from t.yaml");
+        assert_eq!(e.how, "the calico agent's plan from the same objects");
         assert_eq!((e.windows_allows, e.linux_allows), (true, Some(true)));
         assert_eq!(
             e.lines(),
             [
-                "NetworkPolicy x/allow-b rule spec.ingress[0] (the calico agent's plan from t.yaml)",
+                "NetworkPolicy x/allow-b rule spec.ingress[0] (the calico agent's plan from the same objects)",
                 "a Linux node allows it too (ingress)"
             ]
         );
