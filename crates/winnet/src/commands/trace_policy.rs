@@ -377,14 +377,19 @@ spec:
 
     /// Pod a's endpoint holding the calico agent's plan for it.
     fn endpoint_a() -> Endpoint {
+        endpoint_a_of(Style::Calico)
+    }
+
+    /// Pod a's endpoint holding `style`'s agent's plan for it.
+    fn endpoint_a_of(style: Style) -> Endpoint {
         let src = source();
         let ctx = NodeContext {
             node: "n1".into(),
             host_addresses: vec!["192.168.0.11/32".parse().unwrap()],
         };
-        let plan = policy::plan(&src.cluster, &ctx, Style::Calico);
+        let plan = policy::plan(&src.cluster, &ctx, style);
         let a: IpAddr = "10.244.1.2".parse().unwrap();
-        let acls = policy::acl::hcn_acls(&plan.endpoints[&a].acls, Style::Calico).unwrap();
+        let acls = policy::acl::hcn_acls(&plan.endpoints[&a].acls, style).unwrap();
         Endpoint {
             id: hcn::Guid::new_v4(),
             name: "a_cbr0".into(),
@@ -446,6 +451,27 @@ spec:
             .iter()
             .position(|a| a.id.contains("allow-b-in0"))
             .unwrap()
+    }
+
+    #[test]
+    fn npm_ids_name_the_policy_and_the_plan_names_the_rule() {
+        let ep = endpoint_a_of(Style::Npm);
+        let n = endpoint_acls(&ep)
+            .iter()
+            .position(|a| a.action == AclAction::Allow)
+            .unwrap();
+        let src = source();
+        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], Some(&src));
+        assert_eq!(e.acl_id.as_deref(), Some("azure-acl-x-allow-b"));
+        assert_eq!((e.policy.as_deref(), e.rule), (Some("x/allow-b"), Some(0)));
+        assert_eq!(e.how, "the npm agent's plan from the same objects");
+        // Without the objects the Id names the policy only, unsplit.
+        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], None);
+        assert_eq!((e.policy.as_deref(), e.rule), (None, None));
+        assert_eq!(
+            e.made_by.as_deref(),
+            Some("the NetworkPolicy whose namespace and name are \"x-allow-b\"")
+        );
     }
 
     #[test]
