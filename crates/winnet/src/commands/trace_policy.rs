@@ -461,12 +461,17 @@ spec:
             .position(|a| a.action == AclAction::Allow)
             .unwrap();
         let src = source();
-        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], Some(&src));
+        let e = explain_step(
+            "n1",
+            &step(&ep, n, "tcp"),
+            std::slice::from_ref(&ep),
+            Some(&src),
+        );
         assert_eq!(e.acl_id.as_deref(), Some("azure-acl-x-allow-b"));
         assert_eq!((e.policy.as_deref(), e.rule), (Some("x/allow-b"), Some(0)));
         assert_eq!(e.how, "the npm agent's plan from the same objects");
         // Without the objects the Id names the policy only, unsplit.
-        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], None);
+        let e = explain_step("n1", &step(&ep, n, "tcp"), std::slice::from_ref(&ep), None);
         assert_eq!((e.policy.as_deref(), e.rule), (None, None));
         assert_eq!(
             e.made_by.as_deref(),
@@ -481,7 +486,7 @@ spec:
         let e = explain_step(
             "n1",
             &step(&ep, allow_b(&ep), "tcp"),
-            &[ep.clone()],
+            std::slice::from_ref(&ep),
             Some(&src),
         );
         assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
@@ -500,7 +505,12 @@ spec:
     #[test]
     fn without_objects_the_id_names_the_rule_and_the_trace_says_what_it_cannot_know() {
         let ep = endpoint_a();
-        let e = explain_step("n1", &step(&ep, allow_b(&ep), "tcp"), &[ep.clone()], None);
+        let e = explain_step(
+            "n1",
+            &step(&ep, allow_b(&ep), "tcp"),
+            std::slice::from_ref(&ep),
+            None,
+        );
         assert_eq!(e.policy.as_deref(), Some("x/allow-b"));
         assert_eq!(e.rule, Some(0));
         assert!(
@@ -524,7 +534,12 @@ spec:
             a.priority = 500;
         }
         let src = source();
-        let e = explain_step("n1", &step(&ep, n, "tcp"), &[ep.clone()], Some(&src));
+        let e = explain_step(
+            "n1",
+            &step(&ep, n, "tcp"),
+            std::slice::from_ref(&ep),
+            Some(&src),
+        );
         assert!(
             e.how.starts_with("read from its Id: it is not among"),
             "{}",
@@ -540,7 +555,7 @@ spec:
         let e = explain_step(
             "n1",
             &step(&ep, allow_b(&ep), "icmp"),
-            &[ep.clone()],
+            std::slice::from_ref(&ep),
             Some(&src),
         );
         assert_eq!(e.linux_allows, None);
