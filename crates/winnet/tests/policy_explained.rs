@@ -1,9 +1,11 @@
 //! A NetworkPolicy explained on the local cluster with real packets: applied with `winnet
-//! cluster apply` (the calico-style agent programs the ACLs), probed, traced — the trace names
-//! the NetworkPolicy and rule behind the deciding ACL and a Linux node's verdict — then one of
-//! its ACLs removed by hand through `winnet hns` (the HCN API): `winnet doctor` names the
-//! endpoint, the policy and the fix, and the trace of the packet it now drops says a Linux
-//! node would allow it. Root only; the cluster goes down even when the test fails.
+//! cluster apply` (the calico-style agents program the ACLs), probed, traced — the trace names
+//! the NetworkPolicy and rule behind the deciding ACL, what felix skipped (a named port) and a
+//! Linux node's verdict — then its ACLs removed by hand through `winnet hns` (the HCN API): on
+//! win-2, the doctor over both nodes names the policy applied on win-1 and not on win-2; on
+//! win-1, it names the endpoint, the policy and the fix, and the trace of the packet now
+//! dropped says a Linux node would allow it. Root only; the cluster goes down even when the
+//! test fails.
 
 mod local_cluster;
 
@@ -24,7 +26,9 @@ namespaces:\n  - {name: x, labels: {ns: x}}\n\
 nodes:\n  - name: win-1\n    os: windows\n    pods:\n\
 \x20     - {name: a, namespace: x, labels: {pod: a}, serve: [tcp/80]}\n\
 \x20     - {name: b, namespace: x, labels: {pod: b}, serve: [tcp/80]}\n\
-\x20     - {name: c, namespace: x, labels: {pod: c}, serve: [tcp/80]}\n";
+\x20     - {name: c, namespace: x, labels: {pod: c}, serve: [tcp/80]}\n\
+\x20 - name: win-2\n    os: windows\n    pods:\n\
+\x20     - {name: d, namespace: x, labels: {pod: a}, serve: [tcp/80]}\n";
 
 const POLICY: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
 metadata: {name: allow-b, namespace: x}\n\
@@ -36,8 +40,6 @@ const NAMED_PORT: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\
 metadata: {name: allow-c-named, namespace: x}\n\
 spec:\n  podSelector: {matchLabels: {pod: a}}\n  ingress:\n\
 \x20 - from: [{podSelector: {matchLabels: {pod: c}}}]\n    ports: [{protocol: TCP, port: serve-80-tcp}]\n";
-
-const SOCKET: &str = "/run/winnet/cluster/win-1/hns.sock";
 
 /// Runs winnet, which must succeed; what it printed is shown unless it is JSON.
 fn ok(args: &[&str]) -> String {
@@ -104,14 +106,31 @@ fn kind_of(f: &Value) -> &str {
     f["kind"].as_str().unwrap_or_default()
 }
 
-/// Removes from pod `pod`'s endpoint the ACL whose Id starts with `prefix`, by hand: the
-/// endpoint read with `winnet hns get`, its policy list sent back without it (an Update).
-fn remove_acl_by_hand(pod: &str, prefix: &str) {
+/// Every Windows node's findings (JSON), by node.
+fn doctor_all() -> Vec<(String, Vec<Value>)> {
+    let out = winnet(&["doctor", "-o", "json"]);
+    eprintln!("$ winnet doctor\n{}", text(&winnet(&["doctor"])));
+    let nodes: Vec<Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor json ({e}): {}", text(&out)));
+    nodes
+        .iter()
+        .map(|n| {
+            let name = n["node"].as_str().unwrap_or_default().to_string();
+            (name, n["findings"].as_array().cloned().unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Removes from pod `pod`'s endpoint on `node` the ACL whose Id starts with `prefix`, by
+/// hand: the endpoint read with `winnet hns`, its policy list sent back without it (an Update).
+fn remove_acl_by_hand(node: &str, pod: &str, prefix: &str) {
+    let socket = format!("/run/winnet/cluster/{node}/hns.sock");
+    let socket = socket.as_str();
     let ip = pod_ip(pod);
     let eps: Value = serde_json::from_str(&ok(&[
         "hns",
         "--hns-socket",
-        SOCKET,
+        socket,
         "-o",
         "json",
         "list",
@@ -151,7 +170,7 @@ fn remove_acl_by_hand(pod: &str, prefix: &str) {
     ok(&[
         "hns",
         "--hns-socket",
-        SOCKET,
+        socket,
         "modify",
         "endpoint",
         id,
@@ -274,8 +293,32 @@ fn trace_names_the_network_policy_and_doctor_finds_its_acl_removed_by_hand() {
         "the agent's ACLs are all there: {before:#?}"
     );
 
+    // x/allow-b selects d on win-2 too: its Allow removed there by hand, the doctor over both
+    // nodes names the policy as applied on win-1 and not on win-2.
+    remove_acl_by_hand("win-2", "d", "policy-x/knp.default.allow-b-in0");
+    let nodes = doctor_all();
+    let of = |node: &str| {
+        let found = nodes.iter().find(|(n, _)| n == node);
+        found.map(|(_, f)| f.clone()).unwrap_or_default()
+    };
+    let win1: Vec<Value> = of("win-1")
+        .into_iter()
+        .filter(|f| policy_kinds(&f))
+        .collect();
+    assert!(win1.is_empty(), "{win1:#?}");
+    let across: Vec<Value> = of("win-2")
+        .into_iter()
+        .filter(|f| kind_of(f) == "policy-not-on-every-node")
+        .collect();
+    assert_eq!(across.len(), 1, "{nodes:#?}");
+    let summary = across[0]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("NetworkPolicy x/allow-b is applied on win-1"),
+        "{summary}"
+    );
+
     // The Allow of x/allow-b's rule 0 removed from a's endpoint by hand.
-    remove_acl_by_hand("a", "policy-x/knp.default.allow-b-in0");
+    remove_acl_by_hand("win-1", "a", "policy-x/knp.default.allow-b-in0");
     assert!(
         !connected("x/b", "x/a"),
         "without the Allow, a's closing Block drops b"
