@@ -67,11 +67,22 @@ pub enum ProblemKind {
     ClusterDnsAnswerDiffers,
     /// A pod's resolv.conf that does not point at the cluster DNS Service.
     PodResolverNotClusterDns,
+    /// An ACL the node's NetworkPolicy agent plans for an endpoint that the endpoint lacks.
+    PolicyAclMissing,
+    /// An ACL on an endpoint that the agent does not plan from the NetworkPolicies.
+    PolicyAclExtra,
+    /// An ACL names a network set (`SetPolicy`) the network does not hold.
+    AclSetMissing,
+    /// An endpoint that a default-deny build blocks in a direction no ACL allows and no
+    /// NetworkPolicy isolates.
+    AclDefaultDenyWithoutAllow,
+    /// A NetworkPolicy whose ACLs one node holds and another lacks entirely.
+    PolicyNotOnEveryNode,
 }
 
 impl ProblemKind {
     /// Every kind, in report order.
-    pub const ALL: [ProblemKind; 26] = [
+    pub const ALL: [ProblemKind; 31] = [
         ProblemKind::RemoteEndpointIsLocalPod,
         ProblemKind::DuplicateEndpointIp,
         ProblemKind::EndpointWithoutPod,
@@ -98,6 +109,11 @@ impl ProblemKind {
         ProblemKind::FlannelSubnetDiffers,
         ProblemKind::ClusterDnsAnswerDiffers,
         ProblemKind::PodResolverNotClusterDns,
+        ProblemKind::PolicyAclMissing,
+        ProblemKind::PolicyAclExtra,
+        ProblemKind::AclSetMissing,
+        ProblemKind::AclDefaultDenyWithoutAllow,
+        ProblemKind::PolicyNotOnEveryNode,
     ];
 
     /// The kebab-case name (JSON, metrics' `kind` label).
@@ -129,6 +145,11 @@ impl ProblemKind {
             ProblemKind::FlannelSubnetDiffers => "flannel-subnet-differs",
             ProblemKind::ClusterDnsAnswerDiffers => "cluster-dns-answer-differs",
             ProblemKind::PodResolverNotClusterDns => "pod-resolver-not-cluster-dns",
+            ProblemKind::PolicyAclMissing => "policy-acl-missing",
+            ProblemKind::PolicyAclExtra => "policy-acl-extra",
+            ProblemKind::AclSetMissing => "acl-set-missing",
+            ProblemKind::AclDefaultDenyWithoutAllow => "acl-default-deny-without-allow",
+            ProblemKind::PolicyNotOnEveryNode => "policy-not-on-every-node",
         }
     }
 
@@ -159,6 +180,13 @@ impl ProblemKind {
             }
             ProblemKind::IcmpProbeThroughOutboundNat => {
                 "none (kubectl describe pod: the probe's failures, by hand)"
+            }
+            ProblemKind::PolicyAclMissing
+            | ProblemKind::PolicyAclExtra
+            | ProblemKind::AclSetMissing
+            | ProblemKind::AclDefaultDenyWithoutAllow
+            | ProblemKind::PolicyNotOnEveryNode => {
+                "none (Get-HnsEndpoint policies and vfpctrl /layer ACL_ENDPOINT_LAYER against kubectl get networkpolicy, by hand)"
             }
             ProblemKind::FlannelSubnetDiffers => {
                 "none (C:\\run\\flannel\\subnet.env and Get-HnsNetwork by hand)"

@@ -13,6 +13,7 @@
 pub mod checks;
 pub mod finding;
 pub mod node;
+pub mod planned;
 pub mod render;
 pub mod snapshot;
 
@@ -32,8 +33,24 @@ pub fn diagnose(snap: &NodeSnapshot) -> Vec<Finding> {
     checks::known::check(&node, &mut out);
     checks::flannel::check(&node, &mut out);
     checks::dns::check(&node, &mut out);
+    checks::policy::check(&node, &mut out);
     out.sort_by(|a, b| (a.kind, &a.objects).cmp(&(b.kind, &b.objects)));
     out
+}
+
+/// Every problem of every node in `snaps`, with what only a comparison between the nodes
+/// shows (a NetworkPolicy applied on one node and not on another), per node in their order.
+pub fn diagnose_nodes(snaps: &[NodeSnapshot]) -> Vec<(String, Vec<Finding>)> {
+    let mut across = checks::policy::across_nodes(snaps);
+    snaps
+        .iter()
+        .map(|s| {
+            let mut found = diagnose(s);
+            found.extend(across.extract_if(.., |f| f.node == s.node));
+            found.sort_by(|a, b| (a.kind, &a.objects).cmp(&(b.kind, &b.objects)));
+            (s.node.clone(), found)
+        })
+        .collect()
 }
 
 /// Findings per kind, every kind present (zero when none): what the gauges export.

@@ -33,6 +33,9 @@ pub struct NodeSnapshot {
     /// The cluster DNS's answers for the Services' names; `None` when not asked (the DNS
     /// checks are skipped, not passed).
     pub dns: Option<DnsView>,
+    /// What the node's NetworkPolicy agent plans; `None` when no NetworkPolicy source is known
+    /// or neither NetworkPolicies nor agent ACLs are there (the plan checks are skipped).
+    pub policy: Option<crate::planned::PolicyView>,
 }
 
 /// The cluster DNS as a pod of this node sees it.
@@ -97,6 +100,8 @@ pub struct ProfileFacts {
     pub backend_limit: Option<usize>,
     /// The build does not carry ICMP through OutBoundNAT to remote networks.
     pub no_icmp_through_nat: bool,
+    /// An endpoint with any ACL denies what no ACL allows (ws2025 after its 2026 updates).
+    pub acl_default_deny: bool,
 }
 
 /// The cluster's address plan.

@@ -84,6 +84,7 @@ fn healthy() -> NodeSnapshot {
             name: "ws2025".into(),
             backend_limit: Some(1024),
             no_icmp_through_nat: true,
+            acl_default_deny: false,
         },
         cluster: ClusterFacts {
             cluster_cidr: Some("10.244.0.0/16".parse().expect("cidr")),
@@ -208,6 +209,7 @@ fn healthy() -> NodeSnapshot {
                 error: None,
             }],
         }),
+        policy: None,
     }
 }
 

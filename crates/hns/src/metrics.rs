@@ -35,6 +35,7 @@ pub fn render(svc: &Service) -> String {
             backend_limit: profile.max_lb_backends(),
             no_icmp_through_nat: profile
                 .imposes(crate::profile::Limitation::IcmpThroughOutboundNat),
+            acl_default_deny: profile.imposes(crate::profile::Limitation::AclDefaultDeny),
         },
         hns,
         switch,

@@ -119,15 +119,31 @@ impl Cluster {
     /// Kubernetes' verdict: the source's egress policies and the destination's ingress
     /// policies both allow `c` (a pod no policy isolates in that direction allows all).
     pub fn allows(&self, c: &Connection) -> bool {
+        self.side_verdict(Direction::Egress, c) && self.side_verdict(Direction::Ingress, c)
+    }
+
+    /// Kubernetes' verdict of one side of `c`: the source pod's egress policies, or the
+    /// destination pod's ingress policies (an address of no pod allows).
+    pub fn side_verdict(&self, dir: Direction, c: &Connection) -> bool {
         let dst_pod = self.pod_by_ip(c.dst);
-        let sides = [
-            (Direction::Egress, self.pod_by_ip(c.src), c.dst),
-            (Direction::Ingress, dst_pod, c.src),
-        ];
-        sides.into_iter().all(|(dir, pod, remote)| match pod {
-            None => true,
-            Some(pod) => self.side_allows(dir, pod, remote, dst_pod, c),
-        })
+        let (pod, remote) = match dir {
+            Direction::Egress => (self.pod_by_ip(c.src), c.dst),
+            Direction::Ingress => (dst_pod, c.src),
+        };
+        pod.is_none_or(|pod| self.side_allows(dir, pod, remote, dst_pod, c))
+    }
+
+    /// Whether rule `rule` of `policy`'s `dir` rules names `c` (its peer and port), as
+    /// Kubernetes reads it.
+    pub fn rule_names(&self, policy: &Policy, dir: Direction, rule: usize, c: &Connection) -> bool {
+        let Some(r) = policy.rules(dir).and_then(|rules| rules.get(rule)) else {
+            return false;
+        };
+        let remote = match dir {
+            Direction::Egress => c.dst,
+            Direction::Ingress => c.src,
+        };
+        self.rule_allows(policy, r, remote, self.pod_by_ip(c.dst), c.protocol, c.port)
     }
 
     /// Whether `pod`'s policies of `dir` allow `c` with `remote` at the other end.

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod agent;
 pub mod cluster;
+pub mod explain;
 pub mod lint;
 pub mod metrics;
 pub mod model;

@@ -200,6 +200,7 @@ impl Proxy {
             kernel: None,
             flannel: None,
             dns: None,
+            policy: None,
         };
         Ok(doctor::diagnose(&snap))
     }

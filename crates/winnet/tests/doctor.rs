@@ -1336,8 +1336,8 @@ fn port_rules(port: &str) -> Vec<(String, Value)> {
 ///   added by hand (`winnet vfpctrl`, as `vfpctrl.exe /remove-rule` and `/add-rule` on
 ///   Windows); bad vfpctrl input refused naming the flag;
 /// - pods of a node read as a node outside the local cluster (`--hns-socket --manifests`): the
-///   cluster's manifests plus win-1's Pods, one with a liveness probe that pings outside the
-///   cluster (`icmp-probe-through-outbound-nat`).
+///   cluster's manifests (with every node's Pods), one given a liveness probe that pings
+///   outside the cluster (`icmp-probe-through-outbound-nat`).
 #[test]
 fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
     require_root();
@@ -1435,8 +1435,9 @@ fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
     doctor_until(&[]);
     drop(far);
 
-    // Pods read as for a node outside the local cluster: the cluster's manifests plus win-1's
-    // Pods, client-1 with a liveness probe that pings outside the cluster.
+    // Pods read as for a node outside the local cluster: the cluster's manifests, which hold
+    // every node's Pods (those the NetworkPolicy agents read), client-1 given a liveness probe
+    // that pings outside the cluster.
     let manifests = tmp.path().join("manifests");
     std::fs::create_dir(&manifests).expect("mkdir");
     for entry in std::fs::read_dir("/run/winnet/cluster/manifests").expect("the manifests") {
@@ -1448,33 +1449,18 @@ fn snat_pressure_hand_edits_of_the_switch_and_pods_from_manifests_are_named() {
         }
         std::fs::copy(entry.path(), manifests.join(entry.file_name())).expect("copy a manifest");
     }
-    let pods: Vec<Value> = win1["pods"]
-        .as_array()
+    let workloads = manifests.join("workloads.json");
+    let mut objects: Value =
+        serde_json::from_slice(&std::fs::read(&workloads).expect("workloads.json")).expect("JSON");
+    let client = objects["items"]
+        .as_array_mut()
         .into_iter()
         .flatten()
-        .map(|p| {
-            let name = p["name"].as_str().unwrap_or("");
-            let namespace = if name.starts_with("coredns-") {
-                "kube-system"
-            } else {
-                "default"
-            };
-            let mut container = serde_json::json!({"name": "app", "image": "app"});
-            if name == "client-1" {
-                container["livenessProbe"] =
-                    serde_json::json!({"exec": {"command": ["ping", "-n", "1", "10.200.0.1"]}});
-            }
-            serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"nodeName": "win-1", "containers": [container]},
-                "status": {"podIP": p["ip"]}})
-        })
-        .collect();
-    write(
-        &manifests,
-        "pods.json",
-        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods}),
-    );
+        .find(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "client-1")
+        .expect("client-1's Pod among the cluster's manifests");
+    client["spec"]["containers"][0]["livenessProbe"] =
+        serde_json::json!({"exec": {"command": ["ping", "-n", "1", "10.200.0.1"]}});
+    write(&manifests, "workloads.json", &objects);
     let outside = winnet(&[
         "doctor",
         "--node",

@@ -6,7 +6,7 @@
 
 mod local_cluster;
 
-use local_cluster::{one_at_a_time, require_root, text, winnet};
+use local_cluster::{one_at_a_time, pod_ip, require_root, text, winnet};
 use std::process::Command;
 
 /// Takes the cluster down when dropped (a failing test leaves nothing).
@@ -34,23 +34,6 @@ fn topology(dsr: bool, dual_stack: bool) -> String {
 const VIP: &str = "10.96.1.1";
 /// win-1's address: with DSR, the loopback DSR policy translates the hairpin's source to it.
 const WIN_1: &str = "192.168.77.11";
-
-/// The address the cluster gave pod `name` (its state file).
-fn pod_ip(name: &str) -> String {
-    let state: serde_json::Value = serde_json::from_slice(
-        &std::fs::read("/run/winnet/cluster/state.json").expect("state.json"),
-    )
-    .expect("state");
-    state["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|n| n["pods"].as_array().into_iter().flatten())
-        .find(|p| p["name"] == name)
-        .and_then(|p| p["ip"].as_str())
-        .unwrap_or_else(|| panic!("no pod {name} in state.json"))
-        .to_string()
-}
 
 /// curl in web-client's namespace; the server's answer (`from <source> to <destination>`).
 fn curl(url: &str) -> Result<String, String> {

@@ -9,5 +9,6 @@ pub mod kernel;
 pub mod known;
 pub mod loadbalancers;
 pub mod nat;
+pub mod policy;
 pub mod snat;
 pub mod switch;

@@ -267,6 +267,19 @@ fn peer_set(
 
 /// The ACLs of `policy` on one endpoint it selects.
 pub fn policy_acls(sets: &mut Sets, cluster: &Cluster, policy: &Policy) -> Vec<Acl> {
+    policy_acls_by_rule(sets, cluster, policy)
+        .into_iter()
+        .map(|(_, _, acl)| acl)
+        .collect()
+}
+
+/// [`policy_acls`], each ACL with the direction and the index of the rule that made it
+/// (`None`: the Block closing the direction).
+pub fn policy_acls_by_rule(
+    sets: &mut Sets,
+    cluster: &Cluster,
+    policy: &Policy,
+) -> Vec<(Direction, Option<usize>, Acl)> {
     let mut out = Vec::new();
     let id = acl_id(policy);
     for dir in [Direction::Ingress, Direction::Egress] {
@@ -306,13 +319,13 @@ pub fn policy_acls(sets: &mut Sets, cluster: &Cluster, policy: &Policy) -> Vec<A
                         Direction::Ingress => acl.local_ports = port_list.clone(),
                         Direction::Egress => acl.remote_ports = port_list.clone(),
                     }
-                    out.push(acl);
+                    out.push((dir, Some(r), acl));
                 }
             }
         }
         let mut block = Acl::any(AclAction::Block, direction, BLOCK_PRIORITY);
         block.id = id.clone();
-        out.push(block);
+        out.push((dir, None, block));
     }
     out
 }

@@ -122,10 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Prints the report of `snaps`; an error (exit status 1) when it names a problem.
 fn report(args: &Args, snaps: &[NodeSnapshot]) -> anyhow::Result<()> {
-    let nodes: Vec<(String, Vec<Finding>)> = snaps
-        .iter()
-        .map(|s| (s.node.clone(), diagnose(s)))
-        .collect();
+    let nodes: Vec<(String, Vec<Finding>)> = doctor::diagnose_nodes(snaps);
     let text = match args.output {
         Output::Table => render::table(&nodes),
         Output::Json => render::json(&nodes),
@@ -203,6 +200,7 @@ fn node_sources(
             peers: Vec::new(),
             flannel: None,
             dns: None,
+            agent: Default::default(),
             cluster,
         }]);
     }

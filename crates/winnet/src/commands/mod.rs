@@ -13,6 +13,7 @@ pub mod policy;
 pub mod proxy;
 pub mod resolve;
 pub mod trace;
+pub mod trace_policy;
 pub mod vfpctrl;
 
 /// Completes on SIGTERM or SIGINT.

@@ -9,6 +9,8 @@ use anyhow::{Context, anyhow, bail};
 use hns_client::trace::answer::RuleOrigin;
 use hns_client::{Client, TraceAnswer, TraceProtocol, TraceRequest};
 
+use super::trace_policy::{self, AclExplanation, PolicySource};
+
 #[derive(clap::Args)]
 pub struct Args {
     /// The node whose switch to trace: its hnsd is /run/winnet/cluster/NODE/hns.sock when the
@@ -38,36 +40,72 @@ pub struct Args {
     /// /run/winnet/hns.sock).
     #[arg(long)]
     hns_socket: Option<PathBuf>,
+    /// The NetworkPolicies, Pods and Namespaces the node's policy agent reads (default: the
+    /// local cluster's, or the bundle's): at each ACL layer the trace names the NetworkPolicy
+    /// rule behind the deciding ACL, what the agent skipped and what a Linux node decides.
+    #[arg(long, value_name = "DIR")]
+    manifests: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let req = TraceRequest::new(&args.from, &args.to, args.proto).map_err(|e| flag_error(&e))?;
     if let Some(path) = &args.bundle {
         let bundle = crate::doctor::bundle::Bundle::read(path)?;
-        let answer = crate::doctor::replay::trace(bundle.node(&args.node)?, &req).map_err(|e| {
+        let node = bundle.node(&args.node)?;
+        let answer = crate::doctor::replay::trace(node, &req).map_err(|e| {
             flag_error(&hcn::error::HnsError::new(
                 hcn::error::HResult::E_INVALIDARG,
                 format!("{e:#}"),
             ))
         })?;
-        return print(&args, &answer);
+        let source = match &args.manifests {
+            Some(dir) => Some(PolicySource::from_dir(dir)?),
+            None => PolicySource::from_files(&bundle.manifests),
+        };
+        let policy = trace_policy::explain(&answer, &node.hns.endpoints, source.as_ref());
+        return print(&args, &answer, &policy);
     }
     let socket = socket(&args.node, args.hns_socket.as_deref())?;
     let client = Client::new(&socket);
     let rt = super::runtime()?;
-    let answer = rt
-        .block_on(client.trace(&req))
-        .with_context(|| format!("trace on node {} (hnsd at {})", args.node, socket.display()))?;
-    print(&args, &answer)
+    let on_node = || format!("trace on node {} (hnsd at {})", args.node, socket.display());
+    let answer = rt.block_on(client.trace(&req)).with_context(on_node)?;
+    let policy = if answer.trace.steps.iter().any(|s| s.layer == "acl") {
+        let endpoints = rt.block_on(client.list_endpoints()).with_context(on_node)?;
+        let source = policy_dir(args.manifests.as_deref(), &socket)
+            .map(|d| PolicySource::from_dir(&d))
+            .transpose()?;
+        trace_policy::explain(&answer, &endpoints, source.as_ref())
+    } else {
+        Vec::new()
+    };
+    print(&args, &answer, &policy)
 }
 
-fn print(args: &Args, answer: &TraceAnswer) -> anyhow::Result<()> {
+/// The objects' folder: `--manifests`, else the local cluster's when the node is one of its
+/// own (its hnsd is the cluster's).
+fn policy_dir(flag: Option<&Path>, socket: &Path) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.to_path_buf());
+    }
+    let cluster = Path::new(crate::cluster::DIR);
+    let in_cluster = cluster.join("manifests");
+    (socket.starts_with(cluster) && in_cluster.is_dir()).then_some(in_cluster)
+}
+
+fn print(args: &Args, answer: &TraceAnswer, policy: &[AclExplanation]) -> anyhow::Result<()> {
     let out = if args.json {
-        serde_json::to_string_pretty(answer)?
+        let mut v = serde_json::to_value(answer)?;
+        if !policy.is_empty()
+            && let Some(m) = v.as_object_mut()
+        {
+            m.insert("NetworkPolicy".into(), serde_json::to_value(policy)?);
+        }
+        serde_json::to_string_pretty(&v)?
     } else if args.summary {
-        summary(answer)
+        summary(answer, policy)
     } else {
-        detail(answer)
+        detail(answer, policy)
     };
     outln!("{}", out.trim_end())?;
     Ok(())
@@ -97,7 +135,7 @@ fn socket(node: &str, flag: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// The detailed explanation: where the packet comes from, each layer with its rule, the
 /// objects behind it and the rewrite, the forwarding and the disposition.
-fn detail(answer: &TraceAnswer) -> String {
+fn detail(answer: &TraceAnswer, policy: &[AclExplanation]) -> String {
     let t = &answer.trace;
     let mut out = String::new();
     let _ = writeln!(
@@ -150,6 +188,11 @@ fn detail(answer: &TraceAnswer) -> String {
         }
         if let Some(o) = &step.origin {
             origin_lines(o, &mut out);
+        }
+        if let Some(p) = policy.iter().find(|p| p.step == i + 1) {
+            for line in p.lines() {
+                let _ = writeln!(out, "   {line}");
+            }
         }
         if let Some(b) = step.backend {
             let _ = writeln!(out, "   backend: {b}");
@@ -212,7 +255,7 @@ fn origin_lines(o: &RuleOrigin, out: &mut String) {
 }
 
 /// One line per layer, then the disposition.
-fn summary(answer: &TraceAnswer) -> String {
+fn summary(answer: &TraceAnswer, policy: &[AclExplanation]) -> String {
     let mut out = String::new();
     for step in &answer.trace.steps {
         let who = match &step.origin {
@@ -232,6 +275,18 @@ fn summary(answer: &TraceAnswer) -> String {
             "{} {} {}: {who}{}{backend}",
             step.port_name, step.direction, step.layer, step.action
         );
+    }
+    for p in policy {
+        let made_by = p
+            .made_by
+            .as_deref()
+            .unwrap_or("no NetworkPolicy rule known");
+        let linux = match p.linux_allows {
+            Some(true) => "; a Linux node allows it",
+            Some(false) => "; a Linux node blocks it",
+            None => "",
+        };
+        let _ = writeln!(out, "{} acl: {made_by}{linux}", p.port_name);
     }
     let _ = writeln!(out, "=> {}", answer.disposition);
     out

@@ -42,6 +42,8 @@ pub struct NodeSource {
     pub flannel: Option<FlannelSource>,
     /// Where to ask the cluster DNS from (`None`: its checks are skipped).
     pub dns: Option<DnsSource>,
+    /// How the node's NetworkPolicy agent runs, when known.
+    pub agent: super::policy::AgentFacts,
 }
 
 /// Where the cluster DNS is asked from, and the cluster's domain.
@@ -110,7 +112,7 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                 n.pods
                     .iter()
                     .map(|p| Pod {
-                        namespace: crate::cluster::topology::NAMESPACE.to_string(),
+                        namespace: p.namespace.clone(),
                         name: p.name.clone(),
                         ip: Some(IpAddr::V4(p.ip)),
                         netns: Some(format!("/run/netns/{}", p.netns)),
@@ -125,6 +127,10 @@ pub fn cluster_nodes(only: Option<&str>) -> anyhow::Result<Vec<NodeSource>> {
                 subnet_file: dir.join(&n.name).join("subnet.env"),
                 public_ip: IpAddr::V4(n.ip),
             }),
+            agent: super::policy::AgentFacts {
+                style: state.topology.as_ref().map(|t| t.network_policy_style),
+                host_addresses: Some(vec![IpNet::from(IpAddr::V4(n.ip))]),
+            },
             dns: Some(DnsSource {
                 asked_from: n
                     .pods
@@ -203,7 +209,19 @@ fn snapshot(
                 .unwrap_or_default()
         }
     };
-    let kube = kube_view(rt, s)?;
+    let objects = kube_objects_of(rt, s)?;
+    let kube = kube_view(s, objects.as_ref());
+    // The policy checks need NetworkPolicies and Namespaces, which only a folder gives here.
+    let policy = match (&objects, &s.manifests) {
+        (Some(o), Some(dir)) => super::policy::view(
+            o,
+            &dir.display().to_string(),
+            &s.name,
+            &hns.endpoints,
+            &s.agent,
+        )?,
+        _ => None,
+    };
     let dns = match &s.dns {
         Some(d) => dns_view(rt, d, &kube)?,
         None => None,
@@ -216,6 +234,7 @@ fn snapshot(
             name: profile.as_str().to_string(),
             backend_limit: profile.max_lb_backends(),
             no_icmp_through_nat: profile.imposes(hns::profile::Limitation::IcmpThroughOutboundNat),
+            acl_default_deny: profile.imposes(hns::profile::Limitation::AclDefaultDeny),
         },
         cluster: s.cluster.clone(),
         kube,
@@ -224,6 +243,7 @@ fn snapshot(
         kernel: Some(kernel),
         flannel: s.flannel.as_ref().map(flannel_view).transpose()?,
         dns,
+        policy,
     })
 }
 
@@ -370,25 +390,31 @@ const KUBE_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Services with their endpoints, read as kube-proxy reads them ([`proxy::doctor`]), and the
 /// node's pods: the local cluster's, else those of the same objects.
-fn kube_view(rt: &tokio::runtime::Runtime, s: &NodeSource) -> anyhow::Result<KubeView> {
-    let objects = match (&s.manifests, &s.kubeconfig) {
+/// The Kubernetes objects of the node's source, read once.
+fn kube_objects_of(
+    rt: &tokio::runtime::Runtime,
+    s: &NodeSource,
+) -> anyhow::Result<Option<kubesrc::Objects>> {
+    Ok(match (&s.manifests, &s.kubeconfig) {
         (Some(dir), _) => Some(kubesrc::manifests::load(dir)),
         (None, Some(path)) => Some(rt.block_on(kube_objects(path))?),
         (None, None) => None,
-    };
-    let mut view = match &objects {
+    })
+}
+
+fn kube_view(s: &NodeSource, objects: Option<&kubesrc::Objects>) -> KubeView {
+    let mut view = match objects {
         Some(o) => proxy::doctor::kube_view(&proxy::Snapshot::from_objects(o)),
         None => KubeView::default(),
     };
-    let pods = s.pods.clone().or_else(|| {
-        objects
-            .as_ref()
-            .and_then(|o| super::pods::of_node(o, &s.name))
-    });
+    let pods = s
+        .pods
+        .clone()
+        .or_else(|| objects.and_then(|o| super::pods::of_node(o, &s.name)));
     view.pods_known = pods.is_some();
     view.pods = pods.unwrap_or_default();
     view.services.sort_by_key(|s| s.key());
-    Ok(view)
+    view
 }
 
 /// Services, EndpointSlices, Nodes and Pods listed once from the kube API server of the

@@ -34,3 +34,21 @@ pub fn require_root() {
 pub fn one_at_a_time() -> testkit::lock::Held {
     testkit::lock::exclusive("winnet-tests-cluster")
 }
+
+/// The address the cluster gave pod `name` (its state file). Not every test binary asks.
+#[allow(dead_code)]
+pub fn pod_ip(name: &str) -> String {
+    let state: serde_json::Value = serde_json::from_slice(
+        &std::fs::read("/run/winnet/cluster/state.json").expect("state.json"),
+    )
+    .expect("state");
+    state["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|n| n["pods"].as_array().into_iter().flatten())
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["ip"].as_str())
+        .unwrap_or_else(|| panic!("no pod {name} in state.json"))
+        .to_string()
+}
