@@ -30,7 +30,7 @@ pub(super) struct DnsPod {
 }
 
 /// The namespace of the cluster DNS.
-const KUBE_SYSTEM: &str = "kube-system";
+pub(super) const KUBE_SYSTEM: &str = "kube-system";
 
 /// The `kube-dns` Service and its EndpointSlice over `pods` (node name, pod), as `kubectl get
 /// -o json` prints them.

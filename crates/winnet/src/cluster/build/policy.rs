@@ -19,6 +19,7 @@ use super::super::leases;
 use super::super::topology::Os;
 use super::super::{NodeState, PodState};
 use super::Builder;
+use super::cluster_dns::KUBE_SYSTEM;
 
 /// Where each node's agent serves `/healthz` and `/metrics`, in the node's namespace.
 pub const AGENT_HEALTHZ: &str = "127.0.0.1:10258";
@@ -191,10 +192,22 @@ pub fn workload_objects(t: &super::super::Topology, nodes: &[NodeState]) -> anyh
             items.push(serde_json::to_value(namespace(&n.name, &n.labels))?);
         }
     }
+    let mut dns_namespace = false;
     for n in nodes {
         for p in &n.pods {
-            items.push(serde_json::to_value(pod(&n.name, p))?);
+            let mut object = pod(&n.name, p);
+            // The cluster DNS's pods are kube-system's, as kube-dns's EndpointSlice names them
+            // (a NetworkPolicy selecting them, or doctor, reads them there).
+            if p.name.starts_with(lab::topology::DNS_POD_PREFIX) {
+                object.metadata.namespace = Some(KUBE_SYSTEM.into());
+                object.metadata.labels = Some([("k8s-app".to_string(), "kube-dns".to_string())].into());
+                dns_namespace = true;
+            }
+            items.push(serde_json::to_value(object)?);
         }
+    }
+    if dns_namespace {
+        items.push(serde_json::to_value(namespace(KUBE_SYSTEM, &Default::default()))?);
     }
     Ok(json!({"apiVersion": "v1", "kind": "List", "items": items}))
 }
