@@ -200,14 +200,18 @@ pub fn workload_objects(t: &super::super::Topology, nodes: &[NodeState]) -> anyh
             // (a NetworkPolicy selecting them, or doctor, reads them there).
             if p.name.starts_with(lab::topology::DNS_POD_PREFIX) {
                 object.metadata.namespace = Some(KUBE_SYSTEM.into());
-                object.metadata.labels = Some([("k8s-app".to_string(), "kube-dns".to_string())].into());
+                object.metadata.labels =
+                    Some([("k8s-app".to_string(), "kube-dns".to_string())].into());
                 dns_namespace = true;
             }
             items.push(serde_json::to_value(object)?);
         }
     }
     if dns_namespace {
-        items.push(serde_json::to_value(namespace(KUBE_SYSTEM, &Default::default()))?);
+        items.push(serde_json::to_value(namespace(
+            KUBE_SYSTEM,
+            &Default::default(),
+        ))?);
     }
     Ok(json!({"apiVersion": "v1", "kind": "List", "items": items}))
 }
