@@ -20,46 +20,51 @@ const ANY_PORT: u32 = 65536;
 /// Above this many protocols or ports, a rule is filed under "any" rather than once per value.
 const MAX_FANOUT: usize = 16;
 
-/// A prefix a rule is filed under: masked destination and source addresses and their lengths
-/// (one of them 0: a rule is filed by one side).
+/// A prefix a rule is filed under: a masked address of one side of the packet, and its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Prefix {
-    dst: u128,
-    src: u128,
+    addr: u128,
     v6: bool,
-    dst_len: u8,
-    src_len: u8,
+    /// Whether `addr` is the packet's source (else its destination).
+    by_src: bool,
+    len: u8,
 }
 
-/// A bucket: a prefix, and a protocol and port or "any".
+/// A bucket: a prefix (its family, side and length packed into `shape`, see [`shape_bits`], so
+/// that the key hashes as few fields as it did before rules were filed by source), and a
+/// protocol and port or "any".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct BucketKey {
-    prefix: Prefix,
+    addr: u128,
+    shape: u16,
     proto: u16,
     port: u32,
 }
 
-/// One pair of prefix lengths in use, with how many buckets of each specificity it has:
+/// A prefix's family, side and length as one number.
+fn shape_bits(v6: bool, by_src: bool, len: u8) -> u16 {
+    u16::from(len) | u16::from(v6) << 8 | u16::from(by_src) << 9
+}
+
+impl BucketKey {
+    fn new(p: Prefix, proto: u16, port: u32) -> BucketKey {
+        BucketKey {
+            addr: p.addr,
+            shape: shape_bits(p.v6, p.by_src, p.len),
+            proto,
+            port,
+        }
+    }
+}
+
+/// One prefix length of one side in use, with how many buckets of each specificity it has:
 /// [protocol and port, protocol only, any].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
     v6: bool,
-    dst_len: u8,
-    src_len: u8,
+    by_src: bool,
+    len: u8,
     counts: [u32; 3],
-}
-
-impl Prefix {
-    /// Its family and lengths: the shape it belongs to.
-    fn lengths(&self) -> (bool, u8, u8) {
-        (self.v6, self.dst_len, self.src_len)
-    }
-}
-
-impl Shape {
-    fn lengths(&self) -> (bool, u8, u8) {
-        (self.v6, self.dst_len, self.src_len)
-    }
 }
 
 /// A bucket entry: the rule's rank (priority, insertion order) and its slot in the group.
@@ -69,7 +74,7 @@ type Entry = (Priority, u64, u32);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RuleIndex {
     buckets: HashMap<BucketKey, Vec<Entry>>,
-    /// Pairs of prefix lengths in use, longest first.
+    /// Prefix lengths in use, longest first.
     shapes: Vec<Shape>,
 }
 
@@ -110,11 +115,10 @@ fn prefixes(c: &Conditions, dir: Direction) -> Vec<Prefix> {
         (None, None) => {
             return [false, true]
                 .map(|v6| Prefix {
-                    dst: 0,
-                    src: 0,
+                    addr: 0,
                     v6,
-                    dst_len: 0,
-                    src_len: 0,
+                    by_src: false,
+                    len: 0,
                 })
                 .to_vec();
         }
@@ -122,18 +126,11 @@ fn prefixes(c: &Conditions, dir: Direction) -> Vec<Prefix> {
     nets.iter()
         .map(|n| {
             let (a, v6) = bits(n.addr());
-            let (m, len) = (mask(a, v6, n.prefix_len()), n.prefix_len());
-            let (dst, dst_len, src, src_len) = if by_src {
-                (0, 0, m, len)
-            } else {
-                (m, len, 0, 0)
-            };
             Prefix {
-                dst,
-                src,
+                addr: mask(a, v6, n.prefix_len()),
                 v6,
-                dst_len,
-                src_len,
+                by_src,
+                len: n.prefix_len(),
             }
         })
         .collect()
@@ -165,11 +162,7 @@ fn keys(r: &StoredRule, dir: Direction) -> Vec<BucketKey> {
     for &prefix in &prefixes {
         for &proto in &protos {
             for &port in &ports {
-                let k = BucketKey {
-                    prefix,
-                    proto,
-                    port,
-                };
+                let k = BucketKey::new(prefix, proto, port);
                 if !out.contains(&k) {
                     out.push(k);
                 }
@@ -209,28 +202,29 @@ impl RuleIndex {
 
     fn count(&mut self, k: &BucketKey, delta: i32) {
         let i = specificity(k);
-        let shape = k.prefix.lengths();
-        match self.shapes.iter().position(|s| s.lengths() == shape) {
-            Some(p) => {
-                let s = &mut self.shapes[p];
+        match self
+            .shapes
+            .iter()
+            .position(|s| shape_bits(s.v6, s.by_src, s.len) == k.shape)
+        {
+            Some(at) => {
+                let s = &mut self.shapes[at];
                 s.counts[i] = s.counts[i].saturating_add_signed(delta);
                 if s.counts == [0; 3] {
-                    self.shapes.remove(p);
+                    self.shapes.remove(at);
                 }
             }
             None if delta > 0 => {
                 let mut counts = [0; 3];
                 counts[i] = 1;
-                let p = &k.prefix;
-                let at = self
-                    .shapes
-                    .partition_point(|s| (s.dst_len, s.src_len) > (p.dst_len, p.src_len));
+                let len = k.shape as u8;
+                let at = self.shapes.partition_point(|s| s.len > len);
                 self.shapes.insert(
                     at,
                     Shape {
-                        v6: p.v6,
-                        dst_len: p.dst_len,
-                        src_len: p.src_len,
+                        v6: k.shape & 1 << 8 != 0,
+                        by_src: k.shape & 1 << 9 != 0,
+                        len,
                         counts,
                     },
                 );
@@ -251,12 +245,12 @@ impl RuleIndex {
         let (src, _) = bits(h.src_ip);
         let mut best: Option<(Priority, u64, u32)> = None;
         for s in self.shapes.iter().filter(|s| s.v6 == v6) {
+            let addr = if s.by_src { src } else { dst };
             let prefix = Prefix {
-                dst: mask(dst, v6, s.dst_len),
-                src: mask(src, v6, s.src_len),
+                addr: mask(addr, v6, s.len),
                 v6,
-                dst_len: s.dst_len,
-                src_len: s.src_len,
+                by_src: s.by_src,
+                len: s.len,
             };
             let probes = [
                 (u16::from(h.proto), u32::from(h.dst_port)),
@@ -267,11 +261,7 @@ impl RuleIndex {
                 if s.counts[i] == 0 {
                     continue;
                 }
-                let k = BucketKey {
-                    prefix,
-                    proto,
-                    port,
-                };
+                let k = BucketKey::new(prefix, proto, port);
                 let Some(bucket) = self.buckets.get(&k) else {
                     continue;
                 };
