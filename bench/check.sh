@@ -66,7 +66,7 @@ run() {
 # executables this build made (never `cargo bench` again: a run naming one package resolves
 # features for it alone and rebuilds what the union built differently).
 build=(cargo bench --locked --no-run --quiet --message-format=json-render-diagnostics)
-want switch && build+=(-p vfp --bench fastpath)
+want switch && build+=(-p vfp --bench fastpath --bench acl)
 want proxy && build+=(-p proxy --bench program)
 want policy && build+=(-p policy --bench program)
 want dns && build+=(-p dns --bench change)
@@ -96,6 +96,8 @@ built=$(($(date +%s) - t0))
 t0=$(date +%s)
 
 want switch && run switch 150 FASTPATH_QUICK=1 "$(bench crates/vfp/benches/fastpath.rs)" --bench \
+    --warm-up-time 1 --measurement-time 1 --sample-size 10 --noplot
+want switch && run switch-acl 120 "$(bench crates/vfp/benches/acl.rs)" --bench \
     --warm-up-time 1 --measurement-time 1 --sample-size 10 --noplot
 want proxy && run proxy 240 PROXY_BENCH_SIZES=2000 PROXY_BENCH_ROUNDS=40 \
     "$(bench crates/proxy/benches/program.rs)" --bench
@@ -199,7 +201,18 @@ row("switch", "fast path (flow-table hit), 10k LBs, 1 core", fast and fast / 1e6
 row("switch", "fast path ÷ floor bench (same run)", fast and floor and fast / floor, "", "—", ">= 0.5", ">", 0.5)
 row("switch", "slow path (new flow), 10k LBs", new and new / 1e3, "k flows/s", l, ">= 500k flows/s", ">", 500, "{:.0f}")
 row("switch", "memory per cached flow", num(r"([\d.]+) bytes/connection", sw), " bytes", "—", "<= 256 bytes", "<", 256, "{:.1f}")
-not_built("fast path with 1,000 ACL rules on a port (ratio to none)", "measured")
+# crates/vfp/benches/acl.rs: each pair's best runs, taken in turn, as a ratio of rates
+acl = log("switch-acl")
+l = f"load {load('switch-acl')}"
+def acl_pair(what):
+    m = re.search(re.escape(what) + r": no rules ([\d.]+) ns/packet \((\d+) k/s\), 1,000 ACL rules ([\d.]+) ns/packet \((\d+) k/s\): ratio to none ([\d.]+)", acl or "")
+    return (float(m.group(5)), f"none {int(m.group(2)) / 1e3:.2f} M/s, with them {int(m.group(4)) / 1e3:.2f} M/s; {l}") if m else (None, l)
+ratio, floor = acl_pair("fast path (flow-table hit)")
+row("switch", "fast path with 1,000 ACL rules on a port (ratio to none)", ratio, "", floor, "measured", ">", None)
+ratio, floor = acl_pair("new connections, inbound")
+row("switch", "new connections/s with 1,000 ACL rules, inbound (ratio to none)", ratio, "", floor, "measured", ">", None)
+ratio, floor = acl_pair("new connections, outbound")
+row("switch", "new connections/s with 1,000 ACL rules, outbound (ratio to none)", ratio, "", floor, "measured", ">", None)
 
 # --- pod -> pod through TAPs (bench/dataplane.sh: its per-round lines `  PEER MEASURE: v...`)
 dp = log("dataplane")

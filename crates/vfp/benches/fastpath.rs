@@ -18,44 +18,29 @@
 //! `FASTPATH_COUNT=N` runs only N batches of the fast path and of the floor, for callgrind's
 //! instruction counts (see `count_only`).
 
+mod common;
+
+use common::{mac, pick, tcp_frame, v4};
 use criterion::{Criterion, Throughput, criterion_group};
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use vfp::layer::{ACL, NAT, ROUTE, SLB};
-use vfp::wire::{MacAddr, TcpFlags, proto};
+use vfp::wire::{TcpFlags, proto};
 use vfp::*;
 
 const LBS: u32 = 10_000;
 const FLOWS: u32 = 100_000;
 const BATCH: usize = 1024;
 
-fn mac(n: u8) -> MacAddr {
-    MacAddr([2, 0, 0, 0, 0, n])
-}
-
-fn v4(a: u32) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::from(a))
-}
-
 fn vip(i: u32) -> IpAddr {
     v4(0x0a60_0000 + i) // 10.96.0.0/16 + i
 }
 
 fn frame(src: IpAddr, src_port: u16, dst: IpAddr, dst_port: u16, flags: u8) -> Vec<u8> {
-    let l4 = packet::L4::Tcp {
-        src_port,
-        dst_port,
-        flags,
-        seq: 0,
-        ack: 0,
-        payload: vec![],
-    };
-    packet::Packet::new(src, dst, l4)
-        .frame(mac(10), mac(1))
-        .expect("a TCP segment between two addresses of one family")
+    tcp_frame((src, src_port), (dst, dst_port), flags, (mac(10), mac(1)))
 }
 
 /// A node like kube-proxy programs it: a client pod, 8 local backend pods, a host vNIC, an
@@ -169,20 +154,6 @@ fn conn(k: u32) -> (IpAddr, u16, IpAddr) {
         1024 + (k % 50_000) as u16,
         vip(k % LBS),
     )
-}
-
-fn pick(n: usize, modulo: u32) -> Vec<u32> {
-    // A fixed pseudo-random walk so batches touch flows all over the table (cache misses
-    // included), deterministically.
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % u64::from(modulo)) as u32
-        })
-        .collect()
 }
 
 /// One batch of packets of existing connections, picked all over the table, and buffers to

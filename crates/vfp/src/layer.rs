@@ -85,7 +85,7 @@ impl Group {
             }
         };
         for d in Group::dirs(&r) {
-            self.index[d.idx()].insert(slot, &r);
+            self.index[d.idx()].insert(slot, &r, *d);
         }
         self.by_owner
             .entry(r.origin.owner.clone())
@@ -102,7 +102,7 @@ impl Group {
         for &slot in &slots {
             if let Some(r) = self.rules.get_mut(slot as usize).and_then(Option::take) {
                 for d in Group::dirs(&r) {
-                    self.index[d.idx()].remove(slot, &r);
+                    self.index[d.idx()].remove(slot, &r, *d);
                 }
                 self.free.push(slot);
             }

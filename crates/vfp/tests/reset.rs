@@ -24,9 +24,7 @@ fn switch() -> (Switch, PortId, PortId) {
 }
 
 fn send(sw: &mut Switch, from: PortId, p: &Packet) -> (Disposition, Vec<u8>) {
-    let mut f = Frame::new(&p.build());
-    let d = sw.process(from, &mut f, Timestamp::from_secs(1));
-    (d, f.bytes().to_vec())
+    send_bytes(sw, from, &p.build())
 }
 
 fn a2b(flags: u8, seq: u32, ack: u32) -> Packet {
@@ -119,4 +117,88 @@ fn a_rule_change_cuts_a_live_connection_it_now_blocks() {
         send(&mut sw, a, &a2b(TcpFlags::ACK | TcpFlags::PSH, 101, 501)).0,
         Disposition::Drop(DropReason::BlockedByRule)
     );
+}
+
+/// The node's provider address, and the remote node's, whose pod R talks to A over VXLAN.
+const PA: &str = "192.168.1.5";
+const REMOTE_PA: &str = "192.168.1.6";
+const R: &str = "10.244.2.7";
+const VNI: u32 = 4096;
+
+/// A segment from the remote pod R, as the remote node's switch sends it: in VXLAN from its
+/// provider address to this node's.
+fn from_remote(inner: &Packet, sport: u16) -> Vec<u8> {
+    let e = Encap {
+        vni: VNI,
+        src_mac: mac(30),
+        dst_mac: mac(20),
+        src_ip: ip(REMOTE_PA),
+        dst_ip: ip(PA),
+        udp_port: 4789,
+    };
+    let mut f = Frame::new(&inner.build());
+    vfp::encap::push(&mut f, &e, sport).unwrap();
+    f.bytes().to_vec()
+}
+
+/// A connection from a pod on another node (overlay): its segments arrive encapsulated at the
+/// uplink. After the reset, the remote client's next segment is answered like a local one's,
+/// the RST encapsulated back to the remote node's provider address, as every reply of the
+/// connection was.
+#[test]
+fn a_reset_connection_from_another_node_is_answered_through_the_tunnel() {
+    let mut sw = Switch::new(SwitchConfig::default());
+    let a = sw
+        .add_port(PortConfig::pod("a", mac(10), vec![ip(A)]).on_vni(VNI))
+        .unwrap();
+    let uplink = sw.add_port(PortConfig::uplink("eth0")).unwrap();
+    sw.add_provider_address(ip(PA));
+    let decap = Rule::new(
+        1,
+        Conditions::any().direction(Direction::In).vni(VNI),
+        Action::Decap,
+    );
+    sw.layer_mut(a, vfp::layer::ROUTE)
+        .unwrap()
+        .set_rules(Origin::new("Network", "overlay"), vec![decap]);
+    let r2a = |flags, seq, ack| {
+        pkt::tcp(R, 50000, A, 80, flags)
+            .with_macs(mac(40), mac(10))
+            .with_seq_ack(seq, ack)
+    };
+    let a2r = |flags, seq, ack| {
+        pkt::tcp(A, 80, R, 50000, flags)
+            .with_macs(mac(10), mac(40))
+            .with_seq_ack(seq, ack)
+    };
+    let syn = from_remote(&r2a(TcpFlags::SYN, 100, 0), 51000);
+    assert_eq!(send_bytes(&mut sw, uplink, &syn).0, Disposition::Deliver(a));
+    let (d, synack) = send(&mut sw, a, &a2r(TcpFlags::SYN | TcpFlags::ACK, 500, 101));
+    assert_eq!(d, Disposition::Uplink(uplink));
+    let ack = from_remote(&r2a(TcpFlags::ACK, 101, 501), 51000);
+    assert_eq!(send_bytes(&mut sw, uplink, &ack).0, Disposition::Deliver(a));
+    assert_eq!(sw.reset_connections(a), 1);
+
+    let data = from_remote(&r2a(TcpFlags::ACK | TcpFlags::PSH, 101, 501), 51000);
+    let (d, frame) = send_bytes(&mut sw, uplink, &data);
+    assert_eq!(
+        d,
+        Disposition::Reply(uplink),
+        "answered, not delivered to a"
+    );
+    verify_checksums(&frame);
+    // The RST is wrapped exactly as the connection's SYN-ACK was (same outer headers, same
+    // entropy port; both segments are bare headers, so the lengths agree too), around A's RST
+    // to R with seq = R's ACK.
+    let rst = a2r(TcpFlags::RST, 501, 0).build();
+    let outer_len = synack.len() - rst.len();
+    let mut want = synack[..outer_len].to_vec();
+    want.extend_from_slice(&rst);
+    assert_eq!(frame, want);
+}
+
+fn send_bytes(sw: &mut Switch, from: PortId, bytes: &[u8]) -> (Disposition, Vec<u8>) {
+    let mut f = Frame::new(bytes);
+    let d = sw.process(from, &mut f, Timestamp::from_secs(1));
+    (d, f.bytes().to_vec())
 }

@@ -3,27 +3,37 @@
 //! limitations; calico#10199): [`Switch::reset_connections`] reproduces it. Each end learns it
 //! the next time it sends, from a RST the switch answers with, as a host answers a segment of a
 //! connection it does not know (RFC 9293 §3.10.7.1: the RST's sequence number is the segment's
-//! acknowledgment, so the sender takes it).
+//! acknowledgment, so the sender takes it). A segment that arrived in VXLAN from another node
+//! is answered through the tunnel it came by, as every reply of its connection was.
 
 use std::collections::HashMap;
 
 use super::Switch;
 use crate::disposition::Disposition;
+use crate::encap;
 use crate::frame::Frame;
 use crate::headers::FlowKey;
 use crate::packet::{L4, Packet};
-use crate::parse::{L4Kind, Parsed};
+use crate::parse::{self, L4Kind, Parsed};
 use crate::port::PortId;
 use crate::tcp_state::FlowSide;
 use crate::time::Timestamp;
 use crate::wire::tcp::TcpPacket;
 use crate::wire::{TcpFlags, proto};
 
-/// The two sides of every reset connection not yet told, and when the connection was last
-/// heard from (it is forgotten when it would have expired).
+/// The two sides of every reset connection not yet told.
 #[derive(Debug, Default)]
 pub(crate) struct Resets {
-    keys: HashMap<FlowKey, Timestamp>,
+    keys: HashMap<FlowKey, Reset>,
+}
+
+/// What the switch keeps of a reset connection.
+#[derive(Debug, Clone, Copy)]
+struct Reset {
+    /// When the connection was last heard from (it is forgotten when it would have expired).
+    last_seen: Timestamp,
+    /// The connection's VXLAN source port, which its encapsulated RST keeps.
+    entropy: u16,
 }
 
 impl Switch {
@@ -41,8 +51,12 @@ impl Switch {
             .collect();
         for &s in &slots {
             if let Some(r) = self.flows.get(s) {
+                let reset = Reset {
+                    last_seen: r.last_seen,
+                    entropy: r.entropy,
+                };
                 for side in [FlowSide::Forward, FlowSide::Reverse] {
-                    self.resets.keys.insert(r.key(side), r.last_seen);
+                    self.resets.keys.insert(r.key(side), reset);
                 }
             }
             self.drop_record(s);
@@ -69,31 +83,11 @@ impl Switch {
         if f.has(TcpFlags::SYN) || f.has(TcpFlags::RST) || !f.has(TcpFlags::ACK) {
             return None;
         }
-        if p.outer.is_some() {
-            return None;
-        }
         let key = p.flow_key(from);
-        self.resets.keys.get(&key)?;
-        let ack = TcpPacket::new_checked(frame.bytes().get(p.l4..)?)
-            .ok()?
-            .ack();
-        let h = &p.headers;
-        let rst = Packet::new(
-            h.dst_ip,
-            h.src_ip,
-            L4::Tcp {
-                src_port: h.dst_port,
-                dst_port: h.src_port,
-                flags: TcpFlags::RST,
-                seq: ack,
-                ack: 0,
-                payload: Vec::new(),
-            },
-        )
-        .frame(h.dst_mac, h.src_mac)
-        .ok()?;
-        self.resets.keys.remove(&key);
+        let reset = *self.resets.keys.get(&key)?;
+        let rst = rst_for(frame, p, reset.entropy)?;
         frame.set(&rst);
+        self.resets.keys.remove(&key);
         Some(Disposition::Reply(from))
     }
 
@@ -101,6 +95,40 @@ impl Switch {
     /// established connection may be.
     pub(crate) fn expire_resets(&mut self, now: Timestamp) {
         let ttl = self.config.timeouts.tcp_established;
-        self.resets.keys.retain(|_, t| now.since(*t) <= ttl);
+        self.resets
+            .keys
+            .retain(|_, r| now.since(r.last_seen) <= ttl);
     }
+}
+
+/// The RST answering the segment in `frame`: from its destination to its source, with the
+/// segment's acknowledgment as sequence number, and, if the segment arrived in VXLAN, in the
+/// tunnel back to its sender with the connection's source port `entropy`. `None` if it cannot
+/// be built.
+fn rst_for(frame: &Frame, p: &Parsed, entropy: u16) -> Option<Vec<u8>> {
+    let ack = TcpPacket::new_checked(frame.bytes().get(p.l4..)?)
+        .ok()?
+        .ack();
+    let h = &p.headers;
+    let rst = Packet::new(
+        h.dst_ip,
+        h.src_ip,
+        L4::Tcp {
+            src_port: h.dst_port,
+            dst_port: h.src_port,
+            flags: TcpFlags::RST,
+            seq: ack,
+            ack: 0,
+            payload: Vec::new(),
+        },
+    )
+    .frame(h.dst_mac, h.src_mac)
+    .ok()?;
+    if p.outer.is_none() {
+        return Some(rst);
+    }
+    let back = parse::arrival_encap(frame.bytes(), p)?.reversed();
+    let mut out = Frame::new(&rst);
+    encap::push(&mut out, &back, entropy).ok()?;
+    Some(out.into_vec())
 }
