@@ -468,4 +468,41 @@ mod tests {
             assert!(e.contains(field), "{text}\n-> {e}");
         }
     }
+
+    mod serve_port {
+        use super::super::{Protocol, ServePort};
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any text is a port or an error naming what to write, never a panic; what is
+            /// taken prints back as the same port.
+            #[test]
+            fn any_text_is_a_port_or_an_error_that_says_how_to_write_one(s in "\\PC{0,12}") {
+                match s.parse::<ServePort>() {
+                    Ok(p) => {
+                        prop_assert!(p.port >= 1);
+                        prop_assert_eq!(p.to_string().parse::<ServePort>(), Ok(p));
+                    }
+                    Err(e) => prop_assert!(e.contains("tcp/80") || e.contains("1-65535") || e.contains("tcp or udp"), "{}", e),
+                }
+            }
+
+            /// Every port of either protocol reads back, in any letter case.
+            #[test]
+            fn every_port_reads_back(port in 1u16.., udp in any::<bool>(), upper in any::<bool>()) {
+                let p = ServePort { protocol: if udp { Protocol::Udp } else { Protocol::Tcp }, port };
+                let text = if upper { p.to_string().to_uppercase() } else { p.to_string() };
+                prop_assert_eq!(text.parse::<ServePort>(), Ok(p));
+                prop_assert_eq!(p.name(), format!("serve-{}-{}", port, if udp { "udp" } else { "tcp" }));
+            }
+        }
+
+        #[test]
+        fn port_zero_and_past_65535_are_refused() {
+            assert!("tcp/0".parse::<ServePort>().is_err());
+            assert!("udp/65536".parse::<ServePort>().is_err());
+            assert!("tcp/".parse::<ServePort>().is_err());
+            assert!("sctp/80".parse::<ServePort>().is_err());
+        }
+    }
 }
