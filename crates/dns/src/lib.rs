@@ -114,7 +114,8 @@ pub fn start(
             report(&view, &handler.view.load().problems);
             let old = handler.view.swap(Arc::new(view));
             handler.metrics.source(&read);
-            // Freeing the old view is as much work as building one: not on a serving thread.
+            // The old view shares most of itself with the new one, but after a big change it
+            // may be the last holder of many entries: freed off the serving threads.
             tokio::task::spawn_blocking(move || drop(old));
         }
     }));
