@@ -377,7 +377,7 @@ fn reverse(
     if qtype != RecordType::PTR {
         return Outcome::Forward;
     }
-    let Some(targets) = names::reverse_ip(labels).and_then(|ip| cluster.reverse.get(&ip)) else {
+    let Some(targets) = names::reverse_ip(labels).and_then(|ip| cluster.ptr_targets(&ip)) else {
         return Outcome::Forward;
     };
     let answers = targets

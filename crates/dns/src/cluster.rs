@@ -1,104 +1,26 @@
 //! The cluster as the DNS sees it: Services with their addresses, ports and ready endpoints,
-//! the namespaces that exist, and the reverse map — built once per change of the Kubernetes
-//! objects, then only read (queries never take a lock on it).
+//! the namespaces that exist, and the reverse map. Each change of the Kubernetes objects makes
+//! a new view from the last one, redoing only the Service names whose objects changed (with
+//! their PTR entries and their namespace): its maps are [`Shards`], so the new view shares
+//! everything else with the old one, which queries go on reading (they never take a lock).
+//! A change costs what it touches, not the size of the cluster.
 
-use std::borrow::Cow;
-use std::sync::OnceLock;
-
-use hashbrown::HashMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use hickory_proto::rr::Name;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kubesrc::{Objects, Sourced};
+use kubesrc::{ByKey, Objects, Sourced};
 
-use crate::answer::Outcome;
-use crate::names;
+pub use crate::entry::{Endpoint, PortName, ServiceEntry, Shape};
+use crate::entry::{Sources, service_entry};
+pub use crate::shards::Shards;
 
-/// A Service port (or an EndpointSlice port) as DNS names it: `_<name>._<protocol>`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PortName {
-    /// Lower-case port name; empty when unnamed.
-    pub name: String,
-    /// Lower-case protocol (`tcp`, `udp`, `sctp`).
-    pub protocol: String,
-    /// The port number; -1 when the object lists no ports (CoreDNS's sentinel: A records, no SRV).
-    pub port: i32,
-}
-
-impl PortName {
-    /// A port as an object lists it (protocol defaults to TCP, as in Kubernetes).
-    fn new(name: Option<&str>, protocol: Option<&str>, port: i32) -> PortName {
-        PortName {
-            name: name.unwrap_or("").to_ascii_lowercase(),
-            protocol: protocol.unwrap_or("TCP").to_ascii_lowercase(),
-            port,
-        }
-    }
-}
-
-/// A ready endpoint address of a Service.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Endpoint {
-    /// The label it is known by under its Service: `hostname`, else the dashed IP.
-    pub label: String,
-    pub ip: IpAddr,
-    /// `<label>.<svc>.<ns>.svc.<zone>`.
-    pub fqdn: Name,
-    /// The ports of the slice the address is in.
-    pub ports: Arc<[PortName]>,
-}
-
-/// What a Service name resolves to.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Shape {
-    /// A/AAAA = the cluster IPs.
-    ClusterIp(Vec<IpAddr>),
-    /// A/AAAA = the ready endpoints.
-    Headless,
-    /// A CNAME to this name; `None` when `externalName` is an IP (CoreDNS answers nothing then).
-    ExternalName(Option<Name>),
-}
-
-/// One Service's DNS data.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServiceEntry {
-    pub shape: Shape,
-    pub ports: Vec<PortName>,
-    pub endpoints: Vec<Endpoint>,
-    /// `<svc>.<ns>.svc.<zone>`.
-    pub fqdn: Name,
-    /// The objects it was built from: an entry whose objects did not change is reused by the
-    /// next view instead of being built again.
-    sources: Sources,
-    /// What was skipped in its slices.
-    problems: Vec<String>,
-    /// The answers to its own name for A, AAAA and SRV, made at the first question for each
-    /// ([`crate::answer`]); they go with the entry, so a changed Service starts afresh.
-    pub(crate) answers: [OnceLock<Outcome>; 3],
-}
-
-/// A Service object and its EndpointSlices, compared by identity (the source hands out the same
-/// `Arc` for an object that did not change).
-#[derive(Clone, Debug)]
-struct Sources {
-    service: Arc<Sourced<Service>>,
-    slices: Vec<Arc<Sourced<EndpointSlice>>>,
-}
-
-impl PartialEq for Sources {
-    fn eq(&self, other: &Sources) -> bool {
-        Arc::ptr_eq(&self.service, &other.service)
-            && self.slices.len() == other.slices.len()
-            && self
-                .slices
-                .iter()
-                .zip(&other.slices)
-                .all(|(a, b)| Arc::ptr_eq(a, b))
-    }
-}
+/// A namespace's Services by lower-case name.
+pub type Services = Shards<String, Arc<ServiceEntry>>;
 
 /// What a PTR names: a Service, or one of its endpoints (shared with the entry, not copied).
 #[derive(Clone, Debug)]
@@ -115,6 +37,12 @@ impl PtrTarget {
             None => &self.entry.fqdn,
         }
     }
+
+    /// The order of an address's claims: ClusterIPs first, then by Service name and endpoint,
+    /// so a view made by changes equals one made at once.
+    fn order(&self) -> (bool, &Name, Option<usize>) {
+        (self.endpoint.is_some(), &self.entry.fqdn, self.endpoint)
+    }
 }
 
 /// The immutable view queries are answered from.
@@ -122,9 +50,10 @@ impl PtrTarget {
 pub struct Cluster {
     /// Lower-case namespace -> lower-case Service name -> entry. A namespace is present when a
     /// Namespace object names it or (manifests without Namespaces) any Service or slice is in it.
-    pub namespaces: HashMap<String, HashMap<String, Arc<ServiceEntry>>>,
-    /// PTR targets: ClusterIP -> its Service's name (first wins, as CoreDNS), else endpoints.
-    pub reverse: HashMap<IpAddr, Vec<PtrTarget>>,
+    pub namespaces: Shards<String, Services>,
+    /// Every PTR claim on an address, in [`PtrTarget::order`]; [`Cluster::ptr_targets`] is
+    /// what is answered.
+    pub reverse: Shards<IpAddr, Arc<[PtrTarget]>>,
     /// Whether the source has listed everything once; before, in-zone answers are SERVFAIL.
     pub synced: bool,
     /// Objects skipped, each with why.
@@ -132,292 +61,367 @@ pub struct Cluster {
     /// The zone's SOA serial: when this view was built (Unix seconds), as CoreDNS uses the
     /// time of the last change.
     pub serial: u32,
+    index: Index,
 }
 
-type SliceGroups<'a> = HashMap<(Cow<'a, str>, Cow<'a, str>), Vec<Arc<Sourced<EndpointSlice>>>>;
-
-/// Lower-case, without copying what already is (Kubernetes names are).
-fn lower(s: &str) -> Cow<'_, str> {
-    if s.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Owned(s.to_ascii_lowercase())
-    } else {
-        Cow::Borrowed(s)
-    }
+/// What a view was made from, and how its objects group: what the next change starts from.
+#[derive(Clone, Debug, Default)]
+struct Index {
+    objects: Arc<Objects>,
+    /// The objects of each Service name (lower-case namespace, name).
+    groups: Shards<Id, Arc<Group>>,
+    /// How many Namespace objects and Service names hold each namespace in the view.
+    holds: Shards<String, usize>,
+    /// EndpointSlices without a Service, by key.
+    slice_problems: BTreeMap<String, String>,
+    /// What was skipped of each Service object, by key.
+    service_problems: BTreeMap<String, Vec<String>>,
 }
+
+/// A Service name: lower-case namespace and name.
+type Id = (String, String);
+
+/// The objects of one Service name, by key.
+#[derive(Clone, Debug, Default)]
+struct Group {
+    services: BTreeSet<String>,
+    slices: BTreeSet<String>,
+    /// Whether it makes its namespace exist.
+    holds: bool,
+}
+
+/// A key whose object differs between two sources: its old and new object.
+type Change<'a, K> = (
+    &'a String,
+    Option<&'a Arc<Sourced<K>>>,
+    Option<&'a Arc<Sourced<K>>>,
+);
 
 impl Cluster {
     /// Builds the view of `objects` for `zone` (which must be a valid name).
     pub fn build(objects: &Objects, zone: &Name) -> Cluster {
-        Cluster::rebuild(objects, zone, None)
+        Cluster::rebuild(&Arc::new(objects.clone()), zone, None)
     }
 
-    /// Builds the view of `objects`, reusing the entries of `previous` whose objects are the
-    /// same, so one changed slice among thousands costs one Service.
-    pub fn rebuild(objects: &Objects, zone: &Name, previous: Option<&Cluster>) -> Cluster {
-        let mut cluster = Cluster {
-            synced: objects.synced,
-            problems: objects.problems.clone(),
-            serial: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as u32),
-            ..Cluster::default()
-        };
-        for ns in objects.namespaces.values() {
-            if let Some(name) = &ns.object.metadata.name {
-                cluster
-                    .namespaces
-                    .entry(name.to_ascii_lowercase())
-                    .or_default();
-            }
-        }
-        let mut groups = cluster.group_slices(objects);
-        for s in objects.services.values() {
-            let meta = &s.object.metadata;
-            let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
-            let name = lower(meta.name.as_deref().unwrap_or(""));
-            let slices = groups
-                .remove(&(ns.clone(), name.clone()))
-                .unwrap_or_default();
-            let sources = Sources {
-                service: Arc::clone(s),
-                slices,
-            };
-            let reused = previous
-                .and_then(|p| p.service(&ns, &name))
-                .filter(|e| e.sources == sources)
-                .cloned();
-            let entry = match reused {
-                Some(e) => e,
-                None => match service_entry(sources, zone) {
-                    Ok(e) => Arc::new(e),
-                    Err(e) => {
-                        cluster.problems.push(format!("{}: {e}; skipped", s.origin));
-                        continue;
-                    }
-                },
-            };
-            cluster.problems.extend(entry.problems.iter().cloned());
-            let services = match cluster.namespaces.get_mut(ns.as_ref()) {
-                Some(services) => services,
-                None => cluster.namespaces.entry(ns.into_owned()).or_default(),
-            };
-            services.insert(name.into_owned(), entry);
-        }
-        // Slices of an absent Service are served by nobody (CoreDNS indexes them by Service),
-        // but their namespace exists.
-        for (ns, _) in groups.into_keys() {
-            cluster.namespaces.entry(ns.into_owned()).or_default();
-        }
-        cluster.index_reverse();
-        cluster
-    }
-
-    /// Slices by the (namespace, Service) they belong to, in the source's order.
-    fn group_slices<'a>(&mut self, objects: &'a Objects) -> SliceGroups<'a> {
-        let mut groups = SliceGroups::new();
-        for s in objects.slices.values() {
-            let meta = &s.object.metadata;
-            let ns = lower(meta.namespace.as_deref().unwrap_or("default"));
-            match meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("kubernetes.io/service-name"))
-            {
-                Some(svc) => groups
-                    .entry((ns, lower(svc)))
-                    .or_default()
-                    .push(Arc::clone(s)),
-                None => self.problems.push(format!(
-                    "{}: metadata.labels[\"kubernetes.io/service-name\"] is missing; skipped",
-                    s.origin
-                )),
-            }
-        }
-        groups
-    }
-
-    fn index_reverse(&mut self) {
-        let mut reverse: HashMap<IpAddr, Vec<PtrTarget>> = HashMap::new();
-        for services in self.namespaces.values() {
-            for entry in services.values() {
-                if let Shape::ClusterIp(ips) = &entry.shape {
-                    for ip in ips {
-                        reverse.entry(*ip).or_insert_with(|| {
-                            vec![PtrTarget {
-                                entry: Arc::clone(entry),
-                                endpoint: None,
-                            }]
-                        });
-                    }
-                }
-            }
-        }
-        for services in self.namespaces.values() {
-            for entry in services.values() {
-                for (i, ep) in entry.endpoints.iter().enumerate() {
-                    let targets = reverse.entry(ep.ip).or_default();
-                    // A ClusterIP answers alone; endpoints gather one PTR per Service.
-                    if targets.first().is_none_or(|t| t.endpoint.is_some()) {
-                        targets.push(PtrTarget {
-                            entry: Arc::clone(entry),
-                            endpoint: Some(i),
-                        });
-                    }
-                }
-            }
-        }
-        self.reverse = reverse;
+    /// The view of `objects`: `previous` with the Service names whose objects changed since
+    /// it was made redone (an object that did not change is the same `Arc`); every one when
+    /// there is no previous view.
+    pub fn rebuild(objects: &Arc<Objects>, zone: &Name, previous: Option<&Cluster>) -> Cluster {
+        let mut view = previous.cloned().unwrap_or_default();
+        view.update(objects, zone);
+        view
     }
 
     /// The Service `name` in `ns` (both lower-case).
     pub fn service(&self, ns: &str, name: &str) -> Option<&Arc<ServiceEntry>> {
         self.namespaces.get(ns)?.get(name)
     }
-}
 
-/// Adds a slice's ready addresses to `entry`; what cannot be served goes to `problems`.
-fn add_slice(entry: &mut ServiceEntry, slice: &Sourced<EndpointSlice>) {
-    if !matches!(slice.object.address_type.as_str(), "IPv4" | "IPv6") {
-        return; // FQDN slices carry no addresses DNS serves
+    /// The PTR answer for `ip`: the Service owning it as a ClusterIP (the first by name, as
+    /// CoreDNS takes one), else every endpoint at it, one per Service endpoint.
+    pub fn ptr_targets(&self, ip: &IpAddr) -> Option<&[PtrTarget]> {
+        let targets = self.reverse.get(ip)?;
+        Some(match targets.first() {
+            Some(t) if t.endpoint.is_none() => &targets[..1],
+            _ => targets,
+        })
     }
-    let ports = slice_ports(&slice.object);
-    let mut skipped = Vec::new();
-    for (i, ep) in slice.object.endpoints.iter().enumerate() {
-        // Only `ready` counts (nil = ready); serving and terminating are ignored, as CoreDNS.
-        if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-            continue;
+
+    fn update(&mut self, objects: &Arc<Objects>, zone: &Name) {
+        let before = std::mem::replace(&mut self.index.objects, Arc::clone(objects));
+        for (_, old, new) in diff(&before.namespaces, &objects.namespaces) {
+            if let Some(ns) = old.and_then(|n| n.object.metadata.name.as_deref()) {
+                self.release(&ns.to_ascii_lowercase());
+            }
+            if let Some(ns) = new.and_then(|n| n.object.metadata.name.as_deref()) {
+                self.hold(ns.to_ascii_lowercase());
+            }
         }
-        for (j, addr) in ep.addresses.iter().enumerate() {
-            let Ok(ip) = addr.parse::<IpAddr>() else {
-                skipped.push(format!(
-                    "endpoints[{i}].addresses[{j}]: {addr:?} is not an IP"
-                ));
+        let mut changed = BTreeSet::new();
+        for (key, old, new) in diff(&before.slices, &objects.slices) {
+            changed.extend(old.and_then(|s| self.list_slice(key, s, false)));
+            changed.extend(new.and_then(|s| self.list_slice(key, s, true)));
+        }
+        for (key, old, new) in diff(&before.services, &objects.services) {
+            changed.extend(old.map(|s| self.list_service(key, s, false)));
+            changed.extend(new.map(|s| self.list_service(key, s, true)));
+        }
+        for id in changed {
+            self.settle(id, zone);
+        }
+        self.synced = objects.synced;
+        self.serial = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as u32);
+        // The order of a pass over the objects: the source's, the slices', the Services'.
+        self.problems = (objects.problems.iter())
+            .chain(self.index.slice_problems.values())
+            .chain(self.index.service_problems.values().flatten())
+            .cloned()
+            .collect();
+    }
+
+    /// Lists (or unlists) a slice under its Service name; one without is a problem.
+    fn list_slice(
+        &mut self,
+        key: &str,
+        slice: &Sourced<EndpointSlice>,
+        listed: bool,
+    ) -> Option<Id> {
+        let Some(id) = slice_id(slice) else {
+            let problem = format!(
+                "{}: metadata.labels[\"kubernetes.io/service-name\"] is missing; skipped",
+                slice.origin
+            );
+            match listed {
+                true => self.index.slice_problems.insert(key.to_string(), problem),
+                false => self.index.slice_problems.remove(key),
+            };
+            return None;
+        };
+        let slices = &mut self.group_mut(&id).slices;
+        match listed {
+            true => slices.insert(key.to_string()),
+            false => slices.remove(key),
+        };
+        Some(id)
+    }
+
+    /// Lists (or unlists) a Service object under its Service name.
+    fn list_service(&mut self, key: &str, service: &Sourced<Service>, listed: bool) -> Id {
+        let id = service_id(service);
+        self.index.service_problems.remove(key);
+        let services = &mut self.group_mut(&id).services;
+        match listed {
+            true => services.insert(key.to_string()),
+            false => services.remove(key),
+        };
+        id
+    }
+
+    fn group_mut(&mut self, id: &Id) -> &mut Group {
+        Arc::make_mut(self.index.groups.get_or_default(id.clone()))
+    }
+
+    /// Redoes the Service name `id` from its objects: its entry, its PTR claims, whether it
+    /// makes its namespace exist.
+    fn settle(&mut self, id: Id, zone: &Name) {
+        let group = self.index.groups.get(&id).cloned().unwrap_or_default();
+        let old = self.service(&id.0, &id.1).cloned();
+        let entry = self.entry_of(&group, old.as_ref(), zone);
+        // Slices of an absent Service are served by nobody (CoreDNS indexes them by Service),
+        // but their namespace exists; a Service that cannot be served takes its slices along.
+        let holds = entry.is_some() || (group.services.is_empty() && !group.slices.is_empty());
+        if holds && !group.holds {
+            self.hold(id.0.clone());
+        }
+        let same = matches!((&old, &entry), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+        if !same {
+            if let Some(old) = &old {
+                self.unclaim(old);
+            }
+            if let Some(services) = self.namespaces.get_mut(&id.0) {
+                match &entry {
+                    Some(e) => services.insert(id.1.clone(), Arc::clone(e)),
+                    None => services.remove(&id.1),
+                };
+            }
+            if let Some(entry) = &entry {
+                self.claim(entry);
+            }
+        }
+        if !holds && group.holds {
+            self.release(&id.0);
+        }
+        if group.services.is_empty() && group.slices.is_empty() {
+            self.index.groups.remove(&id);
+        } else if group.holds != holds {
+            self.group_mut(&id).holds = holds;
+        }
+    }
+
+    /// The entry of a Service name as a pass over the objects makes it: its Service objects in
+    /// key order, the first taking the name's slices, the last that can be served answering.
+    fn entry_of(
+        &mut self,
+        group: &Group,
+        old: Option<&Arc<ServiceEntry>>,
+        zone: &Name,
+    ) -> Option<Arc<ServiceEntry>> {
+        let objects = Arc::clone(&self.index.objects);
+        let mut slices: Vec<_> = (group.slices.iter())
+            .filter_map(|k| objects.slices.get(k).cloned())
+            .collect();
+        let mut entry = None;
+        for key in &group.services {
+            let Some(service) = objects.services.get(key) else {
                 continue;
             };
-            let label = match &ep.hostname {
-                Some(h) => h.to_ascii_lowercase(),
-                None => names::dashed_ip(ip),
+            let sources = Sources {
+                service: Arc::clone(service),
+                slices: std::mem::take(&mut slices),
             };
-            match names::child(&label, &entry.fqdn) {
-                Ok(fqdn) => entry.endpoints.push(Endpoint {
-                    label,
-                    ip,
-                    fqdn,
-                    ports: Arc::clone(&ports),
-                }),
-                Err(e) => skipped.push(format!("endpoints[{i}].hostname: {e}")),
+            let built = match old.filter(|e| e.sources == sources) {
+                Some(e) => Ok(Arc::clone(e)),
+                None => service_entry(sources, zone).map(Arc::new),
+            };
+            let problems = match built {
+                Ok(e) => {
+                    let problems = e.problems.clone();
+                    entry = Some(e);
+                    problems
+                }
+                Err(e) => vec![format!("{}: {e}; skipped", service.origin)],
+            };
+            if problems.is_empty() {
+                self.index.service_problems.remove(key);
+            } else {
+                self.index.service_problems.insert(key.clone(), problems);
+            }
+        }
+        entry
+    }
+
+    /// Adds `entry`'s PTR claims: its ClusterIPs and its endpoints' addresses.
+    fn claim(&mut self, entry: &Arc<ServiceEntry>) {
+        let mut by_ip: BTreeMap<IpAddr, Vec<PtrTarget>> = BTreeMap::new();
+        for (ip, target) in claims(entry) {
+            by_ip.entry(ip).or_default().push(target);
+        }
+        for (ip, mut targets) in by_ip {
+            if let Some(others) = self.reverse.get(&ip) {
+                targets.extend(others.iter().cloned());
+            }
+            targets.sort_by(|a, b| a.order().cmp(&b.order()));
+            self.reverse.insert(ip, targets.into());
+        }
+    }
+
+    /// Takes `entry`'s PTR claims away.
+    fn unclaim(&mut self, entry: &Arc<ServiceEntry>) {
+        let ips: BTreeSet<IpAddr> = claims(entry).into_iter().map(|(ip, _)| ip).collect();
+        for ip in ips {
+            let Some(targets) = self.reverse.get(&ip) else {
+                continue;
+            };
+            let left: Vec<PtrTarget> = (targets.iter())
+                .filter(|t| t.entry.fqdn != entry.fqdn)
+                .cloned()
+                .collect();
+            if left.is_empty() {
+                self.reverse.remove(&ip);
+            } else {
+                self.reverse.insert(ip, left.into());
             }
         }
     }
-    if !skipped.is_empty() {
-        entry.problems.push(format!(
-            "{}: {} skipped (the other endpoints are served)",
-            slice.origin,
-            skipped.join("; ")
-        ));
+
+    /// One more reason for namespace `ns` to exist.
+    fn hold(&mut self, ns: String) {
+        let first = {
+            let n = self.index.holds.get_or_default(ns.clone());
+            *n += 1;
+            *n == 1
+        };
+        if first {
+            self.namespaces.insert(ns, Services::default());
+        }
+    }
+
+    /// One reason fewer; the namespace goes with the last.
+    fn release(&mut self, ns: &str) {
+        let Some(n) = self.index.holds.get_mut(ns) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.index.holds.remove(ns);
+            self.namespaces.remove(ns);
+        }
     }
 }
 
-fn slice_ports(slice: &EndpointSlice) -> Arc<[PortName]> {
-    let ports: Vec<PortName> = slice
-        .ports
-        .iter()
-        .flatten()
-        .map(|p| {
-            PortName::new(
-                p.name.as_deref(),
-                p.protocol.as_deref(),
-                p.port.unwrap_or(-1),
-            )
-        })
-        .collect();
-    if ports.is_empty() {
-        return Arc::from(vec![no_ports()]);
+/// The addresses `entry` answers PTR questions for, each with what it names.
+fn claims(entry: &Arc<ServiceEntry>) -> Vec<(IpAddr, PtrTarget)> {
+    let mut claims = Vec::new();
+    if let Shape::ClusterIp(ips) = &entry.shape {
+        claims.extend(ips.iter().map(|ip| {
+            let target = PtrTarget {
+                entry: Arc::clone(entry),
+                endpoint: None,
+            };
+            (*ip, target)
+        }));
     }
-    Arc::from(ports)
+    claims.extend(entry.endpoints.iter().enumerate().map(|(i, ep)| {
+        let target = PtrTarget {
+            entry: Arc::clone(entry),
+            endpoint: Some(i),
+        };
+        (ep.ip, target)
+    }));
+    claims
 }
 
-fn no_ports() -> PortName {
-    PortName {
-        name: String::new(),
-        protocol: String::new(),
-        port: -1,
-    }
-}
-
-/// A Service's entry with its slices' endpoints; an error names the field that cannot be served.
-fn service_entry(sources: Sources, zone: &Name) -> Result<ServiceEntry, String> {
-    let svc = &sources.service.object;
-    let name = svc
-        .metadata
-        .name
-        .as_deref()
-        .ok_or("metadata.name is missing")?;
-    let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
-    names::label(name).map_err(|e| format!("metadata.name: {e}"))?;
-    names::label(ns).map_err(|e| format!("metadata.namespace: {e}"))?;
-    let (name, ns) = (name.to_ascii_lowercase(), ns.to_ascii_lowercase());
-    let fqdn = names::service_fqdn(&name, &ns, zone)?;
-    let spec = svc.spec.as_ref().ok_or("spec is missing")?;
-    let shape = if spec.type_.as_deref() == Some("ExternalName") {
-        let target = spec
-            .external_name
+fn service_id(s: &Sourced<Service>) -> Id {
+    let meta = &s.object.metadata;
+    (
+        meta.namespace
             .as_deref()
-            .ok_or("spec.externalName is missing for type ExternalName")?;
-        if target.parse::<IpAddr>().is_ok() {
-            Shape::ExternalName(None)
-        } else {
-            let target = names::absolute(target).map_err(|e| format!("spec.externalName: {e}"))?;
-            Shape::ExternalName(Some(target))
-        }
-    } else {
-        cluster_ips(spec)?
-    };
-    let mut ports: Vec<PortName> = spec
-        .ports
-        .iter()
-        .flatten()
-        .map(|p| PortName::new(p.name.as_deref(), p.protocol.as_deref(), p.port))
-        .collect();
-    if ports.is_empty() {
-        ports.push(no_ports());
-    }
-    let mut entry = ServiceEntry {
-        shape,
-        ports,
-        endpoints: Vec::new(),
-        fqdn,
-        sources: sources.clone(),
-        problems: Vec::new(),
-        answers: Default::default(),
-    };
-    for slice in &sources.slices {
-        add_slice(&mut entry, slice);
-    }
-    Ok(entry)
+            .unwrap_or("default")
+            .to_ascii_lowercase(),
+        meta.name.as_deref().unwrap_or("").to_ascii_lowercase(),
+    )
 }
 
-fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Shape, String> {
-    let listed = spec.cluster_ips.clone().unwrap_or_default();
-    let all: Vec<String> = if listed.is_empty() {
-        spec.cluster_ip.iter().cloned().collect()
-    } else {
-        listed
-    };
-    if all.iter().any(|s| s == "None") {
-        return Ok(Shape::Headless);
+/// The Service name a slice belongs to, if it names one.
+fn slice_id(s: &Sourced<EndpointSlice>) -> Option<Id> {
+    let meta = &s.object.metadata;
+    let service = meta.labels.as_ref()?.get("kubernetes.io/service-name")?;
+    Some((
+        meta.namespace
+            .as_deref()
+            .unwrap_or("default")
+            .to_ascii_lowercase(),
+        service.to_ascii_lowercase(),
+    ))
+}
+
+/// The keys whose object is not the same between `old` and `new`: a walk over both, comparing
+/// pointers (the source hands out the same `Arc` for an object that did not change).
+fn diff<'a, K>(old: &'a ByKey<K>, new: &'a ByKey<K>) -> Vec<Change<'a, K>> {
+    let mut changes = Vec::new();
+    if std::ptr::eq(old, new) {
+        return changes;
     }
-    let mut ips = Vec::new();
-    for (i, s) in all.iter().enumerate() {
-        if s.is_empty() {
-            continue;
+    let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return changes,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+        };
+        match order {
+            Ordering::Less => {
+                if let Some((k, v)) = a.next() {
+                    changes.push((k, Some(v), None));
+                }
+            }
+            Ordering::Greater => {
+                if let Some((k, v)) = b.next() {
+                    changes.push((k, None, Some(v)));
+                }
+            }
+            Ordering::Equal => {
+                if let (Some((k, va)), Some((_, vb))) = (a.next(), b.next())
+                    && !Arc::ptr_eq(va, vb)
+                {
+                    changes.push((k, Some(va), Some(vb)));
+                }
+            }
         }
-        let ip = s
-            .parse()
-            .map_err(|_| format!("spec.clusterIPs[{i}]: {s:?} is not an IP address"))?;
-        ips.push(ip);
     }
-    Ok(Shape::ClusterIp(ips))
 }
 
 #[cfg(test)]
@@ -446,7 +450,7 @@ mod tests {
         let mut second = first.clone();
         let changed = objects(&[&DB.replace("10.244.1.5", "10.244.1.6")]);
         second.slices = changed.slices;
-        let after = Cluster::rebuild(&second, &zone, Some(&before));
+        let after = Cluster::rebuild(&Arc::new(second), &zone, Some(&before));
         let (web0, web1) = (
             before.service("default", "web").unwrap(),
             after.service("default", "web").unwrap(),

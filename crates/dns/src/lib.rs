@@ -8,11 +8,13 @@
 
 pub mod answer;
 pub mod cluster;
+pub mod entry;
 pub mod forward;
 pub mod handler;
 pub mod metrics;
 pub mod names;
 pub mod server;
+pub mod shards;
 pub mod wire;
 pub mod zone;
 
@@ -88,7 +90,7 @@ pub fn start(
 ) -> Result<Running, DnsError> {
     let zone = Zone::new(&config.zone, config.ttl).map_err(DnsError::Config)?;
     let metrics = Arc::new(Metrics::default());
-    let first = Cluster::build(&objects.borrow_and_update(), &zone.name);
+    let first = Cluster::rebuild(&Arc::clone(&objects.borrow_and_update()), &zone.name, None);
     report(&first, &[]);
     metrics.source(&objects.borrow());
     let handler = Arc::new(Handler {
@@ -112,7 +114,8 @@ pub fn start(
             report(&view, &handler.view.load().problems);
             let old = handler.view.swap(Arc::new(view));
             handler.metrics.source(&read);
-            // Freeing the old view is as much work as building one: not on a serving thread.
+            // The old view shares most of itself with the new one, but after a big change it
+            // may be the last holder of many entries: freed off the serving threads.
             tokio::task::spawn_blocking(move || drop(old));
         }
     }));
