@@ -6,6 +6,9 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::iter::Peekable;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use crate::model::{Service, ServiceKey, Slice};
 use crate::source::Snapshot;
@@ -18,6 +21,9 @@ pub(crate) struct Inputs {
     slices: BTreeMap<String, Slice>,
     /// Each Service's slices, by their keys in `slices`.
     slices_of: BTreeMap<ServiceKey, BTreeSet<String>>,
+    /// Which Services have an endpoint at each address, and in how many slice entries: what
+    /// an HNS change at an address touches, found without walking every slice.
+    services_at: BTreeMap<IpAddr, BTreeMap<ServiceKey, usize>>,
 }
 
 /// What a snapshot changed against the last one.
@@ -37,6 +43,7 @@ impl Inputs {
         for (key, old, new) in differing(&self.slices, &snapshot.slices) {
             if let Some(old) = old {
                 changes.touched.insert(old.service.clone());
+                self.unindex(&old);
                 if let Some(keys) = self.slices_of.get_mut(&old.service) {
                     keys.remove(&key);
                     if keys.is_empty() {
@@ -47,6 +54,7 @@ impl Inputs {
             match new {
                 Some(new) => {
                     changes.touched.insert(new.service.clone());
+                    self.index(&new);
                     let of = self.slices_of.entry(new.service.clone()).or_default();
                     of.insert(key.clone());
                     self.slices.insert(key, new);
@@ -79,6 +87,47 @@ impl Inputs {
             .flatten()
             .filter_map(|k| snapshot.slices.get(k))
             .collect()
+    }
+
+    /// The Services of the last sync with an endpoint at one of `addresses` or inside one of
+    /// `prefixes`: each costs a lookup (a range for a prefix), not a walk of every slice.
+    pub fn services_at(
+        &self,
+        addresses: &BTreeSet<IpAddr>,
+        prefixes: &[IpNet],
+    ) -> BTreeSet<ServiceKey> {
+        let at = addresses.iter().filter_map(|ip| self.services_at.get(ip));
+        let inside = prefixes
+            .iter()
+            .flat_map(|p| self.services_at.range(p.network()..=p.broadcast()))
+            .map(|(_, of)| of);
+        at.chain(inside).flat_map(|of| of.keys().cloned()).collect()
+    }
+
+    /// Counts `slice`'s endpoints in [`Inputs::services_at`].
+    fn index(&mut self, slice: &Slice) {
+        for e in &slice.endpoints {
+            let of = self.services_at.entry(e.ip).or_default();
+            *of.entry(slice.service.clone()).or_default() += 1;
+        }
+    }
+
+    /// Uncounts `slice`'s endpoints from [`Inputs::services_at`].
+    fn unindex(&mut self, slice: &Slice) {
+        for e in &slice.endpoints {
+            let Some(of) = self.services_at.get_mut(&e.ip) else {
+                continue;
+            };
+            if let Some(n) = of.get_mut(&slice.service) {
+                *n -= 1;
+                if *n == 0 {
+                    of.remove(&slice.service);
+                }
+            }
+            if of.is_empty() {
+                self.services_at.remove(&e.ip);
+            }
+        }
     }
 
     /// Every Service of the last sync.
@@ -170,6 +219,33 @@ mod tests {
         assert_eq!(removed.gone, vec![key("c")]);
         assert!(removed.touched.is_empty());
         assert_eq!(inputs.keys().count(), 2);
+    }
+
+    #[test]
+    fn an_address_names_the_services_whose_slices_list_it() {
+        let mut inputs = Inputs::default();
+        let ips = |list: &[&str]| list.iter().map(|ip| ip.parse().expect("ip")).collect();
+        let net = |p: &str| vec![p.parse::<IpNet>().expect("prefix")];
+        inputs.take(&three(&["10.244.2.2", "10.244.3.4"], &["10.244.3.4"]));
+        let shared = inputs.services_at(&ips(&["10.244.3.4"]), &[]);
+        assert_eq!(shared, keys(&["a", "b"]));
+        assert_eq!(inputs.services_at(&ips(&["10.244.9.9"]), &[]), keys(&[]));
+        assert_eq!(
+            inputs.services_at(&ips(&[]), &net("10.244.2.0/24")),
+            keys(&["a"])
+        );
+        assert_eq!(
+            inputs.services_at(&ips(&[]), &net("10.244.0.0/16")),
+            keys(&["a", "b"])
+        );
+        // a no longer lists 10.244.3.4: only b does; and 10.244.2.2 is gone with a's slice.
+        inputs.take(&three(&["10.244.2.2"], &["10.244.3.4"]));
+        assert_eq!(inputs.services_at(&ips(&["10.244.3.4"]), &[]), keys(&["b"]));
+        let mut snap = three(&["10.244.2.2"], &["10.244.3.4"]);
+        snap.slices.remove("default/a-1");
+        inputs.take(&snap);
+        assert_eq!(inputs.services_at(&ips(&["10.244.2.2"]), &[]), keys(&[]));
+        assert_eq!(inputs.services_at.len(), 1, "nothing left behind");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use hns_client::Client;
 use ipnet::IpNet;
 
 use crate::health::{self, Health, ServiceHealth};
-use crate::inputs::Inputs;
+use crate::inputs::{Changes, Inputs};
 use crate::model::ServiceKey;
 use crate::planner::{NodeContext, ServicePlan, plan_service};
 use crate::reconciler::{NetworkNews, Reconciler, SyncReport};
@@ -225,12 +225,15 @@ impl Proxy {
     /// already match and removes those nothing wants. Later ones replan and write only the
     /// Services whose objects changed, or whose local endpoints or routes in HNS did.
     pub async fn sync(&mut self, snapshot: &Snapshot) -> SyncReport {
-        let caught = match self.reconciler.catch_up().await {
+        // hnsd answers what others changed while the objects are compared with the last
+        // sync's: one round trip hidden behind the walk instead of added to it.
+        let asked = self.reconciler.ask_changes();
+        let changes = self.proxier.inputs.take(snapshot);
+        let caught = match self.reconciler.catch_up_from(asked).await {
             Ok(c) => c,
             Err(e) => {
-                return self
-                    .proxier
-                    .failed_sync(format!("asking hnsd what changed: {e}"));
+                let problem = format!("asking hnsd what changed: {e}");
+                return self.proxier.failed_sync(changes, problem);
             }
         };
         match caught.network {
@@ -240,14 +243,15 @@ impl Proxy {
                     "network {} is gone from HNS; waiting for it",
                     self.network_name
                 );
-                return self.proxier.failed_sync(problem);
+                return self.proxier.failed_sync(changes, problem);
             }
             NetworkNews::Replaced => {
                 if let Err(e) = self.resync().await {
-                    return self.proxier.failed_sync(format!(
+                    let problem = format!(
                         "network {} was made again; reading HNS: {e}",
                         self.network_name
-                    ));
+                    );
+                    return self.proxier.failed_sync(changes, problem);
                 }
             }
         }
@@ -255,7 +259,13 @@ impl Proxy {
         self.synced_once = true;
         let report = self
             .proxier
-            .sync(&mut self.reconciler, snapshot, full, &caught.addresses)
+            .sync(
+                &mut self.reconciler,
+                snapshot,
+                changes,
+                full,
+                &caught.addresses,
+            )
             .await;
         if full && let Err(e) = self.reconciler.catch_up_ahead().await {
             // The next sync reads the same changes then.
@@ -454,6 +464,8 @@ struct Proxier {
     service_health: ServiceHealth,
     /// The objects the last sync planned from.
     inputs: Inputs,
+    /// Services removed while syncs failed: their load balancers are still to be deleted.
+    gone: Vec<ServiceKey>,
     context: Option<NodeContext>,
     retry: BTreeSet<ServiceKey>,
     retry_delay: Duration,
@@ -476,6 +488,7 @@ impl Proxier {
             health,
             service_health: ServiceHealth::default(),
             inputs: Inputs::default(),
+            gone: Vec::new(),
             context: None,
             retry: BTreeSet::new(),
             retry_delay,
@@ -535,7 +548,8 @@ impl Proxier {
         }
     }
 
-    /// One sync: replan what changed, apply it. A Service is replanned when its objects
+    /// One sync: replan what changed (`changes`, against the last sync's objects), apply it.
+    /// A Service is replanned when its objects
     /// changed, when it is retried, or when one of its endpoints' addresses had its HNS
     /// endpoint made, removed or made anew by others (`changed`, e.g. the CNI made a pod's) or
     /// moved to another remote subnet; everything only on a full sync or when the node's
@@ -544,13 +558,17 @@ impl Proxier {
         &mut self,
         reconciler: &mut Reconciler,
         snapshot: &Snapshot,
+        changes: Changes,
         full: bool,
         changed: &BTreeSet<IpAddr>,
     ) -> SyncReport {
         let started = Instant::now();
         let mut touched = std::mem::take(&mut self.retry);
-        let changes = self.inputs.take(snapshot);
         touched.extend(changes.touched);
+        let mut gone = std::mem::take(&mut self.gone);
+        gone.extend(changes.gone);
+        // One removed and then added again while syncs failed is planned, not removed.
+        gone.retain(|k| !snapshot.services.contains_key(k));
         let context = self.context(reconciler.network(), snapshot, reconciler);
         let moved = self.context.as_ref().map(|c| moved_subnets(c, &context));
         let everything = full
@@ -562,11 +580,10 @@ impl Proxier {
         if everything {
             touched.extend(snapshot.services.keys().cloned());
         } else {
-            touched.extend(moved_under(
-                snapshot,
-                changed,
-                &moved.flatten().unwrap_or_default(),
-            ));
+            // Whose plans may differ though their objects did not: an endpoint whose HNS
+            // endpoint others made, removed or made anew, or inside a moved remote subnet.
+            let moved = moved.flatten().unwrap_or_default();
+            touched.extend(self.inputs.services_at(changed, &moved));
         }
         let mut updates: Vec<(ServiceKey, ServicePlan)> = Vec::new();
         for key in touched {
@@ -575,12 +592,7 @@ impl Proxier {
                 updates.push((key, plan_service(svc, &slices, &context)));
             }
         }
-        updates.extend(
-            changes
-                .gone
-                .into_iter()
-                .map(|k| (k, ServicePlan::default())),
-        );
+        updates.extend(gone.into_iter().map(|k| (k, ServicePlan::default())));
         self.context = Some(context);
         for p in &snapshot.problems {
             self.report_once(p.clone());
@@ -590,10 +602,12 @@ impl Proxier {
         report
     }
 
-    /// A sync that could not start: retried later, everything still wanted.
-    pub(crate) fn failed_sync(&mut self, problem: String) -> SyncReport {
+    /// A sync that could not start: retried later, everything still wanted, and the Services
+    /// `changes` removed still to be deleted.
+    pub(crate) fn failed_sync(&mut self, changes: Changes, problem: String) -> SyncReport {
         self.report_once(problem.clone());
         self.retry.extend(self.inputs.keys().cloned());
+        self.gone.extend(changes.gone);
         self.schedule_retry();
         SyncReport {
             problems: vec![problem],
@@ -669,26 +683,6 @@ impl Proxier {
             tracing::warn!("{problem}");
         }
     }
-}
-
-/// The Services with an endpoint at one of the `changed` addresses (its HNS endpoint made,
-/// removed or made anew by others) or inside one of the `moved` remote subnets: their plans
-/// may differ though their objects did not. Walks the slices only when HNS changed.
-fn moved_under(
-    snapshot: &Snapshot,
-    changed: &BTreeSet<IpAddr>,
-    moved: &[IpNet],
-) -> Vec<ServiceKey> {
-    if changed.is_empty() && moved.is_empty() {
-        return Vec::new();
-    }
-    let hit = |ip: &IpAddr| changed.contains(ip) || moved.iter().any(|p| p.contains(ip));
-    snapshot
-        .slices
-        .values()
-        .filter(|s| s.endpoints.iter().any(|e| hit(&e.ip)))
-        .map(|s| s.service.clone())
-        .collect()
 }
 
 /// Whether what every plan depends on is the same: the node's name and addresses.

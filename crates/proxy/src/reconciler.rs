@@ -14,7 +14,9 @@ use hcn::{
     Endpoint, EndpointFlags, EndpointPolicy, Guid, IpConfig, Kind, LoadBalancer,
     LoadBalancerPortMapping, Network,
 };
+use hns_client::changes::Changes;
 use hns_client::{Client, ClientError};
+use tokio::task::JoinHandle;
 
 use crate::model::ServiceKey;
 use crate::planner::{Backend, DesiredLb, Frontend, RemoteEndpoint, ServicePlan};
@@ -175,19 +177,43 @@ impl Reconciler {
     /// Only when the log cannot answer (hnsd restarted, or the proxy fell far behind) are they
     /// listed again.
     pub async fn catch_up(&mut self) -> Result<CaughtUp, ClientError> {
+        let asked = self.ask_changes();
+        self.catch_up_from(asked).await
+    }
+
+    /// Asks hnsd's change log what changed since this view was brought up to date, in a task
+    /// of its own, so that the proxy compares its objects while hnsd answers (neither needs
+    /// the other); `None` when the network is gone (its name is looked up instead).
+    pub(crate) fn ask_changes(&self) -> Option<JoinHandle<Result<Changes, ClientError>>> {
+        if self.network_gone {
+            return None;
+        }
+        let (client, since) = (Arc::clone(&self.client), self.revision);
+        Some(tokio::spawn(async move {
+            client.changes_since(Some(since)).await
+        }))
+    }
+
+    /// [`Reconciler::catch_up`] with the answer [`Reconciler::ask_changes`] asked for.
+    pub(crate) async fn catch_up_from(
+        &mut self,
+        asked: Option<JoinHandle<Result<Changes, ClientError>>>,
+    ) -> Result<CaughtUp, ClientError> {
         let mut caught = CaughtUp {
             addresses: std::mem::take(&mut self.noticed),
             ..CaughtUp::default()
         };
-        if self.network_gone {
+        let Some(asked) = asked else {
             let name = self.network.name.clone();
             caught.network = match self.client.get_network_by_name(&name).await? {
                 Some(_) => NetworkNews::Replaced,
                 None => NetworkNews::Gone,
             };
             return Ok(caught);
-        }
-        let news = self.client.changes_since(Some(self.revision)).await?;
+        };
+        let news = asked
+            .await
+            .map_err(|e| ClientError::Protocol(format!("the change log request failed: {e}")))??;
         let own_deletes = std::mem::take(&mut self.own_deletes);
         let mut network_changed = false;
         // Each endpoint's state now: `None` deleted, `Some(None)` to be read.

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,10 +17,12 @@ use testkit::kube::{endpoint, endpoint_slice, http_port, service};
 
 const NODE: &str = "win-1";
 
-/// hnsd's socket, noting every request (`METHOD path`).
+/// hnsd's socket, noting every request (`METHOD path`); while `unreachable` is set, hnsd
+/// cannot be reached.
 struct Counting {
     socket: UnixSocket,
     seen: Arc<Mutex<Vec<String>>>,
+    unreachable: Arc<AtomicBool>,
 }
 
 impl Transport for Counting {
@@ -29,6 +32,15 @@ impl Transport for Counting {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(line);
+        if self.unreachable.load(Ordering::SeqCst) {
+            let socket = self.socket.endpoint().into();
+            return Box::pin(async move {
+                Err(hns_client::ClientError::Connect {
+                    socket,
+                    reason: "refused by the test".into(),
+                })
+            });
+        }
         self.socket.exchange(method, path, body)
     }
 
@@ -43,6 +55,7 @@ struct Node {
     net: hcn::Network,
     proxy: Proxy,
     seen: Arc<Mutex<Vec<String>>>,
+    unreachable: Arc<AtomicBool>,
 }
 
 impl Node {
@@ -62,9 +75,11 @@ async fn node() -> Node {
         common::endpoint(&client, &net, name, &[(ip, 24)]).await;
     }
     let seen = Arc::new(Mutex::new(Vec::new()));
+    let unreachable = Arc::new(AtomicBool::new(false));
     let transport = Counting {
         socket: UnixSocket::new(hnsd.socket()),
         seen: Arc::clone(&seen),
+        unreachable: Arc::clone(&unreachable),
     };
     let config = Config {
         retry_after: Duration::from_millis(50),
@@ -82,6 +97,7 @@ async fn node() -> Node {
         net,
         proxy,
         seen,
+        unreachable,
     }
 }
 
@@ -209,4 +225,37 @@ async fn a_pod_made_again_by_the_cni_is_taken_up_at_the_next_sync() {
         "web's load balancer still names the deleted endpoint"
     );
     let _ = &n.hnsd;
+}
+
+#[tokio::test]
+async fn a_service_removed_while_hnsd_cannot_be_reached_is_removed_once_it_can() {
+    let mut n = node().await;
+    let mut objects: Vec<Value> = Vec::new();
+    objects.extend(web("web", "10.96.0.10", &[("10.244.1.10", NODE)]));
+    objects.extend(web("api", "10.96.0.11", &[("10.244.1.11", NODE)]));
+    let report = n.proxy.sync(&snapshot(&objects)).await;
+    assert_eq!(report.created, 2, "{report:?}");
+    // api removed while hnsd cannot be reached: the sync fails and deletes nothing.
+    objects.truncate(2);
+    let without_api = snapshot(&objects);
+    n.unreachable.store(true, Ordering::SeqCst);
+    let failed = n.proxy.sync(&without_api).await;
+    assert_eq!(failed.deleted, 0, "{failed:?}");
+    assert!(!failed.problems.is_empty(), "{failed:?}");
+    // The same objects once hnsd answers again: api's load balancer is deleted, web's kept.
+    n.unreachable.store(false, Ordering::SeqCst);
+    let report = n.proxy.sync(&without_api).await;
+    assert_eq!(report.deleted, 1, "{report:?}");
+    let vips: Vec<_> = n
+        .client
+        .list_load_balancers()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|lb| lb.frontend_vips.clone())
+        .collect();
+    assert_eq!(
+        vips,
+        vec!["10.96.0.10".parse::<std::net::IpAddr>().unwrap()]
+    );
 }
