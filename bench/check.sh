@@ -65,7 +65,9 @@ run() {
 # --- build every bench first, so that the runs' times are the runs'. The runs start the
 # executables this build made (never `cargo bench` again: a run naming one package resolves
 # features for it alone and rebuilds what the union built differently).
-build=(cargo bench --locked --no-run --quiet --message-format=json-render-diagnostics)
+# In the release profile (the bench profile's settings are the same): the demo's and the scripts'
+# `cargo build --release` then share every artifact with it; the bench profile is stored apart.
+build=(cargo bench --locked --no-run --quiet --profile release --message-format=json-render-diagnostics)
 want switch && build+=(-p vfp --bench fastpath --bench acl)
 want proxy && build+=(-p proxy --bench program)
 want policy && build+=(-p policy --bench program)
@@ -78,11 +80,11 @@ echo "== building the benches (load $(load))" >&2
 # bench SRC: the executable of the bench whose source is SRC (from the repository's root).
 bench() {
     python3 - "$work/build.json" "$1" <<'PY'
-import json, sys
+import json, os, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
     t = m.get("target", {})
-    if m.get("reason") == "compiler-artifact" and "bench" in t.get("kind", []) and t.get("src_path", "").endswith("/" + sys.argv[2]) and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and "bench" in t.get("kind", []) and os.path.normpath(t.get("src_path", "")).endswith("/" + sys.argv[2]) and m.get("executable"):
         print(m["executable"])
         break
 else:
