@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 
 use hcn::policy::{AclAction, AclDirection, AclPolicySetting, AclRuleType};
-use hcn::{Endpoint, EndpointPolicy, NetworkPolicy};
+use hcn::{Endpoint, NetworkPolicy};
+use hns_client::acl::endpoint_acls;
 
 use crate::finding::{Finding, ObjectRef, ProblemKind};
 use crate::node::{Node, endpoint_ref};
@@ -36,23 +37,13 @@ fn local_endpoint<'a>(n: &Node<'a>, planned: &PlannedEndpoint) -> Option<&'a End
         .copied()
         .collect();
     let in_pod = |e: &&Endpoint| n.pod_endpoints.iter().any(|(p, _)| p.id == e.id);
-    let rank = |e: &&Endpoint| (!in_pod(e), acls(e).is_empty());
+    let rank = |e: &&Endpoint| (!in_pod(e), endpoint_acls(e).is_empty());
     local.into_iter().min_by_key(rank)
 }
 
 /// The node's own endpoints (remote ones carry no ACLs an agent programs).
 fn local_endpoints<'a>(n: &Node<'a>) -> impl Iterator<Item = &'a Endpoint> {
     n.snap.hns.endpoints.iter().filter(|e| !e.is_remote())
-}
-
-fn acls(ep: &Endpoint) -> Vec<&AclPolicySetting> {
-    ep.policies
-        .iter()
-        .filter_map(|p| match p {
-            EndpointPolicy::Acl(a) => Some(a),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The ACL as HNS shows it (`Get-HnsEndpoint`'s policy JSON).
@@ -73,7 +64,7 @@ fn compare(
     ep: &Endpoint,
     out: &mut Vec<Finding>,
 ) {
-    let mut held = acls(ep);
+    let mut held = endpoint_acls(ep);
     let mut missing: Vec<&PlannedAcl> = Vec::new();
     for p in &planned.acls {
         match held.iter().position(|h| **h == p.acl) {
@@ -203,7 +194,7 @@ fn missing_sets(n: &Node, out: &mut Vec<Finding>) {
     for ep in local_endpoints(n) {
         let plan = planned.and_then(|v| v.endpoints.iter().find(|p| ep.ips().any(|ip| ip == p.ip)));
         let planned_acls = plan.into_iter().flat_map(|p| p.acls.iter().map(|a| &a.acl));
-        for a in acls(ep).into_iter().chain(planned_acls) {
+        for a in endpoint_acls(ep).into_iter().chain(planned_acls) {
             let named = a
                 .local_addresses
                 .entries()
@@ -255,7 +246,7 @@ fn default_deny(n: &Node, out: &mut Vec<Finding>) {
         return;
     }
     for ep in local_endpoints(n) {
-        let held = acls(ep);
+        let held = endpoint_acls(ep);
         let on_switch: Vec<&&AclPolicySetting> = held
             .iter()
             .filter(|a| a.rule_type != Some(AclRuleType::Host))
@@ -328,7 +319,7 @@ pub fn across_nodes(snaps: &[crate::NodeSnapshot]) -> Vec<Finding> {
             let Some(ep) = local_endpoint(&node, pe) else {
                 continue;
             };
-            let held = acls(ep);
+            let held = endpoint_acls(ep);
             for a in &pe.acls {
                 if let Some(p) = &a.policy {
                     let e = per.entry(p.as_str()).or_default();

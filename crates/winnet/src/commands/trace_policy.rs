@@ -155,8 +155,10 @@ fn explain_step(
         ..AclExplanation::default()
     };
     let style = ep.map_or(Style::Calico, agent_style);
-    let planned = match (source, ep, held) {
-        (Some(src), Some(ep), Some(held)) => planned_source(node, src, ep, held, style),
+    // The agent's plan for this node, once: the held ACL's source and the Linux side read it.
+    let plan = source.map(|src| policy::plan(&src.cluster, &context(node, ep), style));
+    let planned = match (source, &plan, ep, held) {
+        (Some(src), Some(plan), Some(ep), Some(held)) => planned_source(src, plan, ep, held, style),
         _ => None,
     };
     let found = match (planned, held) {
@@ -185,8 +187,8 @@ fn explain_step(
     if let Some(s) = &found {
         set_source(&mut out, s);
     }
-    if let Some(src) = source {
-        linux_side(&mut out, node, src, ep, step, style);
+    if let (Some(src), Some(plan)) = (source, &plan) {
+        linux_side(&mut out, src, plan, step);
     }
     out
 }
@@ -233,15 +235,13 @@ fn agent_style(ep: &Endpoint) -> Style {
 
 /// The source the agent's plan gives the held ACL, when the plan holds it.
 fn planned_source(
-    node: &str,
     src: &PolicySource,
+    plan: &policy::Plan,
     ep: &Endpoint,
     held: &AclPolicySetting,
     style: Style,
 ) -> Option<Source> {
-    let ctx = context(node, ep);
-    let plan = policy::plan(&src.cluster, &ctx, style);
-    let explained = explain::explain_plan(&src.cluster, &plan, style).ok()?;
+    let explained = explain::explain_plan(&src.cluster, plan, style).ok()?;
     let planned = ep.ips().find_map(|ip| explained.get(&ip))?;
     planned
         .acls
@@ -251,11 +251,12 @@ fn planned_source(
 }
 
 /// The agent's node context: felix's node -> pod Allow names the node's addresses, read back
-/// from the endpoint (its remote addresses).
-fn context(node: &str, ep: &Endpoint) -> NodeContext {
+/// from the endpoint (its remote addresses); none without an endpoint.
+fn context(node: &str, ep: Option<&Endpoint>) -> NodeContext {
     NodeContext {
         node: node.to_string(),
-        host_addresses: explain::host_addresses_of(endpoint_acls(ep)),
+        host_addresses: ep
+            .map_or_else(Vec::new, |ep| explain::host_addresses_of(endpoint_acls(ep))),
     }
 }
 
@@ -278,14 +279,7 @@ fn set_source(out: &mut AclExplanation, s: &Source) {
 
 /// Kubernetes' verdict for the packet as the ACL layer saw it (after any load balancing),
 /// and the skipped constructs that judge it.
-fn linux_side(
-    out: &mut AclExplanation,
-    node: &str,
-    src: &PolicySource,
-    ep: Option<&Endpoint>,
-    step: &LayerStep,
-    style: Style,
-) {
+fn linux_side(out: &mut AclExplanation, src: &PolicySource, plan: &policy::Plan, step: &LayerStep) {
     let h = &step.before;
     let protocol = match h.protocol.as_str() {
         "tcp" => Protocol::Tcp,
@@ -303,19 +297,11 @@ fn linux_side(
         protocol,
         port: h.dst_port,
     };
-    let ctx = match ep {
-        Some(ep) => context(node, ep),
-        None => NodeContext {
-            node: node.to_string(),
-            host_addresses: Vec::new(),
-        },
-    };
     let side = match step.direction {
         StepDirection::Out => Direction::Egress,
         StepDirection::In => Direction::Ingress,
     };
     out.direction = Some(side.name().into());
-    let plan = policy::plan(&src.cluster, &ctx, style);
     let (allows, skipped) = explain::linux_verdict(&src.cluster, &plan.problems, &c, side);
     out.linux_allows = Some(allows);
     out.skipped = skipped.iter().map(ToString::to_string).collect();
