@@ -128,9 +128,17 @@ fn write(dir: &Path, name: &str, v: &Value) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// `winnet ARGS` as the unprivileged user `nobody`: no root, no access to any node.
-fn winnet_as_nobody(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winnet"))
+/// `winnet ARGS` as the unprivileged user `nobody`: no root, no access to any node. The
+/// binary is run from a copy in `dir` (which nobody can read): the build's own may sit under a
+/// home that only root enters (a clone in /root).
+fn winnet_as_nobody(dir: &Path, args: &[&str]) -> Output {
+    let exe = dir.join("winnet-as-nobody");
+    if !exe.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_winnet"), &exe).expect("copy winnet for nobody");
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod the copy");
+    }
+    Command::new(&exe)
         .args(args)
         .uid(65534)
         .gid(65534)
@@ -426,7 +434,10 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         .expect("chmod");
     for format in ["table", "json"] {
         let live = winnet(&["doctor", "--all", "-o", format]);
-        let offline = winnet_as_nobody(&["doctor", "--bundle", bundle, "--all", "-o", format]);
+        let offline = winnet_as_nobody(
+            tmp.path(),
+            &["doctor", "--bundle", bundle, "--all", "-o", format],
+        );
         assert_eq!(offline.status.code(), Some(1), "{}", text(&offline));
         assert_eq!(
             String::from_utf8_lossy(&offline.stdout),
@@ -473,7 +484,7 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         args.extend_from_slice(&trace);
         let live = ok(&winnet(&args), "live trace");
         args.extend_from_slice(&["--bundle", bundle]);
-        let offline = winnet_as_nobody(&args);
+        let offline = winnet_as_nobody(tmp.path(), &args);
         assert_eq!(
             String::from_utf8_lossy(&offline.stdout),
             live,
@@ -482,7 +493,7 @@ fn doctor_names_each_problem_fix_repairs_the_safe_ones_and_a_bundle_answers_the_
         );
     }
     // Without a bundle, nobody reaches no node: the offline answers above came from the file.
-    let denied = winnet_as_nobody(&["doctor", "--node", "win-1"]);
+    let denied = winnet_as_nobody(tmp.path(), &["doctor", "--node", "win-1"]);
     assert!(!denied.status.success(), "{}", text(&denied));
 
     // --fix: lists each change, makes the safe ones, refuses the busy namespace and what it
