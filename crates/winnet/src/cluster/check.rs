@@ -68,28 +68,39 @@ fn status_in(detail: &str) -> Option<u16> {
 /// Why the real cluster skips a flow of the in-memory cluster only.
 pub const IN_MEMORY_ONLY: &str = "in memory only (winnet demo --simulate)";
 
-/// Runs `flows`: first those that may run together ([`Flow::concurrent`]: independent
-/// connections from their own pods, most of them waiting out a policy's drop), all at once;
-/// then the others one by one. The outcomes are in the flows' order.
+/// At most this many flows run at once: the real cluster's flows are mostly waiting (a
+/// connection's answer, a dropped SYN's timeout), yet each is a process in a pod's namespace.
+const AT_ONCE: usize = 8;
+
+/// Runs `flows`: first those that may run together ([`Flow::runs_alongside`]), up to
+/// [`AT_ONCE`] at a time; then the others one by one. The outcomes are in the flows' order.
 pub fn run_all(flows: &[Flow]) -> Vec<Outcome> {
-    let mut out: Vec<Option<Outcome>> = vec![None; flows.len()];
+    let together: Vec<usize> = (0..flows.len())
+        .filter(|&i| flows[i].runs_alongside())
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(vec![None; flows.len()]);
     std::thread::scope(|s| {
-        let running: Vec<_> = flows
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.concurrent)
-            .map(|(i, f)| (i, s.spawn(move || run(f))))
-            .collect();
-        for (i, h) in running {
-            out[i] =
-                Some(h.join().unwrap_or_else(|_| {
-                    judge(&flows[i], false, "the flow's thread panicked".into())
-                }));
+        for _ in 0..AT_ONCE.min(together.len()) {
+            s.spawn(|| {
+                while let Some(&i) =
+                    together.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    let outcome =
+                        std::panic::catch_unwind(|| run(&flows[i])).unwrap_or_else(|_| {
+                            judge(&flows[i], false, "the flow's thread panicked".into())
+                        });
+                    if let Ok(mut d) = done.lock() {
+                        d[i] = Some(outcome);
+                    }
+                }
+            });
         }
     });
+    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     flows
         .iter()
-        .zip(out)
+        .zip(done)
         .map(|(f, o)| o.unwrap_or_else(|| run(f)))
         .collect()
 }

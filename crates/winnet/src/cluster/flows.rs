@@ -66,10 +66,6 @@ pub struct Flow {
     /// What is done around the flow (an ACL row: a lone Block, an ACL update).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<super::policy_rows::Step>,
-    /// It may run at the same time as the other such flows (it changes nothing and nothing
-    /// it depends on changes meanwhile).
-    #[serde(skip)]
-    pub concurrent: bool,
 }
 
 pub(super) fn flow(
@@ -97,11 +93,17 @@ pub(super) fn flow(
         expect_status: None,
         in_memory_only: false,
         step: None,
-        concurrent: false,
     }
 }
 
 impl Flow {
+    /// It may run at the same time as the other such flows: it changes nothing and asks
+    /// nothing of what came before it (an ACL step changes an endpoint; the connections of a
+    /// session-affinity flow must meet the same state one after another).
+    pub fn runs_alongside(&self) -> bool {
+        self.step.is_none() && self.connections.is_none()
+    }
+
     pub(super) fn unless(mut self, profile: Profile, l: Limitation) -> Flow {
         if profile.imposes(l) {
             self.expect_pass = false;

@@ -241,7 +241,6 @@ fn static_rows(state: &State, how: &Enforcement) -> Vec<Flow> {
             let mut f = flow(c.name, &shown(from), &from.netns, to, port, Proto::Tcp);
             f.expect_pass = pass;
             f.limitation = why;
-            f.concurrent = true;
             Some(f)
         })
         .collect()
