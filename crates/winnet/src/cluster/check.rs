@@ -79,28 +79,34 @@ pub fn run_all(flows: &[Flow]) -> Vec<Outcome> {
         .filter(|&i| flows[i].runs_alongside())
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::Mutex::new(vec![None; flows.len()]);
+    let mut out: Vec<Option<Outcome>> = vec![None; flows.len()];
     std::thread::scope(|s| {
-        for _ in 0..AT_ONCE.min(together.len()) {
-            s.spawn(|| {
-                while let Some(&i) =
-                    together.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                {
-                    let outcome =
-                        std::panic::catch_unwind(|| run(&flows[i])).unwrap_or_else(|_| {
-                            judge(&flows[i], false, "the flow's thread panicked".into())
-                        });
-                    if let Ok(mut d) = done.lock() {
-                        d[i] = Some(outcome);
+        let workers: Vec<_> = (0..AT_ONCE.min(together.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut ran = Vec::new();
+                    while let Some(&i) =
+                        together.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        let outcome =
+                            std::panic::catch_unwind(|| run(&flows[i])).unwrap_or_else(|_| {
+                                judge(&flows[i], false, "the flow's thread panicked".into())
+                            });
+                        ran.push((i, outcome));
                     }
-                }
-            });
+                    ran
+                })
+            })
+            .collect();
+        for w in workers {
+            for (i, o) in w.join().unwrap_or_default() {
+                out[i] = Some(o);
+            }
         }
     });
-    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     flows
         .iter()
-        .zip(done)
+        .zip(out)
         .map(|(f, o)| o.unwrap_or_else(|| run(f)))
         .collect()
 }
